@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The whole test suite: sanitized build (ASan + UBSan) + every ctest test
+# (unit, golden conformance, CLI, end-to-end). Usage: scripts/test.sh [ctest args...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cmake -S . -B build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWICK_SANITIZE=ON >/dev/null
+cmake --build build-test -j"$(nproc)"
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+ctest --test-dir build-test --output-on-failure -j"$(nproc)" "$@"

@@ -1,0 +1,16 @@
+/* Subcommands of the `wick` binary. Each lives in its own cmd_<name>.c and is
+ * listed once in the table in main.c. Only cli/ prints to the user and exits. */
+#ifndef WICK_CLI_COMMANDS_H
+#define WICK_CLI_COMMANDS_H
+
+typedef int (*cli_cmd_fn)(int argc, char **argv); /* argv[0] is the subcommand name */
+
+typedef struct cli_command {
+    const char *name;
+    cli_cmd_fn fn;
+    const char *summary;
+} cli_command;
+
+int cmd_version(int argc, char **argv);
+
+#endif

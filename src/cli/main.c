@@ -1,0 +1,49 @@
+/* wick: local LLM inference engine and server. Dispatches to subcommands. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "util/cpu.h"
+
+#define WICK_VERSION "0.1.0"
+
+/* One line per subcommand; keep sorted by how often people need them. */
+static const cli_command k_commands[] = {
+    {"version", cmd_version, "print version and CPU kernel level"},
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "wick %s - local LLM inference engine and server\n\n"
+            "usage: wick <command> [options]   (wick <command> --help for details)\n\ncommands:\n",
+            WICK_VERSION);
+    for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++)
+        fprintf(out, "  %-10s %s\n", k_commands[i].name, k_commands[i].summary);
+}
+
+int cmd_version(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    printf("wick %s (cpu kernels: %s)\n", WICK_VERSION, wk_cpu_level_name());
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "--version") == 0) return cmd_version(argc - 1, argv + 1);
+    for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++)
+        if (strcmp(argv[1], k_commands[i].name) == 0) return k_commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "wick: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,44 @@
+# Unit tests: every tests/unit/test_*.c is one cmocka executable and one ctest test.
+# Golden data: WICK_GOLDEN, else ../shared/golden beside the checkout.
+if(DEFINED ENV{WICK_GOLDEN})
+  set(WICK_GOLDEN_DIR $ENV{WICK_GOLDEN})
+else()
+  get_filename_component(WICK_GOLDEN_DIR ${CMAKE_SOURCE_DIR}/../shared/golden ABSOLUTE)
+endif()
+
+if(CMOCKA_FOUND)
+  file(GLOB WICK_UNIT_TESTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/unit/test_*.c)
+  foreach(t ${WICK_UNIT_TESTS})
+    get_filename_component(name ${t} NAME_WE)
+    add_executable(${name} ${t} ${CMAKE_SOURCE_DIR}/tests/unit/testutil.c)
+    target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/tests/unit)
+    target_link_libraries(${name} PRIVATE wickcore PkgConfig::CMOCKA)
+    add_test(NAME ${name} COMMAND ${name})
+    set_tests_properties(${name} PROPERTIES
+      ENVIRONMENT "WICK_GOLDEN=${WICK_GOLDEN_DIR};WICK_SOURCE_DIR=${CMAKE_SOURCE_DIR};WICK_BIN=$<TARGET_FILE:wick>"
+      TIMEOUT 600)
+  endforeach()
+else()
+  message(WARNING "cmocka not found: unit tests are not built (apt-get install libcmocka-dev)")
+endif()
+
+# Script tests (shell/node) under tests/cli/*.sh get the wick binary as $WICK_BIN.
+file(GLOB WICK_SCRIPT_TESTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/cli/*.sh)
+foreach(t ${WICK_SCRIPT_TESTS})
+  get_filename_component(name ${t} NAME_WE)
+  add_test(NAME cli_${name} COMMAND bash ${t})
+  set_tests_properties(cli_${name} PROPERTIES
+    ENVIRONMENT "WICK_GOLDEN=${WICK_GOLDEN_DIR};WICK_SOURCE_DIR=${CMAKE_SOURCE_DIR};WICK_BIN=$<TARGET_FILE:wick>"
+    TIMEOUT 900)
+endforeach()
+
+if(WICK_FUZZ)
+  file(GLOB WICK_FUZZERS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_*.c)
+  foreach(f ${WICK_FUZZERS})
+    get_filename_component(name ${f} NAME_WE)
+    add_executable(${name} ${f})
+    target_compile_options(${name} PRIVATE -fsanitize=fuzzer)
+    target_link_options(${name} PRIVATE -fsanitize=fuzzer)
+    target_link_libraries(${name} PRIVATE wickcore)
+  endforeach()
+endif()

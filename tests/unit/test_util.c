@@ -1,0 +1,107 @@
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "testutil.h"
+#include "util/err.h"
+#include "util/f16.h"
+#include "util/threadpool.h"
+
+typedef struct {
+    long n;
+    atomic_long sum;
+    atomic_int calls;
+} sum_job;
+
+static void sum_body(void *ctx, int worker, int n_workers)
+{
+    sum_job *job = ctx;
+    long b, e, s = 0;
+    wk_split(job->n, worker, n_workers, &b, &e);
+    for (long i = b; i < e; i++) s += i;
+    atomic_fetch_add(&job->sum, s);
+    atomic_fetch_add(&job->calls, 1);
+}
+
+static void test_pool_runs_every_worker_and_covers_the_range(void **state)
+{
+    (void)state;
+    for (int threads = 1; threads <= 4; threads++) {
+        wk_pool *pool = wk_pool_new(threads);
+        assert_non_null(pool);
+        for (int rep = 0; rep < 200; rep++) {
+            sum_job job = {.n = 1000 + rep};
+            atomic_init(&job.sum, 0);
+            atomic_init(&job.calls, 0);
+            wk_pool_run(pool, sum_body, &job);
+            assert_int_equal(atomic_load(&job.calls), threads);
+            assert_int_equal(atomic_load(&job.sum), job.n * (job.n - 1) / 2);
+        }
+        wk_pool_free(pool);
+    }
+}
+
+static void test_split_is_contiguous_and_balanced(void **state)
+{
+    (void)state;
+    long prev_end = 0;
+    for (int p = 0; p < 7; p++) {
+        long b, e;
+        wk_split(100, p, 7, &b, &e);
+        assert_int_equal(b, prev_end);
+        assert_true(e - b == 14 || e - b == 15);
+        prev_end = e;
+    }
+    assert_int_equal(prev_end, 100);
+}
+
+static void test_f16_round_trip_matches_ieee(void **state)
+{
+    (void)state;
+    /* every finite half converts to float and back unchanged */
+    for (uint32_t h = 0; h < 0x10000; h++) {
+        if ((h & 0x7c00) == 0x7c00) continue;
+        float f = wk_f16_to_f32((uint16_t)h);
+        assert_int_equal(wk_f32_to_f16(f), h);
+    }
+    assert_int_equal(wk_f32_to_f16(65520.0f), 0x7c00);      /* rounds to inf */
+    assert_int_equal(wk_f32_to_f16(1.0f + 1.0f / 4096), 0x3c00); /* tie to even */
+    assert_float_equal(wk_f16_to_f32(0x0001), 5.9604644775390625e-8f, 0);
+}
+
+static void test_bf16_rounds_to_nearest_even(void **state)
+{
+    (void)state;
+    assert_int_equal(wk_f32_to_bf16(1.0f), 0x3f80);
+    assert_int_equal(wk_f32_to_bf16(wk_f32_from_bits(0x3f808000u)), 0x3f80); /* tie, even */
+    assert_int_equal(wk_f32_to_bf16(wk_f32_from_bits(0x3f818000u)), 0x3f82); /* tie, odd up */
+    assert_true(isnan(wk_bf16_to_f32(wk_f32_to_bf16(NAN))));
+}
+
+static void test_error_prefix_keeps_code_and_message(void **state)
+{
+    (void)state;
+    wk_error err;
+    wk_error_clear(&err);
+    assert_int_equal(wk_fail(&err, WK_EFORMAT, "bad %s", "thing"), WK_EFORMAT);
+    wk_fail_prefix(&err, "loading %s", "x.gguf");
+    assert_string_equal(err.msg, "loading x.gguf: bad thing");
+    assert_int_equal(err.code, WK_EFORMAT);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pool_runs_every_worker_and_covers_the_range),
+        cmocka_unit_test(test_split_is_contiguous_and_balanced),
+        cmocka_unit_test(test_f16_round_trip_matches_ieee),
+        cmocka_unit_test(test_bf16_rounds_to_nearest_even),
+        cmocka_unit_test(test_error_prefix_keeps_code_and_message),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

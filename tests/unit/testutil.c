@@ -1,0 +1,84 @@
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+const char *golden_dir(void)
+{
+    static char buf[4096];
+    const char *env = getenv("WICK_GOLDEN");
+    const char *dir = env && *env ? env : "../shared/golden";
+    struct stat st;
+    char probe[4200];
+    snprintf(probe, sizeof probe, "%s/MANIFEST.json", dir);
+    if (stat(probe, &st) != 0) {
+        fprintf(stderr, "golden data not found at %s (set WICK_GOLDEN)\n", dir);
+        return NULL;
+    }
+    snprintf(buf, sizeof buf, "%s", dir);
+    return buf;
+}
+
+int golden_required(void)
+{
+    const char *ci = getenv("CI");
+    return ci && (strcmp(ci, "true") == 0 || strcmp(ci, "1") == 0);
+}
+
+void *read_whole_file(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    if (n < 0) {
+        fclose(f);
+        return NULL;
+    }
+    char *buf = malloc((size_t)n + 1);
+    if (!buf) {
+        fclose(f);
+        return NULL;
+    }
+    size_t got = fread(buf, 1, (size_t)n, f);
+    fclose(f);
+    if (got != (size_t)n) {
+        free(buf);
+        return NULL;
+    }
+    buf[n] = '\0';
+    if (size) *size = (size_t)n;
+    return buf;
+}
+
+const char *path_join(const char *dir, const char *rel)
+{
+    static _Thread_local char buf[4096];
+    snprintf(buf, sizeof buf, "%s/%s", dir, rel);
+    return buf;
+}
+
+uint32_t test_rand_u32(uint64_t *state)
+{
+    /* splitmix64 */
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return (uint32_t)((z ^ (z >> 31)) >> 32);
+}
+
+float test_rand_normal(uint64_t *state)
+{
+    double u1 = ((double)test_rand_u32(state) + 0.5) / 4294967296.0;
+    double u2 = ((double)test_rand_u32(state) + 0.5) / 4294967296.0;
+    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
