@@ -10,6 +10,10 @@
 /* One line per subcommand; keep sorted by how often people need them. */
 static const cli_command k_commands[] = {
     {"version", cmd_version, "print version and CPU kernel level"},
+    {"synth", cmd_synth, "write a random-weight GGUF with real model dimensions (benchmarks, tests)"},
+    {"info", cmd_info, "show what a GGUF model file holds (types, bits per weight, shape, KV size)"},
+    {"tokenizer", cmd_tokenizer, "encode, decode or inspect with a GGUF vocabulary; import a HF tokenizer.json"},
+    {"measure", cmd_measure, "stream a file as a prompt to a server; report cache use, prefill, TTFT, speed"},
 };
 
 static void usage(FILE *out)

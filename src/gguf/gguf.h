@@ -68,7 +68,9 @@ typedef struct gguf_tensor {
 typedef struct gguf_file gguf_file;
 
 /* Opens and validates path. On error returns a WK_E* code, *out = NULL, and err
- * names path and what is wrong. */
+ * names path and what is wrong (one line, "PATH: reason"). Codes: WK_EIO (cannot
+ * open/map), WK_EFORMAT (not GGUF, truncated, malformed, limits exceeded),
+ * WK_EUNSUPPORTED (GGUF v1 or > v3, tensor types wick cannot use), WK_ENOMEM. */
 int gguf_open(gguf_file **out, const char *path, wk_error *err);
 /* Same over a caller-owned buffer (used by the fuzzer and tests); the buffer
  * must outlive the gguf_file. */
@@ -79,6 +81,7 @@ uint32_t gguf_version(const gguf_file *f);
 uint32_t gguf_alignment(const gguf_file *f);
 size_t gguf_file_size(const gguf_file *f);
 const char *gguf_path(const gguf_file *f); /* "" for buffers */
+size_t gguf_data_offset(const gguf_file *f); /* file offset of the tensor data section */
 
 /* Metadata */
 size_t gguf_kv_count(const gguf_file *f);
@@ -112,7 +115,8 @@ size_t gguf_tensor_count(const gguf_file *f);
 const gguf_tensor *gguf_tensor_at(const gguf_file *f, size_t i);
 const gguf_tensor *gguf_find_tensor(const gguf_file *f, const char *name); /* NULL if absent */
 
-/* Writes "k=v" style human text for one value (used by `wick info -v`). */
+/* Writes one line "key: type = value" for one kv (used by `wick info -v`): long
+ * strings are cut at 160 bytes, arrays show at most max_array_items elements. */
 void gguf_kv_print(FILE *out, const gguf_kv *kv, size_t max_array_items);
 
 /* ---- writer: streams a GGUF v3 file without holding tensor data in memory ----
@@ -121,6 +125,14 @@ void gguf_kv_print(FILE *out, const gguf_kv *kv, size_t max_array_items);
  * gguf_writer_write_data one or more times with exactly its byte size in total
  * → gguf_writer_finish. */
 typedef struct gguf_writer gguf_writer;
+/* Setting a key that already exists replaces its value in place (so "copy all
+ * kvs, then override general.file_type" works). general.alignment is managed by
+ * the writer: it is written when alignment != 32, and setting/copying it to a
+ * different value than the writer's is an error. Setters and add_tensor have no
+ * err argument: the first failure is kept and reported again (with its message)
+ * by gguf_writer_begin_data. finish and abort always free the writer; on a
+ * failed finish the partial file is removed. Data goes to "<path>.tmp" and is
+ * renamed to path by a successful finish. alignment 0 means 32. */
 
 int gguf_writer_new(gguf_writer **out, const char *path, uint32_t alignment, wk_error *err);
 int gguf_writer_set_u32(gguf_writer *w, const char *key, uint32_t v);

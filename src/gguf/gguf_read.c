@@ -249,12 +249,17 @@ static int parse_array(cursor *c, gguf_kv *kv, const char *key)
         uint64_t *offs = malloc(count ? (size_t)count * sizeof *offs : 1);
         if (!offs) return wk_fail(c->err, WK_ENOMEM, "key %s: out of memory for %" PRIu64 " strings", key, count);
         kv->arr_str_offsets = offs;
+        /* vocabularies hold 150k+ strings: check inline, format a message only on failure */
         size_t start = c->pos;
         for (uint64_t i = 0; i < count; i++) {
-            gguf_str s;
             offs[i] = c->pos - start;
-            snprintf(c->what, sizeof c->what, "key %s: element %" PRIu64, key, i);
-            if ((rc = rd_str(c, &s, "string"))) return rc;
+            uint64_t len = remaining(c) >= 8 ? gguf_rd64(c->base + c->pos) : 0;
+            if (remaining(c) < 8 || len > GGUF_MAX_STRING_LEN || len > remaining(c) - 8) {
+                snprintf(c->what, sizeof c->what, "key %s: element %" PRIu64, key, i);
+                gguf_str s;
+                return rd_str(c, &s, "string"); /* fails with the precise message */
+            }
+            c->pos += 8 + (size_t)len;
         }
         return 0;
     }
@@ -419,9 +424,15 @@ static int check_alignment_key(gguf_file *f, wk_error *err)
                        gguf_value_type_name(kv->type));
     }
     /* 2^30 is far above any sensible alignment and keeps the padding arithmetic small */
-    if (v == 0 || (v & (v - 1)) != 0 || v > (1u << 30))
-        return wk_fail(err, WK_EFORMAT, "key general.alignment: %" PRId64 " is not a power of two (1..2^30)",
-                       kv->type >= GGUF_T_UINT64 && kv->type != GGUF_T_UINT64 ? kv->v.i64 : (int64_t)kv->v.u64);
+    if (v == 0 || (v & (v - 1)) != 0 || v > (1u << 30)) {
+        char shown[32];
+        if (kv->type == GGUF_T_INT8 || kv->type == GGUF_T_INT16 || kv->type == GGUF_T_INT32 ||
+            kv->type == GGUF_T_INT64)
+            snprintf(shown, sizeof shown, "%" PRId64, kv->v.i64);
+        else
+            snprintf(shown, sizeof shown, "%" PRIu64, kv->v.u64);
+        return wk_fail(err, WK_EFORMAT, "key general.alignment: %s is not a power of two in 1..2^30", shown);
+    }
     f->alignment = (uint32_t)v;
     return 0;
 }
@@ -455,7 +466,7 @@ static int parse(gguf_file *f, wk_error *err)
     /* Smallest encodings: a KV pair is key length (8) + 1 key byte + type (4)
      * + a 1-byte value = 14; a tensor info is name length (8) + 1 name byte +
      * n_dims (4) + one dim (8) + type (4) + offset (8) = 33. */
-    if (f->n_kv > remaining(&c) / 14)
+    if (f->n_kv > remaining(&c) / 14 || f->n_kv > UINT32_MAX - 1)
         return wk_fail(err, WK_EFORMAT, "header: metadata count %" PRIu64 " cannot fit in the %zu bytes that remain",
                        f->n_kv, remaining(&c));
     if (f->n_tensors > remaining(&c) / 33 || f->n_tensors > UINT32_MAX - 1)

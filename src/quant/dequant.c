@@ -1,6 +1,6 @@
 /* Scalar dequantizers, bit-exact with ggml's dequantize_row_* (the float
  * operations are written in ggml's order: e.g. Q2_K is (d*sc)*q - dmin*mn). */
-#include "quant/dequant.h"
+#include "quant/quant_impl.h"
 
 #include <string.h>
 

@@ -1,0 +1,340 @@
+/* The ops interface between the forward passes (model/) and the machines
+ * that run them (backend/cpu, later backend/cuda).
+ *
+ * Ops are coarse: a whole matmul over a batch of rows, a whole attention over a
+ * key range, a whole Gated DeltaNet scan, a whole MoE FFN. A backend is free to
+ * fuse and parallelize inside an op; the forward pass stays a readable sequence
+ * of calls.
+ *
+ * Memory: weights are be_weight views (mmap'd on CPU). Activations are plain
+ * float arrays obtained from be_alloc (host memory on CPU, device memory on a
+ * GPU backend); model code only does pointer arithmetic on them. Results that
+ * the host must read (logits) go through be_to_host.
+ *
+ * Dispatch: a be_backend carries a table of function pointers (be_ops) and
+ * its private state; the inline wrappers below are what callers use.
+ * All ops are synchronous on CPU. In-place use is allowed where stated. */
+#ifndef WICK_BACKEND_BACKEND_H
+#define WICK_BACKEND_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/err.h"
+
+/* ---- weights --------------------------------------------------------------- */
+
+/* A weight tensor in its stored (possibly quantized) type. Rows are ne[0]
+ * elements; a 2-D weight {K, M} maps K inputs to M outputs (y[o] = Σ W[o][i] x[i]);
+ * a 3-D expert pack {K, M, E} holds E such matrices, nb2 bytes apart. */
+typedef struct be_weight {
+    uint32_t type;      /* enum qt_type */
+    int64_t ne[4];      /* missing dims are 1 */
+    size_t nb1;         /* bytes per row */
+    size_t nb2;         /* bytes per matrix (expert stride) */
+    const void *data;   /* NULL: tensor absent */
+    const char *name;   /* for error messages; borrowed */
+    void *prep;         /* backend's prepared (e.g. repacked) form, owned by the backend;
+                           NULL = use data as stored */
+} be_weight;
+
+/* View of expert e of a 3-D pack as a 2-D weight. */
+static inline be_weight be_weight_expert(const be_weight *w, int64_t e)
+{
+    be_weight r = *w;
+    r.ne[2] = 1;
+    r.prep = NULL;
+    r.data = (const uint8_t *)w->data + (size_t)e * w->nb2;
+    return r;
+}
+
+/* ---- op parameters ---------------------------------------------------------- */
+
+enum be_rope_mode {
+    BE_ROPE_NORM = 0,   /* pairs (x[2i], x[2i+1]) — llama */
+    BE_ROPE_NEOX = 1,   /* pairs (x[i], x[i + n_rot/2]) — qwen2/3 */
+    BE_ROPE_IMROPE = 2, /* NEOX pairing, per-pair position component by sections — qwen35 */
+};
+
+typedef struct be_rope_params {
+    enum be_rope_mode mode;
+    int32_t n_rot;              /* rotated dims per head (even, <= head dim); the rest is copied */
+    float theta;                /* rope.freq_base */
+    float freq_scale;           /* 1/linear scaling factor; 1 = none */
+    const float *freq_factors;  /* optional [n_rot/2] divisors (rope_freqs.weight), NULL if absent */
+    int32_t sections[4];        /* IMROPE: dimension_sections (t, h, w, e) */
+} be_rope_params;
+
+/* Attention policy: how attention over the cached keys is computed.
+ * approx = false: exact dense causal attention (the other fields are ignored).
+ * approx = true: block-sparse approximate attention that skips key tiles:
+ *   global  — the first `global` keys are always attended,
+ *   window  — the last `window` keys before each query are always attended,
+ *   dense_tail — the last `dense_tail` queries of a prefill attend densely,
+ *   dense_tail_continue — decode steps after such a prefill keep attending densely.
+ * Its fingerprint (engine/) is stored with KV ranges and checkpoints. */
+typedef struct be_attn_policy {
+    bool approx;
+    int32_t global;
+    int32_t window;
+    int32_t dense_tail;
+    bool dense_tail_continue;
+} be_attn_policy;
+
+/* Causal attention of n_q query tokens over an F16 KV range.
+ * q: query i, head h at q + i*q_stride + h*q_head_stride (F32, after norm and
+ *   RoPE; q_head_stride 0 means d_k).
+ * K/V cache: kv head g, position p at k + g*kv_head_stride + p*d_k (F16 bits),
+ *   likewise v with d_v. K is stored after RoPE/norm.
+ * Query i sits at position q_pos0 + i and attends keys [0, q_pos0 + i];
+ *   n_kv (>= q_pos0 + n_q) is the number of valid cache positions.
+ * GQA: query head h reads kv head h / (n_head / n_head_kv).
+ * out: query i, head h at out + i*out_stride + h*d_v (F32). */
+typedef struct be_attn_args {
+    const float *q;
+    size_t q_stride, q_head_stride;
+    int32_t n_q, q_pos0;
+    const uint16_t *k, *v;
+    size_t kv_head_stride;
+    int32_t n_kv;
+    int32_t n_head, n_head_kv, d_k, d_v;
+    float scale;                  /* usually 1/sqrt(d_k) */
+    const be_attn_policy *policy; /* NULL = dense */
+    float *out;
+    size_t out_stride;
+} be_attn_args;
+
+/* Gated DeltaNet scan over n_t tokens of one sequence (spec architectures.md 8.5).
+ * Inputs are the conv outputs after SiLU, before normalization:
+ *   q, k: token t, key head i at q + t*qk_stride + i*d_k;  v: v + t*v_stride + j*d_v.
+ *   alpha, beta: raw projections [n_t][n_hv] (a_t, b_t of the spec).
+ * The op L2-normalizes q and k per head (eps), scales q by 1/sqrt(d_k),
+ * forms β = σ(b), g = ssm_a · softplus(a + dt_bias), and runs the delta rule
+ * with value head j reading key head j mod n_hk.
+ * state: [n_hv][d_k][d_v] F32 (row = key dim), read and updated in place.
+ * out: token t, value head j at out + t*out_stride + j*d_v.
+ * chunked: use the chunked WY form (prefill) instead of the token-by-token
+ * recurrence; both give the same result up to rounding. */
+typedef struct be_gdn_args {
+    const float *q, *k, *v;
+    size_t qk_stride, v_stride;
+    const float *alpha, *beta;
+    const float *ssm_a, *dt_bias; /* [n_hv] */
+    int32_t n_t, n_hk, n_hv, d_k, d_v;
+    float eps;
+    float *state;
+    float *out;
+    size_t out_stride;
+    bool chunked;
+} be_gdn_args;
+
+/* Routed-expert SwiGLU FFN: for each token t,
+ *   out[t] = Σ_{j<k} w[t][j] · down[e] · (SiLU(gate[e]·u_t) ⊙ up[e]·u_t),  e = ids[t][j].
+ * gate/up/down are 3-D packs ({n_embd, n_ff, E}, {n_ff, n_embd, E}); when up.data is
+ * NULL, gate is the fused gate_up pack {n_embd, 2·n_ff, E} (first half gate).
+ * Each pack may have its own type. out is overwritten. */
+typedef struct be_moe_args {
+    const be_weight *gate, *up, *down;
+    const float *u;        /* [n_t][n_embd] */
+    int32_t n_t, k;
+    const int32_t *ids;    /* [n_t][k] */
+    const float *weights;  /* [n_t][k] */
+    float *out;            /* [n_t][n_embd] */
+} be_moe_args;
+
+/* ---- the backend ------------------------------------------------------------ */
+
+typedef struct be_backend be_backend;
+
+typedef struct be_ops {
+    const char *name;
+    void (*free)(be_backend *be);
+    void *(*alloc)(be_backend *be, size_t bytes);
+    void (*release)(be_backend *be, void *p);
+    void (*to_host)(be_backend *be, void *dst, const void *src, size_t bytes);
+    void (*from_host)(be_backend *be, void *dst, const void *src, size_t bytes);
+    int (*matmul)(be_backend *be, const be_weight *w, const float *x, int64_t n_rows, float *y,
+                  wk_error *err);
+    int (*get_rows)(be_backend *be, const be_weight *w, const int32_t *ids, int64_t n, float *y,
+                    wk_error *err);
+    void (*rms_norm)(be_backend *be, float *y, size_t y_stride, const float *x, size_t x_stride,
+                     int64_t n_rows, int64_t n, const float *w, float eps);
+    void (*rope_cache)(be_backend *be, float *cs, const int32_t *pos, int64_t n_t,
+                       const be_rope_params *p);
+    void (*rope)(be_backend *be, float *x, int64_t n_t, size_t t_stride, int32_t n_head,
+                 int32_t head_stride, const float *cs, const be_rope_params *p);
+    void (*kv_store)(be_backend *be, uint16_t *cache, size_t head_stride, int32_t pos0,
+                     const float *x, size_t x_stride, int64_t n_t, int32_t n_head_kv, int32_t d);
+    int (*attention)(be_backend *be, const be_attn_args *a, wk_error *err);
+    void (*ssm_conv)(be_backend *be, float *y, size_t y_stride, const float *x, size_t x_stride,
+                     int64_t n_t, int64_t n_ch, const float *w, int32_t k, float *state);
+    int (*gdn)(be_backend *be, const be_gdn_args *a, wk_error *err);
+    void (*moe_route)(be_backend *be, const float *logits, int64_t n_t, int32_t n_expert, int32_t k,
+                      int32_t *ids, float *weights);
+    int (*moe_ffn)(be_backend *be, const be_moe_args *a, wk_error *err);
+    void (*add)(be_backend *be, float *y, const float *a, const float *b, int64_t n);
+    void (*add_bias)(be_backend *be, float *y, const float *bias, int64_t n_rows, int64_t n);
+    void (*swiglu)(be_backend *be, float *y, const float *gate, const float *up, int64_t n);
+    void (*mul_sigmoid)(be_backend *be, float *y, size_t y_stride, const float *g, size_t g_stride,
+                        int64_t n_rows, int64_t n);
+    void (*mul_silu)(be_backend *be, float *y, const float *z, int64_t n);
+    void (*add_scaled_sigmoid)(be_backend *be, float *y, const float *x, const float *s,
+                               int64_t n_rows, int64_t n);
+} be_ops;
+
+struct be_backend {
+    const be_ops *ops;
+    void *impl;
+};
+
+/* Allocation: device-visible activation memory (zeroed). NULL on failure. */
+static inline void *be_alloc(be_backend *be, size_t bytes) { return be->ops->alloc(be, bytes); }
+static inline void be_release(be_backend *be, void *p) { be->ops->release(be, p); }
+/* Copies bytes from backend memory src to host memory dst. */
+static inline void be_to_host(be_backend *be, void *dst, const void *src, size_t bytes)
+{
+    be->ops->to_host(be, dst, src, bytes);
+}
+/* Copies bytes from host memory src to backend memory dst. */
+static inline void be_from_host(be_backend *be, void *dst, const void *src, size_t bytes)
+{
+    be->ops->from_host(be, dst, src, bytes);
+}
+/* Frees the backend (and its thread pool). NULL is fine. */
+static inline void be_free(be_backend *be)
+{
+    if (be) be->ops->free(be);
+}
+
+/* y[n_rows][M] = x[n_rows][K] · Wᵀ for W {K, M} of any weight type (activations
+ * converted to the weight type's partner format as llama.cpp does). x and y
+ * are contiguous and must not overlap. Fails only on an unsupported type. */
+static inline int be_matmul(be_backend *be, const be_weight *w, const float *x, int64_t n_rows,
+                            float *y, wk_error *err)
+{
+    return be->ops->matmul(be, w, x, n_rows, y, err);
+}
+
+/* Embedding lookup: y[i] = row ids[i] of w (dequantized to F32, ne[0] floats). */
+static inline int be_get_rows(be_backend *be, const be_weight *w, const int32_t *ids, int64_t n,
+                              float *y, wk_error *err)
+{
+    return be->ops->get_rows(be, w, ids, n, y, err);
+}
+
+/* RMSNorm of n_rows rows of n floats: y = x / sqrt(mean(x²) + eps) ⊙ w (w may be
+ * NULL = ones). In place (y == x, same stride) allowed. */
+static inline void be_rms_norm(be_backend *be, float *y, size_t y_stride, const float *x,
+                               size_t x_stride, int64_t n_rows, int64_t n, const float *w, float eps)
+{
+    be->ops->rms_norm(be, y, y_stride, x, x_stride, n_rows, n, w, eps);
+}
+
+/* Fills cs [n_t][n_rot/2][2] with (cos, sin) of every rotated pair's angle
+ * for token positions pos[t] — computed once per batch, shared by all layers
+ * and by q and k. */
+static inline void be_rope_cache(be_backend *be, float *cs, const int32_t *pos, int64_t n_t,
+                                 const be_rope_params *p)
+{
+    be->ops->rope_cache(be, cs, pos, n_t, p);
+}
+
+/* In-place RoPE on n_t tokens × n_head heads: head h of token t at
+ * x + t*t_stride + h*head_stride, with angles from be_rope_cache. */
+static inline void be_rope(be_backend *be, float *x, int64_t n_t, size_t t_stride, int32_t n_head,
+                           int32_t head_stride, const float *cs, const be_rope_params *p)
+{
+    be->ops->rope(be, x, n_t, t_stride, n_head, head_stride, cs, p);
+}
+
+/* Converts n_t tokens of K or V (token t, head g at x + t*x_stride + g*d) to F16
+ * and writes them to cache positions pos0.. (head g, position p at
+ * cache + g*head_stride + p*d). */
+static inline void be_kv_store(be_backend *be, uint16_t *cache, size_t head_stride, int32_t pos0,
+                               const float *x, size_t x_stride, int64_t n_t, int32_t n_head_kv,
+                               int32_t d)
+{
+    be->ops->kv_store(be, cache, head_stride, pos0, x, x_stride, n_t, n_head_kv, d);
+}
+
+/* See be_attn_args. Fails on inconsistent arguments. */
+static inline int be_attention(be_backend *be, const be_attn_args *a, wk_error *err)
+{
+    return be->ops->attention(be, a, err);
+}
+
+/* Causal depthwise conv + SiLU over n_t tokens of n_ch channels, kernel w
+ * [n_ch][k] (tap k-1 multiplies the newest input); state [(k-1)][n_ch] holds
+ * the previous k-1 inputs (oldest first) and is updated to the last k-1. */
+static inline void be_ssm_conv(be_backend *be, float *y, size_t y_stride, const float *x,
+                               size_t x_stride, int64_t n_t, int64_t n_ch, const float *w, int32_t k,
+                               float *state)
+{
+    be->ops->ssm_conv(be, y, y_stride, x, x_stride, n_t, n_ch, w, k, state);
+}
+
+/* See be_gdn_args. */
+static inline int be_gdn(be_backend *be, const be_gdn_args *a, wk_error *err)
+{
+    return be->ops->gdn(be, a, err);
+}
+
+/* Softmax router: for each token, p = softmax(logits[t]) over n_expert; picks the
+ * top k (ties → lower id) and writes ids[t][k] and the renormalized weights
+ * p / max(Σ selected p, 6.1035e-5). */
+static inline void be_moe_route(be_backend *be, const float *logits, int64_t n_t, int32_t n_expert,
+                                int32_t k, int32_t *ids, float *weights)
+{
+    be->ops->moe_route(be, logits, n_t, n_expert, k, ids, weights);
+}
+
+/* See be_moe_args. */
+static inline int be_moe_ffn(be_backend *be, const be_moe_args *a, wk_error *err)
+{
+    return be->ops->moe_ffn(be, a, err);
+}
+
+/* y = a + b (n floats; y may alias a or b). */
+static inline void be_add(be_backend *be, float *y, const float *a, const float *b, int64_t n)
+{
+    be->ops->add(be, y, a, b, n);
+}
+/* y[r][i] += bias[i] for n_rows rows of n floats. */
+static inline void be_add_bias(be_backend *be, float *y, const float *bias, int64_t n_rows, int64_t n)
+{
+    be->ops->add_bias(be, y, bias, n_rows, n);
+}
+/* y = SiLU(gate) ⊙ up (n floats; y may alias gate or up). */
+static inline void be_swiglu(be_backend *be, float *y, const float *gate, const float *up, int64_t n)
+{
+    be->ops->swiglu(be, y, gate, up, n);
+}
+/* y[r][i] *= σ(g[r][i]) for n_rows rows of n floats (strided). */
+static inline void be_mul_sigmoid(be_backend *be, float *y, size_t y_stride, const float *g,
+                                  size_t g_stride, int64_t n_rows, int64_t n)
+{
+    be->ops->mul_sigmoid(be, y, y_stride, g, g_stride, n_rows, n);
+}
+/* y *= SiLU(z) (n floats). */
+static inline void be_mul_silu(be_backend *be, float *y, const float *z, int64_t n)
+{
+    be->ops->mul_silu(be, y, z, n);
+}
+/* y[r][i] += σ(s[r]) · x[r][i] — a per-row sigmoid gate (shared expert). */
+static inline void be_add_scaled_sigmoid(be_backend *be, float *y, const float *x, const float *s,
+                                         int64_t n_rows, int64_t n)
+{
+    be->ops->add_scaled_sigmoid(be, y, x, s, n_rows, n);
+}
+
+/* ---- constructors ------------------------------------------------------------ */
+
+/* CPU backend on a persistent pool of n_threads (<= 0: physical cores).
+ * Returns WK_ENOMEM on failure. Free with be_free. */
+int be_cpu_new(be_backend **out, int n_threads, wk_error *err);
+
+/* Threads of a CPU backend (1 for others). */
+int be_cpu_threads(const be_backend *be);
+
+#endif

@@ -1,0 +1,251 @@
+/* CPU backend: construction, memory, threading helper, matmul and embedding
+ * dispatch, and the small element-wise ops. */
+#include "backend/cpu/cpu_backend.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "quant/quant.h"
+#include "quant/qtypes.h"
+
+int cpu_buf_reserve(cpu_buf *b, size_t n)
+{
+    if (b->cap >= n) return 0;
+    /* 64-byte alignment for the vector kernels; round up so aligned_alloc accepts it */
+    size_t bytes = (n * sizeof(float) + 63) & ~(size_t)63;
+    float *p = aligned_alloc(64, bytes);
+    if (!p) return WK_ENOMEM;
+    free(b->p);
+    b->p = p;
+    b->cap = bytes / sizeof(float);
+    return 0;
+}
+
+typedef struct range_job {
+    cpu_range_fn fn;
+    void *ctx;
+    long n;
+} range_job;
+
+static void range_worker(void *p, int worker, int n_workers)
+{
+    range_job *j = p;
+    long b, e;
+    wk_split(j->n, worker, n_workers, &b, &e);
+    if (b < e) j->fn(j->ctx, b, e, worker);
+}
+
+void cpu_parallel_for(cpu_backend *cb, long n, long min_parallel, cpu_range_fn fn, void *ctx)
+{
+    if (n <= 0) return;
+    if (cb->n_threads <= 1 || n < min_parallel) {
+        fn(ctx, 0, n, 0);
+        return;
+    }
+    range_job j = {fn, ctx, n};
+    wk_pool_run(cb->pool, range_worker, &j);
+}
+
+/* ---- memory ---------------------------------------------------------------- */
+
+static void *cpu_alloc(be_backend *be, size_t bytes)
+{
+    (void)be;
+    size_t rounded = (bytes + 63) & ~(size_t)63;
+    if (rounded == 0) rounded = 64;
+    void *p = aligned_alloc(64, rounded);
+    if (p) memset(p, 0, rounded);
+    return p;
+}
+
+static void cpu_release(be_backend *be, void *p)
+{
+    (void)be;
+    free(p);
+}
+
+static void cpu_to_host(be_backend *be, void *dst, const void *src, size_t bytes)
+{
+    (void)be;
+    if (dst != src) memcpy(dst, src, bytes);
+}
+
+static void cpu_free(be_backend *be)
+{
+    cpu_backend *cb = cpu_of(be);
+    wk_pool_free(cb->pool);
+    cpu_scratch_free(&cb->mm_scratch);
+    for (int i = 0; i < CPU_MAX_THREADS; i++) free(cb->work[i].p);
+    free(cb->shared.p);
+    free(cb->moe_rows);
+    free(cb);
+}
+
+/* ---- matmul and embedding --------------------------------------------------- */
+
+cpu_weight cpu_weight_of(const be_weight *w)
+{
+    if (w->prep) return *(const cpu_weight *)w->prep;
+    return cpu_weight_view((enum qt_type)w->type, w->data, w->ne[1], w->ne[0], w->nb1);
+}
+
+int cpu_op_matmul(be_backend *be, const be_weight *w, const float *x, int64_t n_rows, float *y,
+                  wk_error *err)
+{
+    cpu_backend *cb = cpu_of(be);
+    cpu_weight cw = cpu_weight_of(w);
+    int rc = cpu_matmul(cb->pool, &cw, x, w->ne[0], n_rows, y, w->ne[1], &cb->mm_scratch, err);
+    if (rc) wk_fail_prefix(err, "matmul %s", w->name ? w->name : "?");
+    return rc;
+}
+
+int cpu_op_get_rows(be_backend *be, const be_weight *w, const int32_t *ids, int64_t n, float *y,
+                    wk_error *err)
+{
+    (void)be;
+    for (int64_t i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= w->ne[1])
+            return wk_fail(err, WK_EINVAL, "token id %d outside %s (%lld rows)", ids[i],
+                           w->name ? w->name : "embedding", (long long)w->ne[1]);
+        const uint8_t *row = (const uint8_t *)w->data + (size_t)ids[i] * w->nb1;
+        int rc = qt_dequantize_row((enum qt_type)w->type, row, y + i * w->ne[0], w->ne[0]);
+        if (rc)
+            return wk_fail(err, rc, "%s: cannot dequantize type %s", w->name ? w->name : "embedding",
+                           qt_type_name(w->type));
+    }
+    return 0;
+}
+
+/* ---- element-wise ----------------------------------------------------------- */
+
+/* Element-wise ops are memory-bound and short; splitting below this many
+ * floats costs more in wake-ups than it saves. */
+#define ELEMWISE_MIN_PARALLEL 65536
+
+typedef struct ew_job {
+    float *y;
+    const float *a, *b;
+    float s;
+} ew_job;
+
+static void add_range(void *p, long b, long e, int w)
+{
+    (void)w;
+    ew_job *j = p;
+    for (long i = b; i < e; i++) j->y[i] = j->a[i] + j->b[i];
+}
+
+void cpu_op_add(be_backend *be, float *y, const float *a, const float *b, int64_t n)
+{
+    ew_job j = {y, a, b, 0};
+    cpu_parallel_for(cpu_of(be), n, ELEMWISE_MIN_PARALLEL, add_range, &j);
+}
+
+void cpu_op_add_bias(be_backend *be, float *y, const float *bias, int64_t n_rows, int64_t n)
+{
+    (void)be;
+    for (int64_t r = 0; r < n_rows; r++)
+        for (int64_t i = 0; i < n; i++) y[r * n + i] += bias[i];
+}
+
+static inline float silu(float x) { return x / (1.0f + expf(-x)); }
+static inline float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+static void swiglu_range(void *p, long b, long e, int w)
+{
+    (void)w;
+    ew_job *j = p;
+    for (long i = b; i < e; i++) j->y[i] = silu(j->a[i]) * j->b[i];
+}
+
+void cpu_op_swiglu(be_backend *be, float *y, const float *gate, const float *up, int64_t n)
+{
+    ew_job j = {y, gate, up, 0};
+    cpu_parallel_for(cpu_of(be), n, ELEMWISE_MIN_PARALLEL / 4, swiglu_range, &j);
+}
+
+void cpu_op_mul_sigmoid(be_backend *be, float *y, size_t y_stride, const float *g, size_t g_stride,
+                        int64_t n_rows, int64_t n)
+{
+    (void)be;
+    for (int64_t r = 0; r < n_rows; r++)
+        for (int64_t i = 0; i < n; i++) y[r * y_stride + i] *= sigmoid(g[r * g_stride + i]);
+}
+
+static void mul_silu_range(void *p, long b, long e, int w)
+{
+    (void)w;
+    ew_job *j = p;
+    for (long i = b; i < e; i++) j->y[i] *= silu(j->a[i]);
+}
+
+void cpu_op_mul_silu(be_backend *be, float *y, const float *z, int64_t n)
+{
+    ew_job j = {y, z, NULL, 0};
+    cpu_parallel_for(cpu_of(be), n, ELEMWISE_MIN_PARALLEL / 4, mul_silu_range, &j);
+}
+
+void cpu_op_add_scaled_sigmoid(be_backend *be, float *y, const float *x, const float *s,
+                               int64_t n_rows, int64_t n)
+{
+    (void)be;
+    for (int64_t r = 0; r < n_rows; r++) {
+        float g = sigmoid(s[r]);
+        for (int64_t i = 0; i < n; i++) y[r * n + i] += g * x[r * n + i];
+    }
+}
+
+/* ---- construction ----------------------------------------------------------- */
+
+static const be_ops k_cpu_ops = {
+    .name = "cpu",
+    .free = cpu_free,
+    .alloc = cpu_alloc,
+    .release = cpu_release,
+    .to_host = cpu_to_host,
+    .from_host = cpu_to_host, /* same address space: a copy either way */
+    .matmul = cpu_op_matmul,
+    .get_rows = cpu_op_get_rows,
+    .rms_norm = cpu_op_rms_norm,
+    .rope_cache = cpu_op_rope_cache,
+    .rope = cpu_op_rope,
+    .kv_store = cpu_op_kv_store,
+    .attention = cpu_op_attention,
+    .ssm_conv = cpu_op_ssm_conv,
+    .gdn = cpu_op_gdn,
+    .moe_route = cpu_op_moe_route,
+    .moe_ffn = cpu_op_moe_ffn,
+    .add = cpu_op_add,
+    .add_bias = cpu_op_add_bias,
+    .swiglu = cpu_op_swiglu,
+    .mul_sigmoid = cpu_op_mul_sigmoid,
+    .mul_silu = cpu_op_mul_silu,
+    .add_scaled_sigmoid = cpu_op_add_scaled_sigmoid,
+};
+
+int be_cpu_new(be_backend **out, int n_threads, wk_error *err)
+{
+    *out = NULL;
+    if (n_threads <= 0) n_threads = wk_physical_cores();
+    if (n_threads > CPU_MAX_THREADS) n_threads = CPU_MAX_THREADS;
+    cpu_backend *cb = calloc(1, sizeof *cb);
+    if (!cb) return wk_fail(err, WK_ENOMEM, "cpu backend: out of memory");
+    cb->pool = wk_pool_new(n_threads);
+    if (!cb->pool) {
+        free(cb);
+        return wk_fail(err, WK_ENOMEM, "cpu backend: cannot start %d threads", n_threads);
+    }
+    cb->n_threads = wk_pool_size(cb->pool);
+    cb->vec = cpu_vec_select(2);
+    cb->base.ops = &k_cpu_ops;
+    cb->base.impl = cb;
+    *out = &cb->base;
+    return 0;
+}
+
+int be_cpu_threads(const be_backend *be)
+{
+    if (!be || be->ops != &k_cpu_ops) return 1;
+    return ((const cpu_backend *)be->impl)->n_threads;
+}

@@ -1,0 +1,262 @@
+/* CPU matmul driver: quantizes the activations once per call, then splits
+ * (weight-row block × activation-row chunk) tiles over the thread pool. */
+#include "backend/cpu/matmul.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/matmul_amx.h"
+#include "backend/cpu/matmul_impl.h"
+#include "quant/quant.h"
+#include "util/cpu.h"
+
+/* Activation rows in the scratch start on cache lines. */
+#define ACT_ALIGN 64
+/* Rows of W per tile: 32 rows of K = 4096 Q8_0 are 136 KiB, inside L2 (2 MiB
+ * per core here), and 32 is a multiple of every micro-kernel's row count. */
+#define TILE_ROWS 32
+/* Activation rows per tile in the prefill regime: enough to amortize loading
+ * a weight tile, few enough that the quantized chunk stays in L2. */
+#define TILE_ACTS 64
+/* At or below this many activation rows a call is "decode": each worker takes
+ * a contiguous share of W's rows and streams them once. */
+#define DECODE_MAX_N 4
+
+void cpu_scratch_free(cpu_scratch *s)
+{
+    if (!s) return;
+    free(s->buf);
+    s->buf = NULL;
+    s->cap = 0;
+}
+
+/* Generic tile: one vec_dot per output. */
+typedef struct {
+    qt_vec_dot_fn dot;
+    cpu_gemm_fn gemm;
+    const cpu_weight *w;
+    const uint8_t *act; /* n quantized rows, act_stride bytes apart */
+    size_t act_stride;
+    int64_t n;
+    float *y;
+    int64_t y_stride;
+    long m_blocks, n_chunks, chunk_rows;
+} mm_job;
+
+static void tile_generic(const mm_job *job, int64_t r0, int64_t r1, int64_t i0, int64_t i1)
+{
+    const cpu_weight *w = job->w;
+    const uint8_t *wbase = w->data;
+    for (int64_t i = i0; i < i1; i++) {
+        const uint8_t *a = job->act + (size_t)i * job->act_stride;
+        float *yrow = job->y + i * job->y_stride;
+        for (int64_t r = r0; r < r1; r++) job->dot(w->cols, &yrow[r], wbase + (size_t)r * w->row_bytes, a);
+    }
+}
+
+static void run_tile(const mm_job *job, int64_t r0, int64_t r1, int64_t i0, int64_t i1)
+{
+    if (job->gemm) {
+        const uint8_t *wbase = job->w->data;
+        job->gemm(job->w->cols, wbase + (size_t)r0 * job->w->row_bytes, job->w->row_bytes, (int)(r1 - r0),
+                  job->act + (size_t)i0 * job->act_stride, job->act_stride, (int)(i1 - i0),
+                  job->y + i0 * job->y_stride + r0, job->y_stride);
+        return;
+    }
+    /* Decode: row-major over W so each weight row is read once for all n. */
+    tile_generic(job, r0, r1, i0, i1);
+}
+
+static void mm_body(void *ctx, int worker, int n_workers)
+{
+    const mm_job *job = ctx;
+    const int64_t m = job->w->rows;
+    long items = job->m_blocks * job->n_chunks, b, e;
+    wk_split(items, worker, n_workers, &b, &e);
+    for (long it = b; it < e; it++) {
+        long mb = it / job->n_chunks, nc = it % job->n_chunks;
+        int64_t r0 = mb * TILE_ROWS, r1 = r0 + TILE_ROWS < m ? r0 + TILE_ROWS : m;
+        int64_t i0 = nc * job->chunk_rows, i1 = i0 + job->chunk_rows < job->n ? i0 + job->chunk_rows : job->n;
+        if (i0 < i1) run_tile(job, r0, r1, i0, i1);
+    }
+}
+
+/* Decode regime: contiguous row ranges per worker (W streamed once). */
+static void mm_decode_body(void *ctx, int worker, int n_workers)
+{
+    const mm_job *job = ctx;
+    long b, e;
+    /* split in units of 16 rows so fast kernels see full register blocks */
+    long units = (long)((job->w->rows + 15) / 16);
+    wk_split(units, worker, n_workers, &b, &e);
+    int64_t r0 = b * 16, r1 = e * 16 < job->w->rows ? e * 16 : job->w->rows;
+    if (r0 < r1) run_tile(job, r0, r1, 0, job->n);
+}
+
+typedef struct {
+    enum qt_type wtype;
+    const float *x;
+    int64_t x_stride, k, n;
+    const int32_t *x_rows;
+    uint8_t *act;
+    size_t act_stride;
+} q_job;
+
+static void quant_body(void *ctx, int worker, int n_workers)
+{
+    const q_job *q = ctx;
+    long b, e;
+    wk_split((long)q->n, worker, n_workers, &b, &e);
+    for (long i = b; i < e; i++) {
+        int64_t src = q->x_rows ? q->x_rows[i] : i;
+        qt_quantize_act(q->wtype, q->x + src * q->x_stride, q->act + (size_t)i * q->act_stride, q->k);
+    }
+}
+
+static cpu_gemm_fn pick_gemm(enum qt_type type)
+{
+    (void)type;
+    return NULL;
+}
+
+static int check_weight(const cpu_weight *w, wk_error *err)
+{
+    const qt_traits *t = w ? qt_traits_of((uint32_t)w->type) : NULL;
+    if (!t || !t->weight_ok)
+        return wk_fail(err, WK_EINVAL, "matmul: weight type %s is not supported",
+                       w ? qt_type_name((uint32_t)w->type) : "(null)");
+    if (w->rows < 0 || w->cols <= 0 || w->cols % t->block_elems != 0)
+        return wk_fail(err, WK_EINVAL, "matmul: %s weight of %lld x %lld: K must be a positive multiple of %u",
+                       t->name, (long long)w->rows, (long long)w->cols, t->block_elems);
+    if (w->row_bytes < qt_row_bytes(t, w->cols))
+        return wk_fail(err, WK_EINVAL, "matmul: row stride %zu bytes is below the %zu bytes of one %s row",
+                       w->row_bytes, qt_row_bytes(t, w->cols), t->name);
+    return 0;
+}
+
+static uint8_t *scratch_get(cpu_scratch *s, size_t bytes, void **owned)
+{
+    *owned = NULL;
+    if (bytes == 0) bytes = ACT_ALIGN;
+    bytes = (bytes + ACT_ALIGN - 1) / ACT_ALIGN * ACT_ALIGN;
+    if (s) {
+        if (s->cap < bytes) {
+            free(s->buf);
+            s->buf = aligned_alloc(ACT_ALIGN, bytes);
+            s->cap = s->buf ? bytes : 0;
+        }
+        return s->buf;
+    }
+    *owned = aligned_alloc(ACT_ALIGN, bytes);
+    return *owned;
+}
+
+/* Quantizes the activations into act (act_stride bytes per row) and runs the
+ * vec_dot / tile-kernel path. */
+static void matmul_quantized(wk_pool *pool, const cpu_weight *w, const float *x, int64_t x_stride,
+                             const int32_t *x_rows, int64_t n, float *y, int64_t y_stride, uint8_t *act,
+                             size_t act_stride)
+{
+    q_job q = {w->type, x, x_stride, w->cols, n, x_rows, act, act_stride};
+    if (n * w->cols >= 16384 && pool) wk_pool_run(pool, quant_body, &q);
+    else quant_body(&q, 0, 1);
+
+    int threads = pool ? wk_pool_size(pool) : 1;
+    mm_job job = {0};
+    job.dot = qt_vec_dot(w->type);
+    job.w = w;
+    job.act = act;
+    job.act_stride = act_stride;
+    job.n = n;
+    job.y = y;
+    job.y_stride = y_stride;
+    job.gemm = pick_gemm(w->type);
+    if (w->rows == 0 || n == 0) return;
+    if (n <= DECODE_MAX_N) {
+        if (pool && threads > 1 && w->rows >= 64) wk_pool_run(pool, mm_decode_body, &job);
+        else mm_decode_body(&job, 0, 1);
+        return;
+    }
+    job.m_blocks = (long)((w->rows + TILE_ROWS - 1) / TILE_ROWS);
+    job.chunk_rows = TILE_ACTS;
+    job.n_chunks = (long)((n + TILE_ACTS - 1) / TILE_ACTS);
+    /* few weight tiles: cut the activations finer so every thread has work */
+    while (job.m_blocks * job.n_chunks < 2L * threads && job.chunk_rows > 8) {
+        job.chunk_rows /= 2;
+        job.n_chunks = (long)((n + job.chunk_rows - 1) / job.chunk_rows);
+    }
+    if (pool && threads > 1) wk_pool_run(pool, mm_body, &job);
+    else mm_body(&job, 0, 1);
+}
+
+/* Core of both entry points: y rows are compact (y_stride apart) here. The
+ * first extra_bytes of the scratch are handed to the caller via *extra (the
+ * gather's output rows), the rest holds the activations. */
+static int matmul_core(wk_pool *pool, const cpu_weight *w, const float *x, int64_t x_stride,
+                       const int32_t *x_rows, int64_t n, float *y, int64_t y_stride, cpu_scratch *scratch,
+                       size_t extra_bytes, float **extra, wk_error *err)
+{
+    const int threads = pool ? wk_pool_size(pool) : 1;
+    const int use_amx = n > DECODE_MAX_N && cpu_amx_usable(w->type);
+    const size_t act_stride = (qt_act_row_bytes(w->type, w->cols) + ACT_ALIGN - 1) / ACT_ALIGN * ACT_ALIGN;
+    const size_t need = use_amx ? cpu_amx_scratch_bytes(w->type, n, w->cols, threads) : act_stride * (size_t)n;
+    extra_bytes = (extra_bytes + ACT_ALIGN - 1) / ACT_ALIGN * ACT_ALIGN;
+    void *owned;
+    uint8_t *buf = scratch_get(scratch, extra_bytes + need, &owned);
+    if (!buf) return wk_fail(err, WK_ENOMEM, "matmul: no memory for %lld activation rows", (long long)n);
+    if (extra) {
+        *extra = (float *)buf;
+        y = *extra;
+    }
+    uint8_t *act = buf + extra_bytes;
+    if (!use_amx || cpu_matmul_amx(pool, w, x, x_stride, x_rows, n, y, y_stride, act, need) != 0)
+        matmul_quantized(pool, w, x, x_stride, x_rows, n, y, y_stride, act, act_stride);
+    free(owned);
+    return 0;
+}
+
+int cpu_matmul(wk_pool *pool, const cpu_weight *w, const float *x, int64_t x_stride, int64_t n, float *y,
+               int64_t y_stride, cpu_scratch *scratch, wk_error *err)
+{
+    int rc = check_weight(w, err);
+    if (rc) return rc;
+    if (n < 0 || (n > 0 && (x_stride < w->cols || y_stride < w->rows)))
+        return wk_fail(err, WK_EINVAL, "matmul: bad strides (x %lld, y %lld) for %lld x %lld",
+                       (long long)x_stride, (long long)y_stride, (long long)w->rows, (long long)w->cols);
+    if (n == 0 || w->rows == 0) return 0;
+    return matmul_core(pool, w, x, x_stride, NULL, n, y, y_stride, scratch, 0, NULL, err);
+}
+
+int cpu_matmul_gather(wk_pool *pool, const cpu_weight *w, const float *x, int64_t x_stride,
+                      const int32_t *x_rows, float *y, int64_t y_stride, const int32_t *y_rows, int64_t n,
+                      cpu_scratch *scratch, wk_error *err)
+{
+    int rc = check_weight(w, err);
+    if (rc) return rc;
+    if (n < 0 || (n > 0 && (!x_rows || !y_rows || x_stride < w->cols || y_stride < w->rows)))
+        return wk_fail(err, WK_EINVAL, "matmul_gather: bad row lists or strides");
+    if (n == 0 || w->rows == 0) return 0;
+    /* compact output rows live in the scratch, then are scattered */
+    cpu_scratch local = {0};
+    if (!scratch) scratch = &local;
+    float *tmp = NULL;
+    rc = matmul_core(pool, w, x, x_stride, x_rows, n, NULL, w->rows, scratch,
+                     (size_t)n * (size_t)w->rows * sizeof(float), &tmp, err);
+    for (int64_t i = 0; i < n && rc == 0; i++)
+        memcpy(y + (int64_t)y_rows[i] * y_stride, tmp + i * w->rows, (size_t)w->rows * sizeof(float));
+    cpu_scratch_free(&local);
+    return rc;
+}
+
+int cpu_weight_prepare(cpu_weight *w, wk_error *err)
+{
+    int rc = check_weight(w, err);
+    if (rc) return rc;
+    w->packed = NULL; /* no repacked layout yet: the plain path is used */
+    return 0;
+}
+
+void cpu_weight_release(cpu_weight *w)
+{
+    if (w) w->packed = NULL;
+}

@@ -1,0 +1,63 @@
+/* CUDA context: device, stream, cuBLAS handle and one growable scratch buffer. */
+#include <cublas_v2.h>
+
+#include "backend/cuda/cuda_common.cuh"
+
+extern "C" int cuda_ctx_init(cuda_ctx *c, int device, wk_error *err)
+{
+    memset(c, 0, sizeof *c);
+    c->device = device;
+    cudaError_t e = cudaSetDevice(device);
+    if (e != cudaSuccess) return cu_fail(err, e, "selecting the device");
+    cudaDeviceProp prop;
+    e = cudaGetDeviceProperties(&prop, device);
+    if (e != cudaSuccess) return cu_fail(err, e, "reading device properties");
+    c->sm_count = prop.multiProcessorCount;
+    cudaStream_t s;
+    e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    if (e != cudaSuccess) return cu_fail(err, e, "creating a stream");
+    c->stream = s;
+    cublasHandle_t h;
+    if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) {
+        cudaStreamDestroy(s);
+        c->stream = NULL;
+        return wk_fail(err, WK_EIO, "cuda: cublasCreate failed");
+    }
+    cublasSetStream(h, s);
+    c->cublas = h;
+    return 0;
+}
+
+extern "C" void cuda_ctx_free(cuda_ctx *c)
+{
+    if (!c) return;
+    if (c->cublas) cublasDestroy((cublasHandle_t)c->cublas);
+    if (c->scratch) cudaFree(c->scratch);
+    if (c->stream) cudaStreamDestroy(c->stream);
+    memset(c, 0, sizeof *c);
+}
+
+extern "C" int cuda_ctx_scratch(cuda_ctx *c, size_t bytes, void **p, wk_error *err)
+{
+    if (bytes > c->scratch_bytes) {
+        /* cudaFree waits for the device, so kernels still reading the old
+         * buffer finish first */
+        if (c->scratch) cudaFree(c->scratch);
+        c->scratch = NULL;
+        c->scratch_bytes = 0;
+        size_t want = bytes + bytes / 4; /* headroom: fewer regrowths as batches vary */
+        cudaError_t e = cudaMalloc(&c->scratch, want);
+        if (e != cudaSuccess) return wk_fail(err, WK_ENOMEM, "cuda: scratch of %zu bytes: %s", want,
+                                             cudaGetErrorString(e));
+        c->scratch_bytes = want;
+    }
+    *p = c->scratch;
+    return 0;
+}
+
+extern "C" int cuda_sync(cuda_ctx *c, wk_error *err)
+{
+    cudaError_t e = cudaStreamSynchronize(c->stream);
+    if (e != cudaSuccess) return cu_fail(err, e, "synchronizing the stream");
+    return 0;
+}

@@ -1,0 +1,58 @@
+/* Internal helpers shared by the CUDA kernel files (not a public API). */
+#ifndef WICK_BACKEND_CUDA_COMMON_CUH
+#define WICK_BACKEND_CUDA_COMMON_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <string.h>
+
+/* wick's C headers: C linkage for the functions they declare */
+extern "C" {
+#include "quant/qtypes.h"
+#include "util/err.h"
+}
+#include "backend/cuda/cuda_kernels.h"
+
+#define WARP 32
+
+/* Launch error of the last kernel, as a wick error code (messages are filled
+ * by the caller that knows which op failed). */
+static inline int cu_launch_status(void)
+{
+    cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess ? 0 : WK_EIO;
+}
+
+static inline int cu_fail(wk_error *err, cudaError_t e, const char *what)
+{
+    return wk_fail(err, WK_EIO, "cuda: %s: %s", what, cudaGetErrorString(e));
+}
+
+/* Checks the last launch; on failure fills err naming the kernel. */
+#define CU_CHECK_LAUNCH(err, what)                                                   \
+    do {                                                                             \
+        cudaError_t e_ = cudaGetLastError();                                         \
+        if (e_ != cudaSuccess) return cu_fail((err), e_, (what));                    \
+    } while (0)
+
+__device__ __forceinline__ float warp_sum(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+__device__ __forceinline__ float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+
+static inline unsigned cdiv(int64_t a, int64_t b) { return (unsigned)((a + b - 1) / b); }
+
+#endif

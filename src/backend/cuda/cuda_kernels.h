@@ -1,0 +1,186 @@
+/* CUDA kernels of the wick backend, callable from C (tests, benchmarks and
+ * the be_ops glue in cuda_backend.cu). Every pointer named d_* or documented
+ * as "device" is device memory; host pointers say so. All launches go on the
+ * context's stream and are asynchronous; functions return 0 or a negative
+ * WK_E* code (launch failures: WK_EIO with the CUDA message in err).
+ *
+ * Quantized weights live on the device in a "device layout" (cuda_qw_*):
+ *   Q4_K, Q5_K      ggml blocks as stored (144 / 176 bytes: multiples of 16)
+ *   Q6_K            per row: nb × 208 bytes (ql | qh | scales) then nb × F16 d
+ *   Q8_0            per row: nb × 32 bytes of qs, then nb × F16 d
+ *   Q4_0, IQ4_NL    per row: nb × 16 bytes of qs, then nb × F16 d
+ *   F32, F16, BF16  rows as stored
+ * each row padded to 16 bytes, so every quant payload can be read with
+ * aligned 16-byte loads (Q6_K, Q8_0, Q4_0 and IQ4_NL blocks are 210/34/18
+ * bytes in GGUF and would otherwise straddle alignment). */
+#ifndef WICK_BACKEND_CUDA_KERNELS_H
+#define WICK_BACKEND_CUDA_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/err.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct CUstream_st *cuda_stream; /* = cudaStream_t */
+
+/* Per-device state: stream, cuBLAS handle, growable scratch. */
+typedef struct cuda_ctx {
+    int device;
+    cuda_stream stream;
+    void *cublas;         /* cublasHandle_t */
+    void *scratch;        /* device; grows in cuda_ctx_scratch */
+    size_t scratch_bytes;
+    int sm_count;
+} cuda_ctx;
+
+int cuda_ctx_init(cuda_ctx *c, int device, wk_error *err);
+void cuda_ctx_free(cuda_ctx *c);
+/* Device scratch of at least bytes (contents undefined); valid until the next
+ * call that grows it. Growing synchronizes the device. */
+int cuda_ctx_scratch(cuda_ctx *c, size_t bytes, void **p, wk_error *err);
+int cuda_sync(cuda_ctx *c, wk_error *err);
+
+/* ---- quantized weights ---------------------------------------------------- */
+
+/* A weight (or a pack of n_mat expert matrices) in device layout. */
+typedef struct cuda_qweight {
+    uint32_t type;        /* enum qt_type */
+    int64_t rows, cols;   /* per matrix: M outputs, K inputs */
+    int64_t n_mat;        /* 1, or experts */
+    size_t row_bytes;     /* device row stride */
+    size_t mat_bytes;     /* device matrix stride = rows * row_bytes */
+    void *data;           /* device, owned */
+} cuda_qweight;
+
+/* 1 if the type has device kernels (matvec, dequant). */
+int cuda_qw_supported(uint32_t type);
+/* Device row stride for a row of cols elements, 0 if unsupported/bad cols. */
+size_t cuda_qw_row_bytes(uint32_t type, int64_t cols);
+/* Repacks rows (ggml layout, src_row_bytes apart) into the device layout on
+ * the host: dst receives rows * cuda_qw_row_bytes bytes. */
+int cuda_qw_repack(uint32_t type, const void *src, size_t src_row_bytes, int64_t rows, int64_t cols,
+                   void *dst, wk_error *err);
+/* Uploads a weight (host data, ggml layout: rows nb1 apart, matrices nb2 apart). */
+int cuda_qw_upload(cuda_ctx *c, cuda_qweight *w, uint32_t type, const void *host, int64_t cols,
+                   int64_t rows, size_t nb1, int64_t n_mat, size_t nb2, wk_error *err);
+void cuda_qw_free(cuda_qweight *w);
+
+/* ---- decode matmul (matrix × vector) --------------------------------------- */
+
+/* Activation group for type: 256 (K-quants: per-256 Q8_K-style scales) or 32. */
+int cuda_act_group(uint32_t type);
+/* Quantizes n_rows rows of K floats to int8 with one float scale per 32
+ * (group 32: Q8_0 rule, scale rounded to F16; group 256: Q8_K rule, the same
+ * scale repeated over the 8 sub-groups). xq: n_rows*K bytes, xd: n_rows*K/32. */
+int cuda_quantize_act(cuda_ctx *c, const float *x, int64_t n_rows, int64_t K, int group, int8_t *xq,
+                      float *xd);
+/* y[s][0..M) = W[e_s] · x[s / slots_per_x] for s < n_slots, e_s = ids ? ids[s] : 0
+ * (ids device). Quantized types take xq/xd from cuda_quantize_act; F32/F16/BF16
+ * weights take the F32 rows xf instead. */
+int cuda_matvec(cuda_ctx *c, const cuda_qweight *w, const int8_t *xq, const float *xd,
+                const float *xf, int64_t n_slots, int64_t slots_per_x, const int32_t *ids, float *y,
+                wk_error *err);
+
+/* ---- prefill matmul --------------------------------------------------------- */
+
+/* Dequantizes matrix `mat` of w to BF16 rows (dst: rows*cols, row-major). */
+int cuda_dequant_bf16(cuda_ctx *c, const cuda_qweight *w, int64_t mat, uint16_t *dst, wk_error *err);
+int cuda_f32_to_bf16(cuda_ctx *c, const float *x, int64_t n, uint16_t *dst);
+/* y[n][M] = x[n][K] · W[mat]ᵀ: matvec for small n, else BF16 dequant + cuBLAS
+ * (F32 accumulation). Scratch comes from the context. */
+int cuda_matmul(cuda_ctx *c, const cuda_qweight *w, int64_t mat, const float *x, int64_t n,
+                float *y, wk_error *err);
+/* Rows below which cuda_matmul uses matvec (exported for benchmarks). */
+#define CUDA_MATVEC_MAX_ROWS 4
+
+/* Embedding lookup: y[i] = row ids[i] (device ids) of w dequantized to F32. */
+int cuda_get_rows(cuda_ctx *c, const cuda_qweight *w, const int32_t *ids, int64_t n, float *y,
+                  wk_error *err);
+
+/* ---- element-wise and norms --------------------------------------------------- */
+
+int cuda_rms_norm(cuda_ctx *c, float *y, size_t y_stride, const float *x, size_t x_stride,
+                  int64_t n_rows, int64_t n, const float *w, float eps);
+/* cs[t][i] = (cos, sin) of pair i at position pos[t] (device pos) — ggml's
+ * running-product angles; mode 2 (IMROPE) picks the section's component. */
+int cuda_rope_cache(cuda_ctx *c, float *cs, const int32_t *pos, int64_t n_t, int mode, int n_rot,
+                    float theta, float freq_scale, const float *freq_factors, const int32_t sections[4]);
+/* In place; mode 0 = NORM pairs, else NEOX pairs. */
+int cuda_rope(cuda_ctx *c, float *x, int64_t n_t, size_t t_stride, int32_t n_head,
+              int32_t head_stride, const float *cs, int mode, int n_rot);
+int cuda_kv_store(cuda_ctx *c, uint16_t *cache, size_t head_stride, int32_t pos0, const float *x,
+                  size_t x_stride, int64_t n_t, int32_t n_head_kv, int32_t d);
+int cuda_add(cuda_ctx *c, float *y, const float *a, const float *b, int64_t n);
+int cuda_add_bias(cuda_ctx *c, float *y, const float *bias, int64_t n_rows, int64_t n);
+int cuda_swiglu(cuda_ctx *c, float *y, const float *gate, const float *up, int64_t n);
+int cuda_mul_sigmoid(cuda_ctx *c, float *y, size_t y_stride, const float *g, size_t g_stride,
+                     int64_t n_rows, int64_t n);
+int cuda_mul_silu(cuda_ctx *c, float *y, const float *z, int64_t n);
+int cuda_add_scaled_sigmoid(cuda_ctx *c, float *y, const float *x, const float *s, int64_t n_rows,
+                            int64_t n);
+
+/* ---- attention ------------------------------------------------------------------ */
+
+/* Which keys query position p may see, in addition to causality (j <= p):
+ * dense (approx = 0), or j < global || p - j < window || p >= dense_from. */
+typedef struct cuda_attn_mask {
+    int approx;
+    int32_t global, window, dense_from;
+} cuda_attn_mask;
+
+typedef struct cuda_attn {
+    const float *q;
+    size_t q_stride;          /* floats between query tokens; head h at h*d */
+    int32_t n_q, q_pos0;
+    const uint16_t *k, *v;    /* F16 caches: head g, position p at g*kv_head_stride + p*d */
+    size_t kv_head_stride;
+    int32_t n_kv, n_head, n_head_kv, d; /* d = d_k = d_v (64, 128 or 256) */
+    float scale;
+    cuda_attn_mask mask;
+    float *out;
+    size_t out_stride;
+} cuda_attn;
+
+/* Flash attention. Prefill (n_q > 8): tensor-core tiles of 64 queries × 64
+ * keys, key tiles outside the mask skipped. Decode: split-K over the keys
+ * with a combine pass. Returns WK_EINVAL on unsupported shapes. */
+int cuda_attention(cuda_ctx *c, const cuda_attn *a, wk_error *err);
+/* Forces a path (0 = auto, 1 = decode kernel, 2 = prefill kernel) for tests. */
+int cuda_attention_path(cuda_ctx *c, const cuda_attn *a, int path, wk_error *err);
+
+/* ---- Gated DeltaNet ---------------------------------------------------------------- */
+
+int cuda_ssm_conv(cuda_ctx *c, float *y, size_t y_stride, const float *x, size_t x_stride,
+                  int64_t n_t, int64_t n_ch, const float *w, int32_t k, float *state);
+
+typedef struct cuda_gdn {
+    const float *q, *k, *v;
+    size_t qk_stride, v_stride;
+    const float *alpha, *beta;   /* [n_t][n_hv] raw projections */
+    const float *ssm_a, *dt_bias;
+    int32_t n_t, n_hk, n_hv, d_k, d_v; /* d_k = 128, d_v multiple of 16 */
+    float eps;
+    float *state;                /* [n_hv][d_k][d_v] */
+    float *out;
+    size_t out_stride;
+} cuda_gdn;
+
+int cuda_gdn_scan(cuda_ctx *c, const cuda_gdn *a, wk_error *err);
+
+/* ---- MoE ----------------------------------------------------------------------------- */
+
+int cuda_moe_route(cuda_ctx *c, const float *logits, int64_t n_t, int32_t n_expert, int32_t k,
+                   int32_t *ids, float *weights);
+/* out[t][i] = Σ_j w[t][j] · ys[t*k + j][i] */
+int cuda_moe_combine(cuda_ctx *c, float *out, const float *ys, const float *weights, int64_t n_t,
+                     int32_t k, int64_t n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,350 @@
+/* Norms, RoPE, KV store, element-wise gates, the short causal conv of the
+ * Gated DeltaNet layers and the MoE router. All memory-bound and simple. */
+#include "backend/cuda/cuda_common.cuh"
+
+/* ---- RMSNorm: one block per row ---------------------------------------------------- */
+
+__device__ __forceinline__ float block_sum(float v, float *red)
+{
+    v = warp_sum(v);
+    const int w = threadIdx.x / 32, lane = threadIdx.x & 31, nw = blockDim.x / 32;
+    if (lane == 0) red[w] = v;
+    __syncthreads();
+    v = lane < nw ? red[lane] : 0.0f;
+    v = warp_sum(v);
+    __syncthreads();
+    return v;
+}
+
+__global__ void rms_norm_kernel(float *y, size_t y_stride, const float *x, size_t x_stride, int64_t n,
+                                const float *__restrict__ w, float eps)
+{
+    __shared__ float red[32];
+    const float *xr = x + blockIdx.x * x_stride;
+    float *yr = y + blockIdx.x * y_stride;
+    float ss = 0.0f;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += xr[i] * xr[i];
+    ss = block_sum(ss, red);
+    const float scale = 1.0f / sqrtf(ss / (float)n + eps);
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+        float v = xr[i] * scale;
+        yr[i] = w ? v * w[i] : v;
+    }
+}
+
+extern "C" int cuda_rms_norm(cuda_ctx *c, float *y, size_t y_stride, const float *x, size_t x_stride,
+                             int64_t n_rows, int64_t n, const float *w, float eps)
+{
+    if (n_rows <= 0) return 0;
+    const int threads = n >= 1024 ? 256 : n >= 256 ? 128 : 32;
+    rms_norm_kernel<<<(unsigned)n_rows, threads, 0, c->stream>>>(y, y_stride, x, x_stride, n, w, eps);
+    return cu_launch_status();
+}
+
+/* ---- RoPE ---------------------------------------------------------------------------- */
+
+__device__ int imrope_component(const int4 s, int i)
+{
+    const int total = s.x + s.y + s.z + s.w;
+    const int sector = total > 0 ? i % total : 0;
+    if (sector % 3 == 1 && sector < 3 * s.y) return 1;
+    if (sector % 3 == 2 && sector < 3 * s.z) return 2;
+    if (sector % 3 == 0 && sector < 3 * s.x) return 0;
+    return 3;
+}
+
+__global__ void rope_cache_kernel(float *cs, const int32_t *pos, int64_t n_t, int imrope, int n_rot,
+                                  float theta_scale, float freq_scale, const float *ff, int4 sections)
+{
+    const int half = n_rot / 2;
+    const int64_t gi = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (gi >= n_t * half) return;
+    const int64_t t = gi / half;
+    const int i = (int)(gi % half);
+    /* text-only IMROPE: components t = h = w = position, e = 0 */
+    float th = imrope && imrope_component(sections, i) == 3 ? 0.0f : (float)pos[t];
+    /* ggml's running float product: th · θ^(−2i/n_rot), one multiply per pair */
+    for (int j = 0; j < i; j++) th *= theta_scale;
+    if (ff) th /= ff[i];
+    th *= freq_scale;
+    float s, co;
+    sincosf(th, &s, &co);
+    cs[t * n_rot + 2 * i] = co;
+    cs[t * n_rot + 2 * i + 1] = s;
+}
+
+extern "C" int cuda_rope_cache(cuda_ctx *c, float *cs, const int32_t *pos, int64_t n_t, int mode, int n_rot,
+                               float theta, float freq_scale, const float *freq_factors,
+                               const int32_t sections[4])
+{
+    if (n_t <= 0) return 0;
+    const float theta_scale = powf(theta, -2.0f / (float)n_rot);
+    int4 sec = make_int4(sections ? sections[0] : 0, sections ? sections[1] : 0, sections ? sections[2] : 0,
+                         sections ? sections[3] : 0);
+    rope_cache_kernel<<<cdiv(n_t * (n_rot / 2), 256), 256, 0, c->stream>>>(
+        cs, pos, n_t, mode == 2, n_rot, theta_scale, freq_scale, freq_factors, sec);
+    return cu_launch_status();
+}
+
+__global__ void rope_kernel(float *x, int64_t n_t, size_t t_stride, int n_head, int head_stride,
+                            const float *__restrict__ cs, int neox, int n_rot)
+{
+    const int half = n_rot / 2;
+    const int64_t gi = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (gi >= n_t * n_head * half) return;
+    const int i = (int)(gi % half);
+    const int64_t th = gi / half;
+    const int h = (int)(th % n_head);
+    const int64_t t = th / n_head;
+    float *xh = x + t * t_stride + (size_t)h * head_stride;
+    const float co = cs[t * n_rot + 2 * i], s = cs[t * n_rot + 2 * i + 1];
+    const int ia = neox ? i : 2 * i, ib = neox ? i + half : 2 * i + 1;
+    const float a = xh[ia], b = xh[ib];
+    xh[ia] = a * co - b * s;
+    xh[ib] = a * s + b * co;
+}
+
+extern "C" int cuda_rope(cuda_ctx *c, float *x, int64_t n_t, size_t t_stride, int32_t n_head,
+                         int32_t head_stride, const float *cs, int mode, int n_rot)
+{
+    const int64_t n = n_t * n_head * (n_rot / 2);
+    if (n <= 0) return 0;
+    rope_kernel<<<cdiv(n, 256), 256, 0, c->stream>>>(x, n_t, t_stride, n_head, head_stride, cs, mode != 0,
+                                                     n_rot);
+    return cu_launch_status();
+}
+
+/* ---- KV store: F32 → F16 rows -------------------------------------------------------- */
+
+__global__ void kv_store_kernel(uint16_t *cache, size_t head_stride, int32_t pos0, const float *x,
+                                size_t x_stride, int64_t n_t, int n_head_kv, int d)
+{
+    const int64_t gi = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (gi >= n_t * n_head_kv * d) return;
+    const int i = (int)(gi % d);
+    const int64_t tg = gi / d;
+    const int g = (int)(tg % n_head_kv);
+    const int64_t t = tg / n_head_kv;
+    cache[g * head_stride + (size_t)(pos0 + t) * d + i] =
+        __half_as_ushort(__float2half_rn(x[t * x_stride + (size_t)g * d + i]));
+}
+
+extern "C" int cuda_kv_store(cuda_ctx *c, uint16_t *cache, size_t head_stride, int32_t pos0, const float *x,
+                             size_t x_stride, int64_t n_t, int32_t n_head_kv, int32_t d)
+{
+    const int64_t n = n_t * n_head_kv * d;
+    if (n <= 0) return 0;
+    kv_store_kernel<<<cdiv(n, 256), 256, 0, c->stream>>>(cache, head_stride, pos0, x, x_stride, n_t, n_head_kv, d);
+    return cu_launch_status();
+}
+
+/* ---- element-wise --------------------------------------------------------------------- */
+
+__device__ __forceinline__ float sigmoidf_(float x) { return 1.0f / (1.0f + expf(-x)); }
+__device__ __forceinline__ float siluf_(float x) { return x / (1.0f + expf(-x)); }
+
+__global__ void add_kernel(float *y, const float *a, const float *b, int64_t n)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a[i] + b[i];
+}
+__global__ void add_bias_kernel(float *y, const float *bias, int64_t total, int64_t n)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < total) y[i] += bias[i % n];
+}
+__global__ void swiglu_kernel(float *y, const float *g, const float *u, int64_t n)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = siluf_(g[i]) * u[i];
+}
+__global__ void mul_sigmoid_kernel(float *y, size_t ys, const float *g, size_t gs, int64_t rows, int64_t n)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= rows * n) return;
+    int64_t r = i / n, j = i % n;
+    y[r * ys + j] *= sigmoidf_(g[r * gs + j]);
+}
+__global__ void mul_silu_kernel(float *y, const float *z, int64_t n)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] *= siluf_(z[i]);
+}
+__global__ void add_scaled_sigmoid_kernel(float *y, const float *x, const float *s, int64_t rows, int64_t n)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < rows * n) y[i] += sigmoidf_(s[i / n]) * x[i];
+}
+
+#define EW_LAUNCH(n) cdiv((n), 256), 256, 0, c->stream
+
+extern "C" int cuda_add(cuda_ctx *c, float *y, const float *a, const float *b, int64_t n)
+{
+    if (n <= 0) return 0;
+    add_kernel<<<EW_LAUNCH(n)>>>(y, a, b, n);
+    return cu_launch_status();
+}
+extern "C" int cuda_add_bias(cuda_ctx *c, float *y, const float *bias, int64_t n_rows, int64_t n)
+{
+    if (n_rows * n <= 0) return 0;
+    add_bias_kernel<<<EW_LAUNCH(n_rows * n)>>>(y, bias, n_rows * n, n);
+    return cu_launch_status();
+}
+extern "C" int cuda_swiglu(cuda_ctx *c, float *y, const float *gate, const float *up, int64_t n)
+{
+    if (n <= 0) return 0;
+    swiglu_kernel<<<EW_LAUNCH(n)>>>(y, gate, up, n);
+    return cu_launch_status();
+}
+extern "C" int cuda_mul_sigmoid(cuda_ctx *c, float *y, size_t y_stride, const float *g, size_t g_stride,
+                                int64_t n_rows, int64_t n)
+{
+    if (n_rows * n <= 0) return 0;
+    mul_sigmoid_kernel<<<EW_LAUNCH(n_rows * n)>>>(y, y_stride, g, g_stride, n_rows, n);
+    return cu_launch_status();
+}
+extern "C" int cuda_mul_silu(cuda_ctx *c, float *y, const float *z, int64_t n)
+{
+    if (n <= 0) return 0;
+    mul_silu_kernel<<<EW_LAUNCH(n)>>>(y, z, n);
+    return cu_launch_status();
+}
+extern "C" int cuda_add_scaled_sigmoid(cuda_ctx *c, float *y, const float *x, const float *s, int64_t n_rows,
+                                       int64_t n)
+{
+    if (n_rows * n <= 0) return 0;
+    add_scaled_sigmoid_kernel<<<EW_LAUNCH(n_rows * n)>>>(y, x, s, n_rows, n);
+    return cu_launch_status();
+}
+
+/* ---- causal depthwise conv + SiLU ---------------------------------------------------------
+ * Outputs in parallel over (channel, token); the state is rewritten by a
+ * second launch after every output has read the old one. */
+
+#define CONV_MAX_K 8
+
+__global__ void ssm_conv_kernel(float *y, size_t y_stride, const float *x, size_t x_stride, int64_t n_t,
+                                int64_t n_ch, const float *__restrict__ w, int k, const float *state)
+{
+    const int64_t gi = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (gi >= n_t * n_ch) return;
+    const int64_t ch = gi % n_ch, t = gi / n_ch;
+    float acc = 0.0f;
+    for (int j = 0; j < k; j++) {
+        const int64_t src = t - (k - 1) + j; /* input time of tap j */
+        const float v = src >= 0 ? x[src * x_stride + ch] : state[(k - 1 + src) * n_ch + ch];
+        acc += w[ch * k + j] * v;
+    }
+    y[t * y_stride + ch] = acc / (1.0f + expf(-acc));
+}
+
+__global__ void ssm_conv_state_kernel(const float *x, size_t x_stride, int64_t n_t, int64_t n_ch, int k,
+                                      float *state)
+{
+    const int64_t ch = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (ch >= n_ch) return;
+    float keep[CONV_MAX_K];
+    for (int j = 0; j < k - 1; j++) {
+        const int64_t src = n_t - (k - 1) + j;
+        keep[j] = src >= 0 ? x[src * x_stride + ch] : state[(k - 1 + src) * n_ch + ch];
+    }
+    for (int j = 0; j < k - 1; j++) state[j * n_ch + ch] = keep[j];
+}
+
+extern "C" int cuda_ssm_conv(cuda_ctx *c, float *y, size_t y_stride, const float *x, size_t x_stride,
+                             int64_t n_t, int64_t n_ch, const float *w, int32_t k, float *state)
+{
+    if (k < 1 || k > CONV_MAX_K) return WK_EINVAL;
+    if (n_t * n_ch <= 0) return 0;
+    ssm_conv_kernel<<<EW_LAUNCH(n_t * n_ch)>>>(y, y_stride, x, x_stride, n_t, n_ch, w, k, state);
+    if (k > 1) ssm_conv_state_kernel<<<EW_LAUNCH(n_ch)>>>(x, x_stride, n_t, n_ch, k, state);
+    return cu_launch_status();
+}
+
+/* ---- MoE router and combine ---------------------------------------------------------------- */
+
+__global__ void moe_route_kernel(const float *logits, int n_expert, int k, int32_t *ids, float *weights)
+{
+    extern __shared__ float p[];
+    __shared__ float red[32];
+    __shared__ int redi[32];
+    const float *l = logits + (int64_t)blockIdx.x * n_expert;
+    float mx = -INFINITY;
+    for (int i = threadIdx.x; i < n_expert; i += blockDim.x) mx = fmaxf(mx, l[i]);
+    mx = warp_max(mx);
+    const int w = threadIdx.x / 32, lane = threadIdx.x & 31, nw = blockDim.x / 32;
+    if (lane == 0) red[w] = mx;
+    __syncthreads();
+    mx = lane < nw ? red[lane] : -INFINITY;
+    mx = warp_max(mx);
+    __syncthreads();
+    float s = 0.0f;
+    for (int i = threadIdx.x; i < n_expert; i += blockDim.x) {
+        p[i] = expf(l[i] - mx);
+        s += p[i];
+    }
+    s = warp_sum(s);
+    if (lane == 0) red[w] = s;
+    __syncthreads();
+    s = lane < nw ? red[lane] : 0.0f;
+    s = warp_sum(s);
+    __syncthreads();
+    for (int i = threadIdx.x; i < n_expert; i += blockDim.x) p[i] /= s;
+    __syncthreads();
+    float picked_sum = 0.0f;
+    for (int j = 0; j < k; j++) {
+        /* argmax with ties to the lower id */
+        float bv = -1.0f;
+        int bi = 1 << 30;
+        for (int i = threadIdx.x; i < n_expert; i += blockDim.x)
+            if (p[i] > bv || (p[i] == bv && i < bi)) { bv = p[i]; bi = i; }
+        for (int o = 16; o > 0; o >>= 1) {
+            float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+            int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+            if (ov > bv || (ov == bv && oi < bi)) { bv = ov; bi = oi; }
+        }
+        if (lane == 0) { red[w] = bv; redi[w] = bi; }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            for (int q = 1; q < nw; q++)
+                if (red[q] > red[0] || (red[q] == red[0] && redi[q] < redi[0])) { red[0] = red[q]; redi[0] = redi[q]; }
+            ids[(int64_t)blockIdx.x * k + j] = redi[0];
+            weights[(int64_t)blockIdx.x * k + j] = red[0];
+            picked_sum += red[0];
+            p[redi[0]] = -2.0f; /* taken */
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        const float norm = fmaxf(picked_sum, 6.1035e-5f);
+        for (int j = 0; j < k; j++) weights[(int64_t)blockIdx.x * k + j] /= norm;
+    }
+}
+
+extern "C" int cuda_moe_route(cuda_ctx *c, const float *logits, int64_t n_t, int32_t n_expert, int32_t k,
+                              int32_t *ids, float *weights)
+{
+    if (n_t <= 0) return 0;
+    if (k > n_expert || n_expert > 8192) return WK_EINVAL;
+    moe_route_kernel<<<(unsigned)n_t, 256, n_expert * sizeof(float), c->stream>>>(logits, n_expert, k, ids,
+                                                                                   weights);
+    return cu_launch_status();
+}
+
+__global__ void moe_combine_kernel(float *out, const float *ys, const float *w, int64_t n_t, int k, int64_t n)
+{
+    const int64_t gi = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (gi >= n_t * n) return;
+    const int64_t t = gi / n, i = gi % n;
+    float acc = 0.0f;
+    for (int j = 0; j < k; j++) acc += w[t * k + j] * ys[(t * k + j) * n + i];
+    out[gi] = acc;
+}
+
+extern "C" int cuda_moe_combine(cuda_ctx *c, float *out, const float *ys, const float *weights, int64_t n_t,
+                                int32_t k, int64_t n)
+{
+    if (n_t * n <= 0) return 0;
+    moe_combine_kernel<<<EW_LAUNCH(n_t * n)>>>(out, ys, weights, n_t, k, n);
+    return cu_launch_status();
+}

@@ -1,0 +1,386 @@
+/* Matrix products on quantized weights.
+ *
+ * Decode (few rows): one warp per output row streams the row's blocks with
+ * 16-byte loads and multiplies them with int8 activations (dp4a); the
+ * activations are quantized first like llama.cpp's CPU backend does (Q8_K
+ * rule for K-quants, Q8_0 rule otherwise). The kernel is bound by weight
+ * bytes, so everything else (x, scales) is kept out of the way.
+ *
+ * Prefill (many rows): dequantize the weight to F16 in scratch and let cuBLAS
+ * run the product on tensor cores with F32 accumulation. The dequant pass
+ * costs one read of the weight and a write of 2 bytes/element, small against
+ * the product once the batch has a few hundred rows. */
+#include <cublas_v2.h>
+
+#include "backend/cuda/qdev.cuh"
+
+/* ---- activation quantization ------------------------------------------------ */
+
+/* One warp per 256 elements, 8 consecutive per lane. */
+template <int GROUP>
+__global__ void quantize_act_kernel(const float *__restrict__ x, int64_t n_rows, int64_t K,
+                                    int8_t *__restrict__ xq, float *__restrict__ xd)
+{
+    const int lane = threadIdx.x & 31;
+    const int64_t chunk = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    const int64_t chunks_per_row = (K + 255) / 256;
+    if (chunk >= chunks_per_row * n_rows) return;
+    const int64_t r = chunk / chunks_per_row;
+    const int64_t i0 = (chunk % chunks_per_row) * 256 + lane * 8;
+    const bool live = i0 < K; /* K is a multiple of 32, so a lane is all in or all out */
+    float v[8];
+    if (live) {
+        float4 a = *(const float4 *)(x + r * K + i0), b = *(const float4 *)(x + r * K + i0 + 4);
+        v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+    } else {
+        for (int i = 0; i < 8; i++) v[i] = 0.0f;
+    }
+    int8_t q[8];
+    float d;
+    if (GROUP == 32) {
+        float amax = 0.0f;
+        for (int i = 0; i < 8; i++) amax = fmaxf(amax, fabsf(v[i]));
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+        d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        for (int i = 0; i < 8; i++) q[i] = (int8_t)roundf(v[i] * id);
+        d = __half2float(__float2half_rn(d)); /* the dot product uses the stored F16 scale */
+    } else {
+        /* Q8_K: the element of largest magnitude (first one on ties) sets the scale */
+        float amax = 0.0f, mx = 0.0f;
+        int idx = 1 << 30;
+        for (int i = 0; i < 8; i++)
+            if (fabsf(v[i]) > amax) {
+                amax = fabsf(v[i]);
+                mx = v[i];
+                idx = lane * 8 + i;
+            }
+        for (int o = 16; o > 0; o >>= 1) {
+            float oa = __shfl_xor_sync(0xffffffffu, amax, o);
+            float om = __shfl_xor_sync(0xffffffffu, mx, o);
+            int oi = __shfl_xor_sync(0xffffffffu, idx, o);
+            if (oa > amax || (oa == amax && oi < idx)) {
+                amax = oa;
+                mx = om;
+                idx = oi;
+            }
+        }
+        if (amax == 0.0f) {
+            d = 0.0f;
+            for (int i = 0; i < 8; i++) q[i] = 0;
+        } else {
+            const float iscale = -127.0f / mx;
+            for (int i = 0; i < 8; i++) q[i] = (int8_t)min(127, __float2int_rn(iscale * v[i]));
+            d = 1.0f / iscale;
+        }
+    }
+    if (!live) return;
+    uint2 packed;
+    memcpy(&packed, q, 8);
+    *(uint2 *)(xq + r * K + i0) = packed;
+    if ((lane & 3) == 0) xd[(r * K + i0) / 32] = d;
+}
+
+extern "C" int cuda_act_group(uint32_t type)
+{
+    switch (type) {
+    case QT_Q4_K: case QT_Q5_K: case QT_Q6_K: return 256;
+    default: return 32;
+    }
+}
+
+extern "C" int cuda_quantize_act(cuda_ctx *c, const float *x, int64_t n_rows, int64_t K, int group,
+                                 int8_t *xq, float *xd)
+{
+    if (K % 32 || (group == 256 && K % 256)) return WK_EINVAL;
+    const int64_t chunks = n_rows * ((K + 255) / 256);
+    const int warps = 8;
+    if (group == 256)
+        quantize_act_kernel<256><<<cdiv(chunks, warps), warps * 32, 0, c->stream>>>(x, n_rows, K, xq, xd);
+    else
+        quantize_act_kernel<32><<<cdiv(chunks, warps), warps * 32, 0, c->stream>>>(x, n_rows, K, xq, xd);
+    return cu_launch_status();
+}
+
+/* ---- matrix × vector ----------------------------------------------------------- */
+
+#define MV_WARPS 8 /* rows per block: one warp each */
+
+template <int T>
+__global__ void __launch_bounds__(MV_WARPS * 32)
+matvec_q_kernel(const uint8_t *__restrict__ W, size_t row_bytes, size_t mat_bytes, int64_t M, int64_t K,
+                const int8_t *__restrict__ xq, const float *__restrict__ xd, int64_t slots_per_x,
+                const int32_t *__restrict__ ids, float *__restrict__ y)
+{
+    typedef qdev<T> Q;
+    const int lane = threadIdx.x & 31;
+    const int64_t row = (int64_t)blockIdx.x * MV_WARPS + threadIdx.x / 32;
+    const int64_t s = blockIdx.y;
+    if (row >= M) return;
+    const int64_t e = ids ? ids[s] : 0;
+    const uint8_t *wr = W + e * mat_bytes + row * row_bytes;
+    const int64_t xr = s / slots_per_x;
+    const int8_t *xqr = xq + xr * K;
+    const float *xdr = xd + xr * (K / 32);
+    const int64_t nb = K / Q::QK;
+    constexpr int BPI = 32 / Q::TPB; /* blocks per warp iteration */
+    const int t = lane % Q::TPB;
+    float acc = 0.0f;
+#pragma unroll 4
+    for (int64_t ib = lane / Q::TPB; ib < nb; ib += BPI) acc += Q::dot(wr, nb, ib, t, xqr, xdr);
+    acc = warp_sum(acc);
+    if (lane == 0) y[s * M + row] = acc;
+}
+
+/* Float weights (F32/F16/BF16) with F32 activations: 8 elements per lane step. */
+template <int T> __device__ __forceinline__ void load8(const uint8_t *row, int64_t i, float *w)
+{
+    if (T == QT_F32) {
+        float4 a = __ldg((const float4 *)row + i / 4), b = __ldg((const float4 *)row + i / 4 + 1);
+        w[0] = a.x; w[1] = a.y; w[2] = a.z; w[3] = a.w; w[4] = b.x; w[5] = b.y; w[6] = b.z; w[7] = b.w;
+    } else {
+        uint4 u = __ldg((const uint4 *)(row + i * 2));
+        const unsigned p[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            if (T == QT_F16) {
+                w[2 * j] = h2f((uint16_t)(p[j] & 0xFFFF));
+                w[2 * j + 1] = h2f((uint16_t)(p[j] >> 16));
+            } else {
+                w[2 * j] = __uint_as_float(p[j] << 16);
+                w[2 * j + 1] = __uint_as_float(p[j] & 0xFFFF0000u);
+            }
+        }
+    }
+}
+
+template <int T>
+__global__ void __launch_bounds__(MV_WARPS * 32)
+matvec_f_kernel(const uint8_t *__restrict__ W, size_t row_bytes, size_t mat_bytes, int64_t M, int64_t K,
+                const float *__restrict__ xf, int64_t slots_per_x, const int32_t *__restrict__ ids,
+                float *__restrict__ y)
+{
+    const int lane = threadIdx.x & 31;
+    const int64_t row = (int64_t)blockIdx.x * MV_WARPS + threadIdx.x / 32;
+    const int64_t s = blockIdx.y;
+    if (row >= M) return;
+    const int64_t e = ids ? ids[s] : 0;
+    const uint8_t *wr = W + e * mat_bytes + row * row_bytes;
+    const float *x = xf + (s / slots_per_x) * K;
+    float acc = 0.0f;
+    for (int64_t i = lane * 8; i < K; i += 256) {
+        float w[8];
+        load8<T>(wr, i, w);
+        float4 a = *(const float4 *)(x + i), b = *(const float4 *)(x + i + 4);
+        acc += w[0] * a.x + w[1] * a.y + w[2] * a.z + w[3] * a.w + w[4] * b.x + w[5] * b.y + w[6] * b.z +
+               w[7] * b.w;
+    }
+    acc = warp_sum(acc);
+    if (lane == 0) y[s * M + row] = acc;
+}
+
+extern "C" int cuda_matvec(cuda_ctx *c, const cuda_qweight *w, const int8_t *xq, const float *xd,
+                           const float *xf, int64_t n_slots, int64_t slots_per_x, const int32_t *ids,
+                           float *y, wk_error *err)
+{
+    if (n_slots <= 0) return 0;
+    if (n_slots > 65535)
+        return wk_fail(err, WK_EINVAL, "cuda matvec: %lld rows is too many for one launch", (long long)n_slots);
+    dim3 grid(cdiv(w->rows, MV_WARPS), (unsigned)n_slots);
+    dim3 block(MV_WARPS * 32);
+    const uint8_t *W = (const uint8_t *)w->data;
+#define MVQ(T)                                                                                      \
+    matvec_q_kernel<T><<<grid, block, 0, c->stream>>>(W, w->row_bytes, w->mat_bytes, w->rows, w->cols, xq, \
+                                                       xd, slots_per_x, ids, y)
+#define MVF(T)                                                                                      \
+    matvec_f_kernel<T><<<grid, block, 0, c->stream>>>(W, w->row_bytes, w->mat_bytes, w->rows, w->cols, xf, \
+                                                       slots_per_x, ids, y)
+    switch (w->type) {
+    case QT_Q4_K: MVQ(QT_Q4_K); break;
+    case QT_Q5_K: MVQ(QT_Q5_K); break;
+    case QT_Q6_K: MVQ(QT_Q6_K); break;
+    case QT_Q8_0: MVQ(QT_Q8_0); break;
+    case QT_Q4_0: MVQ(QT_Q4_0); break;
+    case QT_IQ4_NL: MVQ(QT_IQ4_NL); break;
+    case QT_F32:
+    case QT_F16:
+    case QT_BF16:
+        if (w->cols % 8) return wk_fail(err, WK_EINVAL, "cuda matvec: %lld columns not a multiple of 8",
+                                        (long long)w->cols);
+        if (w->type == QT_F32) MVF(QT_F32);
+        else if (w->type == QT_F16) MVF(QT_F16);
+        else MVF(QT_BF16);
+        break;
+    default:
+        return wk_fail(err, WK_EUNSUPPORTED, "cuda matvec: type %s", qt_type_name(w->type));
+    }
+#undef MVQ
+#undef MVF
+    CU_CHECK_LAUNCH(err, "matvec");
+    return 0;
+}
+
+/* ---- dequantization ------------------------------------------------------------- */
+
+/* One thread per 32-element group; OUT = 0: F16, 1: BF16, 2: F32. Rows of the
+ * output come from rows[i] (gather) or are consecutive. */
+template <int T, int OUT>
+__global__ void dequant_kernel(const uint8_t *__restrict__ W, size_t row_bytes, int64_t n_rows, int64_t K,
+                               const int32_t *__restrict__ rows, void *__restrict__ dst)
+{
+    const int64_t gpr = K / 32;
+    const int64_t gi = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (gi >= n_rows * gpr) return;
+    const int64_t r = gi / gpr, g = gi % gpr;
+    const int64_t src_row = rows ? rows[r] : r;
+    const uint8_t *row = W + src_row * row_bytes;
+    int QK = (T == QT_Q4_K || T == QT_Q5_K || T == QT_Q6_K) ? 256 : (T == QT_F32 || T == QT_F16 || T == QT_BF16) ? 1 : 32;
+    float y[32];
+    dq_group<T>(row, K / QK, g, y);
+    if (OUT == 2) {
+        float4 *o = (float4 *)((float *)dst + r * K + g * 32);
+#pragma unroll
+        for (int i = 0; i < 8; i++) o[i] = make_float4(y[4 * i], y[4 * i + 1], y[4 * i + 2], y[4 * i + 3]);
+    } else {
+        uint4 *o = (uint4 *)((uint16_t *)dst + r * K + g * 32);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            unsigned p[4];
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                if (OUT == 0) {
+                    __half2 h = __floats2half2_rn(y[8 * i + 2 * j], y[8 * i + 2 * j + 1]);
+                    memcpy(&p[j], &h, 4);
+                } else {
+                    __nv_bfloat162 h = __floats2bfloat162_rn(y[8 * i + 2 * j], y[8 * i + 2 * j + 1]);
+                    memcpy(&p[j], &h, 4);
+                }
+            }
+            o[i] = make_uint4(p[0], p[1], p[2], p[3]);
+        }
+    }
+}
+
+static int launch_dequant(cuda_ctx *c, const cuda_qweight *w, const uint8_t *W, int64_t n_rows,
+                          const int32_t *rows, void *dst, int out, wk_error *err)
+{
+    if (w->cols % 32) return wk_fail(err, WK_EINVAL, "cuda dequant: %lld columns", (long long)w->cols);
+    const int64_t n = n_rows * (w->cols / 32);
+    if (n == 0) return 0;
+    const unsigned grid = cdiv(n, 256);
+#define DQ(T)                                                                                       \
+    do {                                                                                            \
+        if (out == 0) dequant_kernel<T, 0><<<grid, 256, 0, c->stream>>>(W, w->row_bytes, n_rows, w->cols, rows, dst); \
+        else if (out == 1) dequant_kernel<T, 1><<<grid, 256, 0, c->stream>>>(W, w->row_bytes, n_rows, w->cols, rows, dst); \
+        else dequant_kernel<T, 2><<<grid, 256, 0, c->stream>>>(W, w->row_bytes, n_rows, w->cols, rows, dst); \
+    } while (0)
+    switch (w->type) {
+    case QT_Q4_K: DQ(QT_Q4_K); break;
+    case QT_Q5_K: DQ(QT_Q5_K); break;
+    case QT_Q6_K: DQ(QT_Q6_K); break;
+    case QT_Q8_0: DQ(QT_Q8_0); break;
+    case QT_Q4_0: DQ(QT_Q4_0); break;
+    case QT_IQ4_NL: DQ(QT_IQ4_NL); break;
+    case QT_F32: DQ(QT_F32); break;
+    case QT_F16: DQ(QT_F16); break;
+    case QT_BF16: DQ(QT_BF16); break;
+    default: return wk_fail(err, WK_EUNSUPPORTED, "cuda dequant: type %s", qt_type_name(w->type));
+    }
+#undef DQ
+    CU_CHECK_LAUNCH(err, "dequantize");
+    return 0;
+}
+
+extern "C" int cuda_dequant_bf16(cuda_ctx *c, const cuda_qweight *w, int64_t mat, uint16_t *dst, wk_error *err)
+{
+    return launch_dequant(c, w, (const uint8_t *)w->data + mat * w->mat_bytes, w->rows, NULL, dst, 1, err);
+}
+
+extern "C" int cuda_get_rows(cuda_ctx *c, const cuda_qweight *w, const int32_t *ids, int64_t n, float *y,
+                             wk_error *err)
+{
+    return launch_dequant(c, w, (const uint8_t *)w->data, n, ids, y, 2, err);
+}
+
+template <int OUT>
+__global__ void f32_to_16_kernel(const float *__restrict__ x, int64_t n, uint16_t *__restrict__ y)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    if (OUT == 0) y[i] = __half_as_ushort(__float2half_rn(x[i]));
+    else y[i] = __bfloat16_as_ushort(__float2bfloat16_rn(x[i]));
+}
+
+extern "C" int cuda_f32_to_bf16(cuda_ctx *c, const float *x, int64_t n, uint16_t *dst)
+{
+    if (n <= 0) return 0;
+    f32_to_16_kernel<1><<<cdiv(n, 256), 256, 0, c->stream>>>(x, n, dst);
+    return cu_launch_status();
+}
+
+/* ---- the matmul entry point --------------------------------------------------------- */
+
+extern "C" int cuda_matmul(cuda_ctx *c, const cuda_qweight *w, int64_t mat, const float *x, int64_t n,
+                           float *y, wk_error *err)
+{
+    const int64_t M = w->rows, K = w->cols;
+    if (n <= 0) return 0;
+    const bool quant = w->type != QT_F32 && w->type != QT_F16 && w->type != QT_BF16;
+    if (n <= CUDA_MATVEC_MAX_ROWS) {
+        if (!quant) {
+            cuda_qweight one = *w;
+            one.data = (uint8_t *)w->data + mat * w->mat_bytes;
+            return cuda_matvec(c, &one, NULL, NULL, x, n, 1, NULL, y, err);
+        }
+        void *scr;
+        const size_t xd_bytes = ((size_t)n * (K / 32) * 4 + 255) & ~(size_t)255; /* keeps xq 16-byte aligned */
+        int rc = cuda_ctx_scratch(c, xd_bytes + (size_t)n * K, &scr, err);
+        if (rc) return rc;
+        float *xd = (float *)scr;
+        int8_t *xq = (int8_t *)scr + xd_bytes;
+        rc = cuda_quantize_act(c, x, n, K, cuda_act_group(w->type), xq, xd);
+        if (rc) return wk_fail(err, rc, "cuda: quantizing activations for a %lld-column matmul", (long long)K);
+        cuda_qweight one = *w;
+        one.data = (uint8_t *)w->data + mat * w->mat_bytes;
+        return cuda_matvec(c, &one, xq, xd, NULL, n, 1, NULL, y, err);
+    }
+    cublasHandle_t h = (cublasHandle_t)c->cublas;
+    const float alpha = 1.0f, beta = 0.0f;
+    const uint8_t *W = (const uint8_t *)w->data + mat * w->mat_bytes;
+    cublasStatus_t st;
+    if (w->type == QT_F32) {
+        st = cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)M, (int)n, (int)K, &alpha, (const float *)W,
+                         (int)(w->row_bytes / 4), x, (int)K, &beta, y, (int)M);
+    } else {
+        /* F16 operands keep 11 mantissa bits of the dequantized weights and of
+         * the activations (BF16 weights stay BF16) */
+        const int bf = w->type == QT_BF16;
+        size_t wbytes = quant ? (size_t)M * K * 2 : 0;
+        void *scr;
+        int rc = cuda_ctx_scratch(c, wbytes + (size_t)n * K * 2 + 256, &scr, err);
+        if (rc) return rc;
+        uint16_t *wb = (uint16_t *)scr;
+        uint16_t *xb = (uint16_t *)((uint8_t *)scr + ((wbytes + 255) & ~(size_t)255));
+        const void *A = W;
+        int lda = (int)(w->row_bytes / 2);
+        if (quant) {
+            cuda_qweight one = *w;
+            one.data = (void *)W;
+            rc = launch_dequant(c, &one, W, M, NULL, wb, 0, err);
+            if (rc) return rc;
+            A = wb;
+            lda = (int)K;
+        }
+        if (bf) f32_to_16_kernel<1><<<cdiv(n * K, 256), 256, 0, c->stream>>>(x, n * K, xb);
+        else f32_to_16_kernel<0><<<cdiv(n * K, 256), 256, 0, c->stream>>>(x, n * K, xb);
+        CU_CHECK_LAUNCH(err, "activation conversion");
+        const cudaDataType_t dt = bf ? CUDA_R_16BF : CUDA_R_16F;
+        st = cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)M, (int)n, (int)K, &alpha, A, dt, lda, xb, dt,
+                          (int)K, &beta, y, CUDA_R_32F, (int)M, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    }
+    if (st != CUBLAS_STATUS_SUCCESS)
+        return wk_fail(err, WK_EIO, "cuda: cuBLAS product %lldx%lldx%lld failed (status %d)", (long long)n,
+                       (long long)M, (long long)K, (int)st);
+    return 0;
+}

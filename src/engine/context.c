@@ -1,0 +1,138 @@
+/* Inference context and the prefill/decode driver. */
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "engine/engine_impl.h"
+
+void eng_options_default(eng_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->n_threads = 0;
+    o->n_ctx = 4096;
+    o->n_ubatch = 512;
+}
+
+uint64_t eng_policy_fingerprint(const be_attn_policy *p)
+{
+    if (!p || !p->approx) return 0x64656e7365ull; /* "dense": every dense policy computes the same KV */
+    int32_t f[5] = {1, p->global, p->window, p->dense_tail, p->dense_tail_continue ? 1 : 0};
+    return XXH3_64bits(f, sizeof f);
+}
+
+int eng_ctx_new(eng_ctx **out, const model *m, const eng_options *o, wk_error *err)
+{
+    *out = NULL;
+    eng_options opt;
+    if (o)
+        opt = *o;
+    else
+        eng_options_default(&opt);
+    if (opt.n_ctx <= 0) opt.n_ctx = 4096;
+    if (opt.n_ubatch <= 0) opt.n_ubatch = 512;
+    if (opt.n_ubatch > opt.n_ctx) opt.n_ubatch = opt.n_ctx;
+    eng_ctx *c = calloc(1, sizeof *c);
+    if (!c) return wk_fail(err, WK_ENOMEM, "context: out of memory");
+    c->m = m;
+    c->opt = opt;
+    c->policy_fp = eng_policy_fingerprint(&opt.policy);
+    int rc = be_cpu_new(&c->be, opt.n_threads, err);
+    if (rc) goto fail;
+    c->opt.n_threads = be_cpu_threads(c->be);
+    rc = model_scratch_new(&c->scratch, m, c->be, opt.n_ubatch, err);
+    if (rc) goto fail;
+    c->logits = calloc(m->hp.n_vocab, sizeof(float));
+    if (!c->logits) {
+        rc = wk_fail(err, WK_ENOMEM, "context: out of memory");
+        goto fail;
+    }
+    *out = c;
+    return 0;
+fail:
+    eng_ctx_free(c);
+    return rc;
+}
+
+void eng_ctx_free(eng_ctx *c)
+{
+    if (!c) return;
+    model_scratch_free(c->scratch);
+    be_free(c->be);
+    free(c->logits);
+    free(c->logits_all);
+    free(c);
+}
+
+const model *eng_ctx_model(const eng_ctx *c) { return c->m; }
+be_backend *eng_ctx_backend(eng_ctx *c) { return c->be; }
+const eng_options *eng_ctx_options(const eng_ctx *c) { return &c->opt; }
+int32_t eng_n_vocab(const eng_ctx *c) { return (int32_t)c->m->hp.n_vocab; }
+
+void eng_ctx_set_policy(eng_ctx *c, const be_attn_policy *p)
+{
+    if (p)
+        c->opt.policy = *p;
+    else
+        memset(&c->opt.policy, 0, sizeof c->opt.policy);
+    c->policy_fp = eng_policy_fingerprint(&c->opt.policy);
+}
+
+static bool cancelled(const eng_prefill_opts *o)
+{
+    if (!o) return false;
+    if (o->cancel_flag && atomic_load(o->cancel_flag)) return true;
+    return o->cancel && o->cancel(o->user);
+}
+
+int eng_prefill(eng_ctx *c, eng_seq *s, const int32_t *tokens, int32_t n, const eng_prefill_opts *opts,
+                wk_error *err)
+{
+    const size_t V = c->m->hp.n_vocab;
+    if (n <= 0) return wk_fail(err, WK_EINVAL, "prefill: no tokens");
+    if ((int64_t)s->st.n_past + n > s->st.n_ctx)
+        return wk_fail(err, WK_ERANGE, "prefill: %d + %d tokens exceed the context of %d", s->st.n_past, n,
+                       s->st.n_ctx);
+    for (int32_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || (uint32_t)tokens[i] >= V)
+            return wk_fail(err, WK_EINVAL, "prefill: token id %d at index %d outside the vocabulary (%zu)",
+                           tokens[i], i, V);
+    const bool all = opts && opts->all_logits;
+    if (all && c->logits_all_cap < n) {
+        float *p = realloc(c->logits_all, sizeof(float) * V * (size_t)n);
+        if (!p) return wk_fail(err, WK_ENOMEM, "prefill: out of memory for %d rows of logits", n);
+        c->logits_all = p;
+        c->logits_all_cap = n;
+    }
+    c->logits_all_rows = 0;
+    if (s->st.n_past == 0) s->policy_fp = c->policy_fp;
+    const int32_t ub = c->opt.n_ubatch;
+    for (int32_t done = 0; done < n;) {
+        if (cancelled(opts)) return wk_fail(err, WK_ECANCELLED, "prefill cancelled after %d of %d tokens", done, n);
+        int32_t nt = n - done < ub ? n - done : ub;
+        bool last = done + nt == n;
+        enum model_logits_mode mode = all ? MODEL_LOGITS_ALL : last ? MODEL_LOGITS_LAST : MODEL_LOGITS_NONE;
+        float *dst = all ? c->logits_all + (size_t)done * V : c->logits;
+        int32_t pos = s->st.n_past;
+        int rc = model_forward(c->m, c->be, c->scratch, &s->st, tokens + done, nt, mode, dst, &c->opt.policy, err);
+        if (rc) return rc;
+        memcpy(s->tokens + pos, tokens + done, sizeof(int32_t) * (size_t)nt);
+        done += nt;
+        if (all) c->logits_all_rows = done;
+        if (opts && opts->progress) opts->progress(opts->user, done, n);
+    }
+    if (all) memcpy(c->logits, c->logits_all + (size_t)(n - 1) * V, sizeof(float) * V);
+    return 0;
+}
+
+int eng_decode(eng_ctx *c, eng_seq *s, int32_t token, wk_error *err)
+{
+    return eng_prefill(c, s, &token, 1, NULL, err);
+}
+
+const float *eng_logits(const eng_ctx *c) { return c->logits; }
+
+const float *eng_logits_all(const eng_ctx *c, int32_t *n_rows)
+{
+    if (n_rows) *n_rows = c->logits_all_rows;
+    return c->logits_all;
+}

@@ -1,0 +1,88 @@
+/* Inference context: one model, one backend (thread pool), scratch buffers
+ * sized once, and the prefill/decode driver over sequences (engine/sequence.h).
+ *
+ * Typical use:
+ *   eng_options o; eng_options_default(&o); o.n_ctx = 4096;
+ *   eng_ctx_new(&ctx, model, &o, &err);
+ *   eng_seq_new(&seq, ctx, o.n_ctx, &err);
+ *   eng_prefill(ctx, seq, prompt, n, NULL, &err);   // logits of the last token
+ *   for (;;) { id = pick(eng_logits(ctx)); eng_decode(ctx, seq, id, &err); }
+ *
+ * Not thread-safe: one engine thread drives a context and its sequences. The
+ * only thing another thread may touch is the cancel flag it passed in. */
+#ifndef WICK_ENGINE_CONTEXT_H
+#define WICK_ENGINE_CONTEXT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "model/model.h"
+#include "util/err.h"
+
+typedef struct eng_seq eng_seq;
+typedef struct eng_ctx eng_ctx;
+
+typedef struct eng_options {
+    int32_t n_threads;        /* <= 0: physical cores */
+    int32_t n_ctx;            /* default capacity for new sequences (positions) */
+    int32_t n_ubatch;         /* tokens per forward chunk in prefill (default 512) */
+    be_attn_policy policy;    /* attention policy (default dense) */
+} eng_options;
+
+/* n_threads 0, n_ctx 4096 (capped to the model's training context), n_ubatch 512, dense. */
+void eng_options_default(eng_options *o);
+
+/* Creates a context over a loaded model (borrowed: must outlive the context).
+ * Errors: WK_ENOMEM, WK_EINVAL for nonsense options. */
+int eng_ctx_new(eng_ctx **out, const model *m, const eng_options *o, wk_error *err);
+void eng_ctx_free(eng_ctx *c);
+
+const model *eng_ctx_model(const eng_ctx *c);
+be_backend *eng_ctx_backend(eng_ctx *c);
+const eng_options *eng_ctx_options(const eng_ctx *c);
+int32_t eng_n_vocab(const eng_ctx *c);
+
+/* Changes the attention policy used by later prefill/decode calls. Sequences
+ * remember the fingerprint of the policy their KV was computed with. */
+void eng_ctx_set_policy(eng_ctx *c, const be_attn_policy *p);
+
+/* 64-bit fingerprint of a policy (dense policies all share one value). */
+uint64_t eng_policy_fingerprint(const be_attn_policy *p);
+
+/* Return true to stop a prefill between chunks. */
+typedef bool (*eng_cancel_fn)(void *user);
+/* Called after each chunk: done of total tokens prefilled so far. */
+typedef void (*eng_progress_fn)(void *user, int32_t done, int32_t total);
+
+typedef struct eng_prefill_opts {
+    eng_cancel_fn cancel;            /* optional */
+    const atomic_bool *cancel_flag;  /* optional; checked between chunks */
+    eng_progress_fn progress;        /* optional */
+    void *user;
+    bool all_logits;                 /* keep logits of every token (eng_logits_all) */
+} eng_prefill_opts;
+
+/* Feeds n tokens at the sequence's current position, in chunks of n_ubatch
+ * tokens, each chunk through the whole model as one batch. Afterwards
+ * eng_logits() holds the logits after the last token (and eng_logits_all()
+ * every row if asked). opts may be NULL.
+ * Cancellation: checked before each chunk; returns WK_ECANCELLED with the
+ * sequence consistent at the end of the last completed chunk
+ * (eng_seq_pos tells where). Errors: WK_ERANGE when the sequence's capacity
+ * would overflow (nothing is fed), WK_EINVAL for a bad token id. */
+int eng_prefill(eng_ctx *c, eng_seq *s, const int32_t *tokens, int32_t n,
+                const eng_prefill_opts *opts, wk_error *err);
+
+/* Feeds one token; eng_logits() then holds the next-token logits. */
+int eng_decode(eng_ctx *c, eng_seq *s, int32_t token, wk_error *err);
+
+/* Logits (n_vocab floats) after the last token of the latest prefill/decode.
+ * Valid until the next call on this context. */
+const float *eng_logits(const eng_ctx *c);
+
+/* All rows of the latest prefill made with all_logits: [n_rows][n_vocab]. */
+const float *eng_logits_all(const eng_ctx *c, int32_t *n_rows);
+
+#endif

@@ -1,0 +1,30 @@
+/* Internals shared by engine/context.c and engine/sequence.c. */
+#ifndef WICK_ENGINE_ENGINE_IMPL_H
+#define WICK_ENGINE_ENGINE_IMPL_H
+
+#include "engine/context.h"
+#include "engine/sequence.h"
+
+struct eng_ctx {
+    const model *m;          /* borrowed */
+    eng_options opt;
+    be_backend *be;          /* owned */
+    model_scratch *scratch;  /* owned, sized for n_ubatch tokens */
+    float *logits;           /* host [n_vocab]: after the last token */
+    float *logits_all;       /* host [logits_all_cap][n_vocab] */
+    int32_t logits_all_rows, logits_all_cap;
+    uint64_t policy_fp;
+};
+
+struct eng_seq {
+    eng_ctx *ctx;            /* borrowed */
+    model_state st;
+    model_layer_state *layers; /* [n_layer], st.layers points here */
+    uint16_t *kv_mem;        /* backend memory: K and V of every attention layer */
+    float *rec_mem;          /* backend memory: conv then ssm of every recurrent layer */
+    size_t rec_floats;
+    int32_t *tokens;         /* host [capacity] */
+    uint64_t policy_fp;
+};
+
+#endif

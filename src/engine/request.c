@@ -1,0 +1,66 @@
+/* Plain data of the engine service: requests, events and counters. Kept apart
+ * from the engine thread so the server's parsing code links without a model. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/service.h"
+
+void eng_request_clear(eng_request *req)
+{
+    json_decref(req->chat_body);
+    free(req->tool_choice_name);
+    free(req->prompt);
+    free(req->prompt_ids);
+    for (int i = 0; i < req->n_stop; i++) free(req->stop[i]);
+    memset(req, 0, sizeof *req);
+}
+
+void eng_event_clear(eng_event *ev)
+{
+    free(ev->text);
+    memset(ev, 0, sizeof *ev);
+}
+
+json_t *eng_counters_usage_json(const eng_counters *c)
+{
+    json_t *u = json_object();
+    json_object_set_new(u, "prompt_tokens", json_integer(c->prompt_tokens));
+    json_object_set_new(u, "completion_tokens", json_integer(c->completion_tokens));
+    json_object_set_new(u, "total_tokens", json_integer(c->prompt_tokens + c->completion_tokens));
+    json_t *pd = json_object();
+    json_object_set_new(pd, "cached_tokens", json_integer(c->cached_tokens));
+    json_object_set_new(u, "prompt_tokens_details", pd);
+    json_t *cd = json_object();
+    json_object_set_new(cd, "reasoning_tokens", json_integer(c->reasoning_tokens));
+    json_object_set_new(u, "completion_tokens_details", cd);
+    return u;
+}
+
+/* Rounded to microseconds / 0.01 tok/s so the same numbers print the same
+ * everywhere (API, monitor, /metrics). */
+static double r3(double x) { return (double)(long long)(x * 1000.0 + (x >= 0 ? 0.5 : -0.5)) / 1000.0; }
+
+json_t *eng_counters_timings_json(const eng_counters *c)
+{
+    json_t *t = json_object();
+    /* llama-server's names (cache_n, prompt_n, ...) plus ours. */
+    json_object_set_new(t, "prompt_tokens", json_integer(c->prompt_tokens));
+    json_object_set_new(t, "cached_tokens", json_integer(c->cached_tokens));
+    json_object_set_new(t, "recomputed_tokens", json_integer(c->recomputed_tokens));
+    json_object_set_new(t, "prefill_ms", json_real(r3(c->prefill_ms)));
+    json_object_set_new(t, "prefill_tok_per_s", json_real(r3(c->prefill_tok_per_s)));
+    json_object_set_new(t, "ttft_ms", json_real(r3(c->ttft_ms)));
+    json_object_set_new(t, "queue_ms", json_real(r3(c->queue_ms)));
+    json_object_set_new(t, "completion_tokens", json_integer(c->completion_tokens));
+    json_object_set_new(t, "decode_n", json_integer(c->completion_tokens));
+    json_object_set_new(t, "decode_ms", json_real(r3(c->decode_ms)));
+    json_object_set_new(t, "decode_tok_per_s", json_real(r3(c->decode_tok_per_s)));
+    json_object_set_new(t, "cache_n", json_integer(c->cached_tokens));
+    json_object_set_new(t, "prompt_n", json_integer(c->recomputed_tokens));
+    json_object_set_new(t, "prompt_ms", json_real(r3(c->prefill_ms)));
+    json_object_set_new(t, "prompt_per_second", json_real(r3(c->prefill_tok_per_s)));
+    json_object_set_new(t, "predicted_n", json_integer(c->completion_tokens));
+    json_object_set_new(t, "predicted_ms", json_real(r3(c->decode_ms)));
+    json_object_set_new(t, "predicted_per_second", json_real(r3(c->decode_tok_per_s)));
+    return t;
+}

@@ -1,0 +1,431 @@
+/* Token sampler (see sampler.h for the pipeline).
+ *
+ * Cost per token for a vocabulary of n: one pass for the max, one for the
+ * softmax normaliser, and a bounded heap to pick the top candidates
+ * (O(n log k)). Only when top-p needs more mass than the first k candidates
+ * hold does k grow (×8 per round), so a full sort happens only for extremely
+ * flat distributions. Logits are copied only when a bias or penalty must be
+ * applied. */
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/sampler.h"
+
+/* First candidate-pool size tried for top-p / min-p without top-k: large
+ * enough to hold the nucleus of a typical LM distribution in one round. */
+#define ADAPTIVE_K0 256
+
+typedef struct cand {
+    float logit;
+    int32_t id;
+} cand;
+
+struct eng_sampler {
+    eng_sampler_params p;
+    int32_t n_vocab;
+    uint64_t rng[4]; /* xoshiro256** state */
+
+    /* penalty window: ring of the last penalty_last_n accepted tokens, or the
+     * whole history when penalty_last_n < 0 */
+    int32_t *hist;
+    size_t hist_len, hist_cap, hist_head;
+
+    /* sparse logit bias */
+    int32_t *bias_id;
+    float *bias_val;
+    size_t n_bias, cap_bias;
+
+    /* scratch */
+    float *work;      /* n_vocab: logits after bias and penalties */
+    int32_t *counts;  /* n_vocab: per-token count in the window (kept zeroed) */
+    int32_t *touched; /* tokens whose count is non-zero */
+    cand *heap;       /* top-k selection */
+    size_t heap_cap;
+};
+
+/* ---------------------------------------------------------------- PRNG */
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t rng_next(uint64_t s[4])
+{
+    uint64_t result = rotl(s[1] * 5, 7) * 9;
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return result;
+}
+
+/* Uniform double in [0, 1) with 53 random bits. */
+static double rng_uniform(uint64_t s[4]) { return (double)(rng_next(s) >> 11) * 0x1.0p-53; }
+
+static void rng_seed(uint64_t s[4], uint64_t seed)
+{
+    uint64_t x = seed;
+    for (int i = 0; i < 4; i++) s[i] = splitmix64(&x);
+}
+
+/* ---------------------------------------------------------- life cycle */
+
+void eng_sampler_params_default(eng_sampler_params *p)
+{
+    p->temperature = 0.8f;
+    p->top_k = 40;
+    p->top_p = 0.95f;
+    p->min_p = 0.05f;
+    p->repeat_penalty = 1.0f;
+    p->presence_penalty = 0.0f;
+    p->frequency_penalty = 0.0f;
+    p->penalty_last_n = 64;
+    p->seed = 0;
+}
+
+static bool penalties_on(const eng_sampler_params *p)
+{
+    return p->penalty_last_n != 0 &&
+           (p->repeat_penalty != 1.0f || p->presence_penalty != 0.0f || p->frequency_penalty != 0.0f);
+}
+
+int eng_sampler_new(eng_sampler **out, const eng_sampler_params *p, int32_t n_vocab, wk_error *err)
+{
+    *out = NULL;
+    if (n_vocab <= 0) return wk_fail(err, WK_EINVAL, "sampler: n_vocab %d must be positive", (int)n_vocab);
+    if (isnan(p->temperature) || isinf(p->temperature))
+        return wk_fail(err, WK_EINVAL, "sampler: temperature must be a finite number");
+    if (!(p->top_p >= 0.0f && p->top_p <= 1.0f))
+        return wk_fail(err, WK_EINVAL, "sampler: top_p %g outside [0, 1]", (double)p->top_p);
+    if (!(p->min_p >= 0.0f && p->min_p <= 1.0f))
+        return wk_fail(err, WK_EINVAL, "sampler: min_p %g outside [0, 1]", (double)p->min_p);
+    if (!(p->repeat_penalty > 0.0f) || isinf(p->repeat_penalty))
+        return wk_fail(err, WK_EINVAL, "sampler: repeat_penalty %g must be > 0", (double)p->repeat_penalty);
+    if (!isfinite(p->presence_penalty) || !isfinite(p->frequency_penalty))
+        return wk_fail(err, WK_EINVAL, "sampler: presence/frequency penalties must be finite");
+    if (p->penalty_last_n < -1)
+        return wk_fail(err, WK_EINVAL, "sampler: penalty_last_n %d must be >= -1", (int)p->penalty_last_n);
+
+    eng_sampler *s = calloc(1, sizeof *s);
+    if (!s) goto oom;
+    s->p = *p;
+    s->n_vocab = n_vocab;
+    s->work = malloc((size_t)n_vocab * sizeof *s->work);
+    if (!s->work) goto oom;
+    if (penalties_on(p)) {
+        s->counts = calloc((size_t)n_vocab, sizeof *s->counts);
+        s->touched = malloc((size_t)n_vocab * sizeof *s->touched);
+        if (!s->counts || !s->touched) goto oom;
+        s->hist_cap = p->penalty_last_n > 0 ? (size_t)p->penalty_last_n : 256;
+        s->hist = malloc(s->hist_cap * sizeof *s->hist);
+        if (!s->hist) goto oom;
+    }
+    rng_seed(s->rng, p->seed);
+    *out = s;
+    return 0;
+oom:
+    eng_sampler_free(s);
+    return wk_fail(err, WK_ENOMEM, "sampler: out of memory (n_vocab %d)", (int)n_vocab);
+}
+
+void eng_sampler_free(eng_sampler *s)
+{
+    if (!s) return;
+    free(s->hist);
+    free(s->bias_id);
+    free(s->bias_val);
+    free(s->work);
+    free(s->counts);
+    free(s->touched);
+    free(s->heap);
+    free(s);
+}
+
+int eng_sampler_set_bias(eng_sampler *s, int32_t token, float bias, wk_error *err)
+{
+    if (token < 0 || token >= s->n_vocab)
+        return wk_fail(err, WK_EINVAL, "sampler: logit_bias token %d outside [0, %d)", (int)token, (int)s->n_vocab);
+    if (isnan(bias)) return wk_fail(err, WK_EINVAL, "sampler: logit_bias for token %d is NaN", (int)token);
+    for (size_t i = 0; i < s->n_bias; i++) {
+        if (s->bias_id[i] == token) {
+            s->bias_val[i] = bias;
+            return 0;
+        }
+    }
+    if (s->n_bias == s->cap_bias) {
+        size_t cap = s->cap_bias ? s->cap_bias * 2 : 16;
+        int32_t *ids = realloc(s->bias_id, cap * sizeof *ids);
+        if (!ids) return wk_fail(err, WK_ENOMEM, "sampler: out of memory");
+        s->bias_id = ids;
+        float *vals = realloc(s->bias_val, cap * sizeof *vals);
+        if (!vals) return wk_fail(err, WK_ENOMEM, "sampler: out of memory");
+        s->bias_val = vals;
+        s->cap_bias = cap;
+    }
+    s->bias_id[s->n_bias] = token;
+    s->bias_val[s->n_bias] = bias;
+    s->n_bias++;
+    return 0;
+}
+
+void eng_sampler_accept(eng_sampler *s, int32_t token)
+{
+    if (!s->hist || token < 0 || token >= s->n_vocab) return;
+    if (s->p.penalty_last_n > 0) {
+        /* ring: hist_head is the oldest entry once full */
+        if (s->hist_len < s->hist_cap) {
+            s->hist[s->hist_len++] = token;
+        } else {
+            s->hist[s->hist_head] = token;
+            s->hist_head = (s->hist_head + 1) % s->hist_cap;
+        }
+        return;
+    }
+    if (s->hist_len == s->hist_cap) {
+        int32_t *h = realloc(s->hist, s->hist_cap * 2 * sizeof *h);
+        if (!h) return; /* history stays as it is; penalties see fewer tokens */
+        s->hist = h;
+        s->hist_cap *= 2;
+    }
+    s->hist[s->hist_len++] = token;
+}
+
+void eng_sampler_reset(eng_sampler *s)
+{
+    s->hist_len = 0;
+    s->hist_head = 0;
+    rng_seed(s->rng, s->p.seed);
+}
+
+/* ------------------------------------------------------------ helpers */
+
+int32_t eng_argmax(const float *logits, int32_t n)
+{
+    int32_t best = -1;
+    float bv = 0;
+    for (int32_t i = 0; i < n; i++) {
+        float v = logits[i];
+        if (isnan(v)) continue;
+        if (best < 0 || v > bv) { /* strict >: ties keep the lowest id */
+            best = i;
+            bv = v;
+        }
+    }
+    return best;
+}
+
+/* Applies bias and penalties into s->work; returns the array to sample from. */
+static const float *adjusted_logits(eng_sampler *s, const float *logits)
+{
+    bool pen = s->hist && s->hist_len > 0;
+    if (!pen && s->n_bias == 0) return logits;
+    memcpy(s->work, logits, (size_t)s->n_vocab * sizeof *s->work);
+    for (size_t i = 0; i < s->n_bias; i++) s->work[s->bias_id[i]] += s->bias_val[i];
+    if (pen) {
+        size_t n_touched = 0;
+        for (size_t i = 0; i < s->hist_len; i++) {
+            int32_t t = s->hist[i];
+            if (s->counts[t]++ == 0) s->touched[n_touched++] = t;
+        }
+        for (size_t i = 0; i < n_touched; i++) {
+            int32_t t = s->touched[i];
+            float l = s->work[t];
+            /* repetition penalty pushes a logit toward "less likely" whatever its sign */
+            l = l > 0 ? l / s->p.repeat_penalty : l * s->p.repeat_penalty;
+            l -= (float)s->counts[t] * s->p.frequency_penalty + s->p.presence_penalty;
+            s->work[t] = l;
+            s->counts[t] = 0;
+        }
+    }
+    return s->work;
+}
+
+/* "a ranks before b": higher logit, then lower id. */
+static bool cand_better(cand a, cand b) { return a.logit > b.logit || (a.logit == b.logit && a.id < b.id); }
+
+static int cand_cmp_desc(const void *pa, const void *pb)
+{
+    cand a = *(const cand *)pa, b = *(const cand *)pb;
+    return cand_better(a, b) ? -1 : cand_better(b, a) ? 1 : 0;
+}
+
+/* Min-heap on rank (root = worst kept candidate). */
+static void heap_sift_down(cand *h, size_t n, size_t i)
+{
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, w = i;
+        if (l < n && cand_better(h[w], h[l])) w = l;
+        if (r < n && cand_better(h[w], h[r])) w = r;
+        if (w == i) return;
+        cand t = h[i];
+        h[i] = h[w];
+        h[w] = t;
+        i = w;
+    }
+}
+
+static void heap_sift_up(cand *h, size_t i)
+{
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+        if (!cand_better(h[parent], h[i])) return;
+        cand t = h[i];
+        h[i] = h[parent];
+        h[parent] = t;
+        i = parent;
+    }
+}
+
+/* The k best tokens with logit >= floor (NaN skipped), sorted best first.
+ * Returns how many were found (<= k) or -1 on allocation failure. */
+static long select_top(eng_sampler *s, const float *l, size_t k, float floor_logit)
+{
+    if (k > s->heap_cap) {
+        cand *h = realloc(s->heap, k * sizeof *h);
+        if (!h) return -1;
+        s->heap = h;
+        s->heap_cap = k;
+    }
+    cand *h = s->heap;
+    size_t n = 0;
+    for (int32_t i = 0; i < s->n_vocab; i++) {
+        float v = l[i];
+        if (!(v >= floor_logit)) continue; /* also drops NaN */
+        cand c = {v, i};
+        if (n < k) {
+            h[n] = c;
+            heap_sift_up(h, n);
+            n++;
+        } else if (cand_better(c, h[0])) {
+            h[0] = c;
+            heap_sift_down(h, n, 0);
+        }
+    }
+    qsort(h, n, sizeof *h, cand_cmp_desc);
+    return (long)n;
+}
+
+/* Draws from sorted candidates c[0..n) with weights exp((logit - max) / T). */
+static int32_t draw_sorted(eng_sampler *s, const cand *c, size_t n, float inv_t, double mass, float *prob)
+{
+    double u = rng_uniform(s->rng) * mass, acc = 0;
+    float top = c[0].logit;
+    for (size_t i = 0; i < n; i++) {
+        double w = exp((double)(c[i].logit - top) * inv_t);
+        acc += w;
+        if (u < acc || i == n - 1) {
+            if (prob) *prob = (float)(w / mass);
+            return c[i].id;
+        }
+    }
+    return c[0].id;
+}
+
+/* ------------------------------------------------------------- sample */
+
+int32_t eng_sampler_sample(eng_sampler *s, const float *logits, float *prob)
+{
+    const float *l = adjusted_logits(s, logits);
+    const eng_sampler_params *p = &s->p;
+    int32_t best = eng_argmax(l, s->n_vocab);
+    if (best < 0 || l[best] == -INFINITY) return -1;
+    float max = l[best];
+    if (isinf(max)) { /* +inf dominates everything */
+        if (prob) *prob = 1.0f;
+        return best;
+    }
+
+    if (p->temperature <= 0.0f || p->top_k == 1) {
+        if (prob) {
+            double z = 0;
+            for (int32_t i = 0; i < s->n_vocab; i++)
+                if (l[i] >= -INFINITY) z += exp((double)(l[i] - max));
+            *prob = (float)(1.0 / z);
+        }
+        return best;
+    }
+
+    float inv_t = 1.0f / p->temperature;
+    /* min-p keeps p_i >= min_p * p_max, i.e. logit >= max + T ln(min_p) */
+    float floor_logit = p->min_p > 0.0f ? max + p->temperature * logf(p->min_p) : -INFINITY;
+    bool use_top_p = p->top_p < 1.0f;
+    size_t n_vocab = (size_t)s->n_vocab;
+    size_t k = p->top_k > 0 && (size_t)p->top_k < n_vocab ? (size_t)p->top_k : 0;
+
+    if (k == 0 && !use_top_p) {
+        /* plain temperature (+ min-p): draw by one linear scan, no ordering needed */
+        double z = 0;
+        for (size_t i = 0; i < n_vocab; i++)
+            if (l[i] >= floor_logit) z += exp((double)(l[i] - max) * inv_t);
+        double u = rng_uniform(s->rng) * z, acc = 0;
+        int32_t last = best;
+        for (size_t i = 0; i < n_vocab; i++) {
+            if (!(l[i] >= floor_logit)) continue;
+            double w = exp((double)(l[i] - max) * inv_t);
+            acc += w;
+            last = (int32_t)i;
+            if (u < acc) {
+                if (prob) *prob = (float)(w / z);
+                return (int32_t)i;
+            }
+        }
+        if (prob) *prob = (float)(exp((double)(l[last] - max) * inv_t) / z);
+        return last;
+    }
+
+    /* Mass the top-p rule is measured against: the top-k set, or the whole
+     * vocabulary when top-k is off. */
+    long n;
+    double total;
+    if (k > 0) {
+        n = select_top(s, l, k, -INFINITY);
+        if (n <= 0) return best;
+        total = 0;
+        for (long i = 0; i < n; i++) total += exp((double)(s->heap[i].logit - max) * inv_t);
+    } else {
+        total = 0;
+        for (size_t i = 0; i < n_vocab; i++)
+            if (l[i] >= -INFINITY) total += exp((double)(l[i] - max) * inv_t);
+        /* grow the candidate pool until it holds top_p of the mass or reaches
+         * the min-p floor */
+        size_t want = ADAPTIVE_K0;
+        for (;;) {
+            if (want > n_vocab) want = n_vocab;
+            n = select_top(s, l, want, floor_logit);
+            if (n <= 0) return best;
+            double acc = 0;
+            for (long i = 0; i < n; i++) acc += exp((double)(s->heap[i].logit - max) * inv_t);
+            if ((size_t)n < want || want == n_vocab || acc >= (double)p->top_p * total) break;
+            want *= 8;
+        }
+    }
+
+    /* top-p: the smallest prefix whose mass reaches top_p (at least one) */
+    size_t keep = (size_t)n;
+    double kept_mass = 0;
+    for (size_t i = 0; i < (size_t)n; i++) {
+        kept_mass += exp((double)(s->heap[i].logit - max) * inv_t);
+        if (use_top_p && kept_mass >= (double)p->top_p * total) {
+            keep = i + 1;
+            break;
+        }
+    }
+    /* min-p after top-p: drop the tail below the floor (candidate 0 = max stays) */
+    while (keep > 1 && !(s->heap[keep - 1].logit >= floor_logit)) {
+        kept_mass -= exp((double)(s->heap[keep - 1].logit - max) * inv_t);
+        keep--;
+    }
+    if (kept_mass <= 0) kept_mass = 1.0; /* cannot happen: candidate 0 has weight 1 */
+    return draw_sorted(s, s->heap, keep, inv_t, kept_mass, prob);
+}

@@ -1,0 +1,167 @@
+/* Sequence state: allocation, truncation, snapshot and restore. */
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "engine/engine_impl.h"
+
+int eng_seq_new(eng_seq **out, eng_ctx *c, int32_t n_ctx, wk_error *err)
+{
+    *out = NULL;
+    const model *m = c->m;
+    const model_hparams *hp = &m->hp;
+    if (n_ctx <= 0) n_ctx = c->opt.n_ctx;
+    eng_seq *s = calloc(1, sizeof *s);
+    if (!s) return wk_fail(err, WK_ENOMEM, "sequence: out of memory");
+    s->ctx = c;
+    s->layers = calloc(hp->n_layer ? hp->n_layer : 1, sizeof *s->layers);
+    s->tokens = malloc(sizeof(int32_t) * (size_t)n_ctx);
+    if (!s->layers || !s->tokens) goto oom;
+    /* K and V of a head are n_ctx rows of max(d_k, d_v): one stride serves both */
+    const size_t d = hp->d_k > hp->d_v ? hp->d_k : hp->d_v;
+    const size_t head_stride = (size_t)n_ctx * d;
+    const size_t per_cache = head_stride * hp->n_head_kv;
+    if (hp->n_attn_layers) {
+        s->kv_mem = be_alloc(c->be, 2 * per_cache * hp->n_attn_layers * sizeof(uint16_t));
+        if (!s->kv_mem) goto oom;
+    }
+    const size_t conv = model_conv_elems(m), ssm = model_ssm_elems(m);
+    s->rec_floats = (conv + ssm) * hp->n_rec_layers;
+    if (s->rec_floats) {
+        s->rec_mem = be_alloc(c->be, s->rec_floats * sizeof(float));
+        if (!s->rec_mem) goto oom;
+    }
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        const model_layer *ly = &m->layers[il];
+        model_layer_state *ls = &s->layers[il];
+        if (ly->attn_slot >= 0) {
+            ls->k = s->kv_mem + (size_t)2 * ly->attn_slot * per_cache;
+            ls->v = ls->k + per_cache;
+            ls->kv_head_stride = head_stride;
+        }
+        if (ly->rec_slot >= 0) {
+            ls->conv = s->rec_mem + (size_t)ly->rec_slot * (conv + ssm);
+            ls->ssm = ls->conv + conv;
+        }
+    }
+    s->st.layers = s->layers;
+    s->st.n_ctx = n_ctx;
+    s->st.n_past = 0;
+    s->policy_fp = c->policy_fp;
+    *out = s;
+    return 0;
+oom:
+    eng_seq_free(s);
+    return wk_fail(err, WK_ENOMEM, "sequence: out of memory for %d positions", n_ctx);
+}
+
+void eng_seq_free(eng_seq *s)
+{
+    if (!s) return;
+    if (s->kv_mem) be_release(s->ctx->be, s->kv_mem);
+    if (s->rec_mem) be_release(s->ctx->be, s->rec_mem);
+    free(s->layers);
+    free(s->tokens);
+    free(s);
+}
+
+int32_t eng_seq_pos(const eng_seq *s) { return s->st.n_past; }
+int32_t eng_seq_capacity(const eng_seq *s) { return s->st.n_ctx; }
+const int32_t *eng_seq_tokens(const eng_seq *s) { return s->tokens; }
+uint64_t eng_seq_policy_fp(const eng_seq *s) { return s->policy_fp; }
+model_state *eng_seq_state(eng_seq *s) { return &s->st; }
+
+uint64_t eng_seq_prefix_hash(const eng_seq *s, int32_t n)
+{
+    if (n < 0) n = 0;
+    if (n > s->st.n_past) n = s->st.n_past;
+    return XXH3_64bits(s->tokens, sizeof(int32_t) * (size_t)n);
+}
+
+/* Zeroes the recurrent state (a fresh sequence starts from zeros). */
+static void zero_recurrent(eng_seq *s)
+{
+    if (!s->rec_floats) return;
+    /* recurrent state is small next to the KV; one host buffer of zeros per call is fine */
+    float *z = calloc(s->rec_floats, sizeof(float));
+    if (z) {
+        be_from_host(s->ctx->be, s->rec_mem, z, s->rec_floats * sizeof(float));
+        free(z);
+    } else {
+        memset(s->rec_mem, 0, s->rec_floats * sizeof(float)); /* CPU memory; last resort */
+    }
+}
+
+void eng_seq_clear(eng_seq *s)
+{
+    s->st.n_past = 0;
+    zero_recurrent(s);
+    s->policy_fp = s->ctx->policy_fp;
+}
+
+int kv_truncate(eng_seq *s, int32_t n_pos, wk_error *err)
+{
+    if (n_pos < 0 || n_pos > s->st.n_past)
+        return wk_fail(err, WK_ERANGE, "kv_truncate: position %d outside 0..%d", n_pos, s->st.n_past);
+    if (n_pos == s->st.n_past) return 0;
+    if (n_pos == 0) {
+        eng_seq_clear(s);
+        return 0;
+    }
+    if (s->rec_floats)
+        return wk_fail(err, WK_EUNSUPPORTED,
+                       "kv_truncate: recurrent state cannot be rewound from %d to %d; restore a snapshot",
+                       s->st.n_past, n_pos);
+    s->st.n_past = n_pos;
+    return 0;
+}
+
+size_t eng_snapshot_bytes(const eng_seq *s) { return s->rec_floats * sizeof(float); }
+
+int seq_snapshot(const eng_seq *s, eng_snapshot *snap, wk_error *err)
+{
+    size_t bytes = eng_snapshot_bytes(s);
+    if (bytes != snap->state_bytes || (bytes && !snap->state)) {
+        free(snap->state);
+        snap->state = NULL;
+        snap->state_bytes = 0;
+        if (bytes) {
+            snap->state = malloc(bytes);
+            if (!snap->state) return wk_fail(err, WK_ENOMEM, "snapshot: out of memory (%zu bytes)", bytes);
+        }
+        snap->state_bytes = bytes;
+    }
+    if (bytes) be_to_host(s->ctx->be, snap->state, s->rec_mem, bytes);
+    snap->pos = s->st.n_past;
+    snap->prefix_hash = eng_seq_prefix_hash(s, s->st.n_past);
+    snap->policy_fp = s->policy_fp;
+    snap->model_id = s->ctx->m->model_id;
+    return 0;
+}
+
+int seq_restore(eng_seq *s, const eng_snapshot *snap, wk_error *err)
+{
+    if (snap->model_id != s->ctx->m->model_id)
+        return wk_fail(err, WK_EINVAL, "restore: snapshot belongs to another model");
+    if (snap->policy_fp != s->policy_fp)
+        return wk_fail(err, WK_EINVAL, "restore: snapshot was taken under another attention policy");
+    if (snap->pos < 0 || snap->pos > s->st.n_past)
+        return wk_fail(err, WK_EINVAL, "restore: snapshot at position %d but the sequence holds %d tokens",
+                       snap->pos, s->st.n_past);
+    if (eng_seq_prefix_hash(s, snap->pos) != snap->prefix_hash)
+        return wk_fail(err, WK_EINVAL, "restore: the sequence's first %d tokens differ from the snapshot's",
+                       snap->pos);
+    if (snap->state_bytes != eng_snapshot_bytes(s))
+        return wk_fail(err, WK_EINVAL, "restore: snapshot holds %zu bytes of state, the sequence needs %zu",
+                       snap->state_bytes, eng_snapshot_bytes(s));
+    if (snap->state_bytes) be_from_host(s->ctx->be, s->rec_mem, snap->state, snap->state_bytes);
+    s->st.n_past = snap->pos;
+    return 0;
+}
+
+void eng_snapshot_free(eng_snapshot *snap)
+{
+    if (!snap) return;
+    free(snap->state);
+    memset(snap, 0, sizeof *snap);
+}

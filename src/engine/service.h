@@ -1,0 +1,194 @@
+/* The engine service: one thread that owns the model, its context and the
+ * sequence state. HTTP threads never touch those; they describe a request
+ * (eng_request), submit it to a bounded queue and read its events (deltas,
+ * final counters, errors) from a per-request channel (eng_job).
+ *
+ * Ownership: eng_service_submit() takes the eng_request (moves its contents);
+ * the returned eng_job is reference counted — the submitter holds one
+ * reference and must call eng_job_release() exactly once. Cancellation
+ * (client gone, timeout) is a flag the engine checks between prefill chunks
+ * and decode steps; a cancelled job ends with an ENG_EV_ERROR event. */
+#ifndef WICK_ENGINE_SERVICE_H
+#define WICK_ENGINE_SERVICE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "util/err.h"
+
+enum eng_request_kind { ENG_REQ_CHAT = 0, ENG_REQ_COMPLETION = 1 };
+
+enum eng_tool_choice { ENG_TOOLS_AUTO = 0, ENG_TOOLS_NONE, ENG_TOOLS_REQUIRED, ENG_TOOLS_FUNCTION };
+
+/* Sampling knobs as the API gives them; the engine maps them onto sampler.h. */
+typedef struct eng_sampling {
+    float temperature;       /* 0 = greedy */
+    float top_p;             /* 1 = off */
+    int top_k;               /* 0 = off */
+    float min_p;             /* 0 = off */
+    float presence_penalty;  /* 0 = off */
+    float frequency_penalty; /* 0 = off */
+    float repeat_penalty;    /* 1 = off */
+    uint64_t seed;
+    bool has_seed;           /* false: the engine picks a seed */
+} eng_sampling;
+
+#define ENG_MAX_STOP 16
+
+typedef struct eng_request {
+    int kind;                  /* enum eng_request_kind */
+    /* chat: the whole validated /v1/chat/completions object (owned
+     * reference): chat_render_request() reads messages, tools, tool_choice,
+     * chat_template_kwargs, reasoning_effort from it. */
+    json_t *chat_body;
+    const json_t *tools;       /* borrowed from chat_body (NULL if none) */
+    int tool_choice;           /* enum eng_tool_choice */
+    char *tool_choice_name;    /* forced function name (ENG_TOOLS_FUNCTION), owned */
+    bool parallel_tool_calls;
+    /* completion: the prompt as text (owned) or as token ids (owned array). */
+    char *prompt;
+    int32_t *prompt_ids;
+    int n_prompt_ids;
+    int max_tokens;            /* -1: until end of generation or context */
+    char *stop[ENG_MAX_STOP];  /* owned strings */
+    int n_stop;
+    eng_sampling sampling;
+    bool fresh;                /* {"wick": {"fresh": true}}: do not reuse cached state */
+    bool stream;               /* informational (monitor) */
+    char id[48];               /* "chatcmpl-..." / "cmpl-...", set by the server */
+} eng_request;
+
+/* Releases everything a request owns and zeroes it. Safe on a zeroed struct. */
+void eng_request_clear(eng_request *req);
+
+/* Per-request counters: one source of truth for the API (usage + timings),
+ * the monitor and /metrics. Speeds come from work actually done: prefill
+ * speed counts recomputed tokens only, never cached ones. */
+typedef struct eng_counters {
+    int prompt_tokens;       /* the whole prompt, cached part included */
+    int cached_tokens;       /* reused from the previous sequence */
+    int recomputed_tokens;   /* everything prefilled for this request */
+    double prefill_ms;
+    double prefill_tok_per_s;
+    double ttft_ms;          /* from start of processing to the first generated token */
+    double queue_ms;         /* time spent waiting in the queue */
+    int completion_tokens;   /* == decode_n */
+    int reasoning_tokens;
+    double decode_ms;
+    double decode_tok_per_s; /* tokens after the first / time after the first */
+} eng_counters;
+
+enum eng_event_type {
+    ENG_EV_ACCEPTED = 1, /* prompt rendered + tokenized and fits; counters.prompt_tokens set */
+    ENG_EV_DELTA,        /* text piece (see eng_delta_kind) */
+    ENG_EV_DONE,         /* final: counters + finish_reason; no more events */
+    ENG_EV_ERROR,        /* final: http_status + message; no more events */
+};
+
+enum eng_delta_kind {
+    ENG_DELTA_CONTENT = 0,
+    ENG_DELTA_REASONING,
+    ENG_DELTA_TOOL_CALL, /* a new call: tool_index, tool_id, tool_name (text is empty) */
+    ENG_DELTA_TOOL_ARGS, /* argument text of call tool_index */
+};
+
+typedef struct eng_event {
+    int type;                 /* enum eng_event_type */
+    int delta_kind;           /* enum eng_delta_kind (ENG_EV_DELTA) */
+    char *text;               /* owned by the event; NUL-terminated UTF-8 */
+    int tool_index;
+    char tool_id[40];
+    char tool_name[128];
+    eng_counters counters;    /* ACCEPTED (prompt part) and DONE */
+    char finish_reason[16];   /* DONE: "stop" | "length" | "tool_calls" */
+    int http_status;          /* ERROR: 400, 500, 503, 499 (cancelled) */
+    char error_type[40];      /* ERROR: OpenAI error type */
+    char message[WK_ERROR_MSG_CAP];
+} eng_event;
+
+/* Frees ev->text and zeroes the event. */
+void eng_event_clear(eng_event *ev);
+
+typedef struct eng_job eng_job;
+typedef struct eng_service eng_service;
+
+/* Model-facing part of the service, supplied by whoever owns the model (see
+ * eng_service_config). All calls happen on the engine thread except
+ * tokenize/detokenize, which must be safe to call concurrently with the
+ * engine (read-only vocabulary). */
+typedef struct eng_service_config {
+    const char *model_path;       /* GGUF to load */
+    const char *model_id;         /* id shown by /v1/models (default: file name) */
+    const char *chat_template;    /* template name override, or NULL (from the GGUF) */
+    int n_threads;                /* <= 0: physical cores */
+    int n_ctx;                    /* <= 0: model default capped at 8192 */
+    int max_queue;                /* pending requests before submit() reports busy */
+    bool synthetic;               /* a random-weight demo model (said everywhere) */
+    int n_recent;                 /* completed requests kept for the monitor */
+} eng_service_config;
+
+/* Loads the model and starts the engine thread. On failure returns a
+ * negative WK_E* code with err filled and *out NULL. */
+int eng_service_start(const eng_service_config *cfg, eng_service **out, wk_error *err);
+
+/* Stops the engine thread (cancels running and queued jobs) and frees the
+ * service. Jobs still referenced by callers stay valid until released. */
+void eng_service_stop(eng_service *svc);
+
+/* Queues a request. Takes ownership of req's contents (req is cleared).
+ * Returns 0 and a job (one reference for the caller), WK_EBUSY when the
+ * queue is full, WK_EUNSUPPORTED while the model is (re)loading. */
+int eng_service_submit(eng_service *svc, eng_request *req, eng_job **out, wk_error *err);
+
+/* Waits up to timeout_ms for the next event of the job. Returns 1 with *ev
+ * filled (caller clears it), 0 on timeout, -1 when the job already delivered
+ * its final event. */
+int eng_job_next_event(eng_job *job, int timeout_ms, eng_event *ev);
+
+/* Asks the engine to stop the job; it ends within one prefill chunk or
+ * decode step with an ERROR event (status 499). Idempotent, thread-safe. */
+void eng_job_cancel(eng_job *job);
+
+void eng_job_release(eng_job *job);
+
+/* Tokenize / detokenize with the loaded vocabulary. parse_special: special
+ * token text becomes special ids. *out_ids is malloc'd (caller frees). */
+int eng_service_tokenize(eng_service *svc, const char *text, bool parse_special, int32_t **out_ids,
+                         int *out_n, wk_error *err);
+/* *out_text is malloc'd UTF-8 (invalid sequences replaced by U+FFFD). */
+int eng_service_detokenize(eng_service *svc, const int32_t *ids, int n, char **out_text,
+                           wk_error *err);
+
+/* Static facts about the loaded model for /v1/models and the monitor:
+ * {"id", "path", "arch", "type", "bits_per_weight", "n_params", "file_bytes",
+ *  "n_ctx", "n_ctx_train", "n_vocab", "synthetic", "chat_template"}. New ref. */
+json_t *eng_service_model_info(eng_service *svc);
+
+/* Live state for the monitor: {"model": …, "memory_bytes", "cache": {…},
+ * "queue_depth", "active": [..], "recent": [..]}. New reference. */
+json_t *eng_service_state(eng_service *svc);
+
+/* Queue depth and busy flag for /metrics. */
+void eng_service_load(eng_service *svc, int *queue_depth, int *busy);
+
+/* Cache hits/misses so far (a hit = some prefix reused). */
+void eng_service_cache_stats(eng_service *svc, uint64_t *hits, uint64_t *misses);
+
+/* Drops the cached sequence (next request prefills from scratch). Queued
+ * behind running work; returns once done. */
+int eng_service_reset_cache(eng_service *svc, wk_error *err);
+
+/* Reloads the model from its file (same config). Requests queued meanwhile
+ * wait; returns once the new model serves. */
+int eng_service_reload(eng_service *svc, wk_error *err);
+
+bool eng_service_ready(eng_service *svc);
+int eng_service_n_ctx(eng_service *svc);
+const char *eng_service_model_id(eng_service *svc);
+
+/* Fills the usage + timings pair the API returns from counters. New refs. */
+json_t *eng_counters_usage_json(const eng_counters *c);
+json_t *eng_counters_timings_json(const eng_counters *c);
+
+#endif

@@ -1,0 +1,422 @@
+/* One request on the engine thread: render chat → tokenize segments →
+ * decide prefix reuse → prefill (cancellable per chunk, progress to the
+ * monitor) → decode loop (sampler, EOG, stop strings, max_tokens,
+ * incremental detokenization, reasoning / tool-call parsing) → final
+ * counters. Model output never becomes an error: text that does not parse
+ * as a tool call is plain content. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "chat/chat_parse.h"
+#include "engine/sampler.h"
+#include "engine/service_internal.h"
+#include "util/log.h"
+#include "util/timeutil.h"
+
+int32_t svc_reuse_decision(const eng_seq *seq, bool has_recurrent, const int32_t *ids, int32_t n,
+                           bool fresh)
+{
+    if (fresh || n <= 0) return 0;
+    int32_t pos = eng_seq_pos(seq);
+    const int32_t *old = eng_seq_tokens(seq);
+    int32_t lcp = 0;
+    while (lcp < pos && lcp < n && old[lcp] == ids[lcp]) lcp++;
+    /* The last prompt token is always computed: its logits start decoding. */
+    if (lcp >= n) lcp = n - 1;
+    /* Recurrent state cannot be cut back: keep it only when the new prompt
+     * extends the whole previous sequence (checkpoints will relax this). */
+    if (has_recurrent && lcp != pos) return 0;
+    return lcp;
+}
+
+/* ---- prompt ------------------------------------------------------------------ */
+
+static uint64_t random_u64(void)
+{
+    uint64_t x = 0;
+    if (getrandom(&x, sizeof x, 0) != (ssize_t)sizeof x) x = (uint64_t)(wk_now_ms() * 1000.0);
+    return x;
+}
+
+/* Renders and tokenizes; fills ids, n and the parse options. Returns an
+ * HTTP status (0 = fine) with msg filled. */
+static int build_prompt(eng_service *svc, eng_job *job, int32_t **ids, size_t *n, chat_parse_options *popt,
+                        char *msg, size_t msg_cap)
+{
+    eng_request *req = &job->req;
+    wk_error err = {0};
+    size_t cap = 0;
+    *ids = NULL;
+    *n = 0;
+    memset(popt, 0, sizeof *popt);
+    int32_t bos = tok_bos(svc->vocab);
+    if (req->kind == ENG_REQ_COMPLETION) {
+        if (req->prompt_ids) {
+            int32_t nv = tok_n_vocab(svc->vocab);
+            for (int i = 0; i < req->n_prompt_ids; i++)
+                if (req->prompt_ids[i] >= nv) {
+                    snprintf(msg, msg_cap, "prompt token %d at index %d is outside the vocabulary (%d tokens)",
+                             req->prompt_ids[i], i, nv);
+                    return 400;
+                }
+            *ids = malloc(((size_t)req->n_prompt_ids + 1) * sizeof **ids);
+            if (!*ids) goto oom;
+            memcpy(*ids, req->prompt_ids, (size_t)req->n_prompt_ids * sizeof **ids);
+            *n = (size_t)req->n_prompt_ids;
+            return 0;
+        }
+        /* Raw completions take template markers literally (parse_special),
+         * as llama-server does: the client is writing the prompt format. */
+        if (tok_encode(svc->vocab, req->prompt, strlen(req->prompt), true, true, ids, n, &err)) goto tok_fail;
+        return 0;
+    }
+    if (!svc->has_tmpl) {
+        snprintf(msg, msg_cap, "this model has no usable chat template; restart wick serve with --chat-template NAME (%s) "
+                 "or use /v1/completions", CHAT_TEMPLATE_NAMES);
+        return 400;
+    }
+    chat_prompt prompt = {0};
+    if (chat_render_request(&svc->tmpl, req->chat_body, NULL, &prompt, &err)) {
+        snprintf(msg, msg_cap, "%s", err.msg);
+        return err.code == WK_ENOMEM ? 500 : 400;
+    }
+    /* Template text with special-token parsing, request text as plain text:
+     * a pasted "<|im_start|>" in a message stays text. */
+    if (!prompt.starts_with_bos && tok_add_bos(svc->vocab) && bos != TOK_NULL) {
+        *ids = malloc(16 * sizeof **ids);
+        if (!*ids) {
+            chat_prompt_free(&prompt);
+            goto oom;
+        }
+        cap = 16;
+        (*ids)[(*n)++] = bos;
+    }
+    for (size_t i = 0; i < prompt.n_segs; i++) {
+        const chat_segment *sg = &prompt.segs[i];
+        if (tok_encode_append(svc->vocab, prompt.text + sg->offset, sg->len, false, sg->special, ids, n, &cap, &err)) {
+            chat_prompt_free(&prompt);
+            goto tok_fail;
+        }
+    }
+    chat_parse_options_from_prompt(popt, &prompt);
+    if (!req->tools || req->tool_choice == ENG_TOOLS_NONE) popt->tool_format = CHAT_TOOLS_NONE;
+    popt->tools = req->tools;
+    popt->id_seed = req->sampling.has_seed ? req->sampling.seed : random_u64();
+    chat_prompt_free(&prompt);
+    return 0;
+tok_fail:
+    snprintf(msg, msg_cap, "tokenizing the prompt: %.440s", err.msg);
+    return err.code == WK_ENOMEM ? 500 : 400;
+oom:
+    snprintf(msg, msg_cap, "out of memory");
+    return 500;
+}
+
+/* ---- output -------------------------------------------------------------------- */
+
+typedef struct out_state {
+    eng_job *job;
+    chat_parser *parser; /* NULL: completion (everything is content) */
+    chat_delta delta;
+    int n_calls;
+    bool any_reasoning_this_token;
+    bool any_content_this_token;
+} out_state;
+
+static void push_text(eng_job *job, int kind, const char *t, size_t n)
+{
+    if (!n) return;
+    eng_event ev = {0};
+    ev.type = ENG_EV_DELTA;
+    ev.delta_kind = kind;
+    ev.text = strndup(t, n);
+    if (ev.text) job_push(job, &ev);
+}
+
+static void emit_delta(out_state *o)
+{
+    chat_delta *d = &o->delta;
+    if (d->reasoning.len) {
+        o->any_reasoning_this_token = true;
+        push_text(o->job, ENG_DELTA_REASONING, d->reasoning.data, d->reasoning.len);
+    }
+    if (d->content.len) {
+        o->any_content_this_token = true;
+        push_text(o->job, ENG_DELTA_CONTENT, d->content.data, d->content.len);
+    }
+    for (size_t i = 0; i < d->n_calls; i++) {
+        eng_event ev = {0};
+        ev.type = ENG_EV_DELTA;
+        ev.delta_kind = ENG_DELTA_TOOL_CALL;
+        ev.tool_index = o->n_calls;
+        snprintf(ev.tool_id, sizeof ev.tool_id, "%s", d->calls[i].id);
+        snprintf(ev.tool_name, sizeof ev.tool_name, "%s", d->calls[i].name ? d->calls[i].name : "");
+        ev.text = strdup("");
+        job_push(o->job, &ev);
+        const char *args = d->calls[i].arguments ? d->calls[i].arguments : "{}";
+        memset(&ev, 0, sizeof ev);
+        ev.type = ENG_EV_DELTA;
+        ev.delta_kind = ENG_DELTA_TOOL_ARGS;
+        ev.tool_index = o->n_calls;
+        ev.text = strdup(args);
+        job_push(o->job, &ev);
+        o->n_calls++;
+    }
+}
+
+/* Text that passed the stop-string filter goes through the parser. */
+static void output_text(out_state *o, const char *t, size_t n)
+{
+    if (!n) return;
+    if (!o->parser) {
+        o->any_content_this_token = true;
+        push_text(o->job, ENG_DELTA_CONTENT, t, n);
+        return;
+    }
+    wk_error err = {0};
+    if (chat_parser_feed(o->parser, t, n, &o->delta, &err) == 0) emit_delta(o);
+}
+
+static void output_finish(out_state *o)
+{
+    if (!o->parser) return;
+    wk_error err = {0};
+    if (chat_parser_finish(o->parser, &o->delta, &err) == 0) emit_delta(o);
+}
+
+/* ---- the job ----------------------------------------------------------------- */
+
+typedef struct progress_ctx {
+    eng_service *svc;
+    eng_job *job;
+    int32_t base; /* tokens reused before this prefill */
+} progress_ctx;
+
+static void on_progress(void *user, int32_t done, int32_t total)
+{
+    (void)total;
+    progress_ctx *p = user;
+    pthread_mutex_lock(&p->svc->lock);
+    p->job->prefill_done = done;
+    pthread_mutex_unlock(&p->svc->lock);
+}
+
+static void set_phase(eng_service *svc, eng_job *job, int phase)
+{
+    pthread_mutex_lock(&svc->lock);
+    job->phase = phase;
+    pthread_mutex_unlock(&svc->lock);
+}
+
+static void fail_and_record(eng_service *svc, eng_job *job, int status, const char *type, const char *msg,
+                            const eng_counters *c)
+{
+    job_fail(job, status, type, "%s", msg);
+    svc_record_done(svc, job, status == 499 ? "cancelled" : "error", NULL, c);
+}
+
+void svc_run_job(eng_service *svc, eng_job *job)
+{
+    eng_request *req = &job->req;
+    eng_counters c = {0};
+    double t0 = wk_now_ms();
+    c.queue_ms = t0 - job->t_submit_ms;
+    if (atomic_load(&job->cancel)) {
+        fail_and_record(svc, job, 499, "cancelled", "request cancelled before it started", &c);
+        return;
+    }
+
+    int32_t *ids = NULL;
+    size_t n = 0;
+    chat_parse_options popt;
+    char msg[WK_ERROR_MSG_CAP];
+    int status = build_prompt(svc, job, &ids, &n, &popt, msg, sizeof msg);
+    if (status) {
+        fail_and_record(svc, job, status, status == 400 ? "invalid_request_error" : "server_error", msg, &c);
+        free(ids);
+        return;
+    }
+    c.prompt_tokens = (int)n;
+    if (n == 0) {
+        fail_and_record(svc, job, 400, "invalid_request_error", "the prompt is empty", &c);
+        return;
+    }
+    if ((int)n >= svc->n_ctx) {
+        snprintf(msg, sizeof msg, "request (%zu tokens) exceeds the available context size (%d tokens), try increasing it",
+                 n, svc->n_ctx);
+        fail_and_record(svc, job, 400, "exceed_context_size_error", msg, &c);
+        free(ids);
+        return;
+    }
+    eng_event acc = {0};
+    acc.type = ENG_EV_ACCEPTED;
+    acc.counters = c;
+    job_push(job, &acc);
+
+    /* Prefix reuse. */
+    bool recurrent = svc->model->hp.n_rec_layers > 0;
+    int32_t keep = svc_reuse_decision(svc->seq, recurrent, ids, (int32_t)n, req->fresh);
+    wk_error err = {0};
+    if (keep < eng_seq_pos(svc->seq)) {
+        if (keep == 0) eng_seq_clear(svc->seq);
+        else if (kv_truncate(svc->seq, keep, &err)) {
+            WK_WARN("cache: truncate to %d failed (%s); starting fresh", keep, err.msg);
+            eng_seq_clear(svc->seq);
+            keep = 0;
+        }
+    }
+    c.cached_tokens = keep;
+    c.recomputed_tokens = (int)n - keep;
+    pthread_mutex_lock(&svc->lock);
+    if (keep > 0) svc->cache_hits++;
+    else svc->cache_misses++;
+    job->prefill_total = c.recomputed_tokens;
+    job->prefill_done = 0;
+    job->live = c;
+    pthread_mutex_unlock(&svc->lock);
+
+    progress_ctx pc = {svc, job, keep};
+    eng_prefill_opts po = {0};
+    po.cancel_flag = &job->cancel;
+    po.progress = on_progress;
+    po.user = &pc;
+    double tp = wk_now_ms();
+    int rc = eng_prefill(svc->ctx, svc->seq, ids + keep, (int32_t)n - keep, &po, &err);
+    c.prefill_ms = wk_now_ms() - tp;
+    free(ids);
+    if (rc == WK_ECANCELLED) {
+        c.recomputed_tokens = eng_seq_pos(svc->seq) - keep;
+        fail_and_record(svc, job, 499, "cancelled", "request cancelled during prefill", &c);
+        return;
+    }
+    if (rc) {
+        /* The sequence may be half-written: start the next request fresh. */
+        eng_seq_clear(svc->seq);
+        fail_and_record(svc, job, rc == WK_ERANGE ? 400 : 500, rc == WK_ERANGE ? "exceed_context_size_error" : "server_error",
+                        err.msg, &c);
+        return;
+    }
+    if (c.prefill_ms > 0) c.prefill_tok_per_s = c.recomputed_tokens / (c.prefill_ms / 1000.0);
+
+    /* Decode. */
+    eng_sampler_params sp;
+    eng_sampler_params_default(&sp);
+    sp.temperature = req->sampling.temperature;
+    sp.top_k = req->sampling.top_k;
+    sp.top_p = req->sampling.top_p;
+    sp.min_p = req->sampling.min_p;
+    sp.repeat_penalty = req->sampling.repeat_penalty;
+    sp.presence_penalty = req->sampling.presence_penalty;
+    sp.frequency_penalty = req->sampling.frequency_penalty;
+    sp.seed = req->sampling.has_seed ? req->sampling.seed : random_u64();
+    eng_sampler *smp = NULL;
+    tok_decoder *dec = tok_decoder_new(svc->vocab, 0);
+    chat_stop *stop = NULL;
+    out_state out = {.job = job};
+    const char *finish = "stop";
+    int fail_status = 0;
+    const char *fail_type = "server_error";
+    if (eng_sampler_new(&smp, &sp, eng_n_vocab(svc->ctx), &err) || !dec ||
+        chat_stop_new(&stop, (const char *const *)req->stop, (size_t)req->n_stop, &err) ||
+        (req->kind == ENG_REQ_CHAT && chat_parser_new(&out.parser, &popt, &err))) {
+        snprintf(msg, sizeof msg, "setting up generation: %.440s", dec ? err.msg : "out of memory");
+        fail_status = smp ? 500 : 400;
+        fail_type = smp ? "server_error" : "invalid_request_error";
+        goto done;
+    }
+
+    int room = svc->n_ctx - eng_seq_pos(svc->seq);
+    int max_new = req->max_tokens < 0 || req->max_tokens > room ? room : req->max_tokens;
+    bool stopped = false;
+    set_phase(svc, job, JOB_DECODE);
+    double t_first = 0;
+    for (int i = 0; i < max_new; i++) {
+        if (atomic_load(&job->cancel)) {
+            fail_status = 499;
+            fail_type = "cancelled";
+            snprintf(msg, sizeof msg, "request cancelled during generation");
+            break;
+        }
+        int32_t tok = eng_sampler_sample(smp, eng_logits(svc->ctx), NULL);
+        if (tok < 0) break; /* every logit -inf/NaN: nothing sensible to say */
+        eng_sampler_accept(smp, tok);
+        double now = wk_now_ms();
+        if (i == 0) {
+            t_first = now;
+            c.ttft_ms = now - t0;
+        }
+        if (tok_is_eog(svc->vocab, tok)) break;
+        c.completion_tokens++;
+        out.any_reasoning_this_token = out.any_content_this_token = false;
+        const char *piece;
+        size_t plen;
+        if (tok_decoder_feed(dec, tok, &piece, &plen) == 0 && plen) {
+            const char *emit;
+            size_t elen;
+            int which;
+            if (chat_stop_feed(stop, piece, plen, &emit, &elen, &which) == 1) stopped = true;
+            output_text(&out, emit, elen);
+        }
+        if (out.any_reasoning_this_token && !out.any_content_this_token) c.reasoning_tokens++;
+        pthread_mutex_lock(&svc->lock);
+        job->live = c;
+        job->t_first_ms = t_first;
+        pthread_mutex_unlock(&svc->lock);
+        if (stopped) break;
+        if (i + 1 == max_new) {
+            finish = "length";
+            break;
+        }
+        if (eng_decode(svc->ctx, svc->seq, tok, &err)) {
+            fail_status = 500;
+            snprintf(msg, sizeof msg, "decode failed: %.440s", err.msg);
+            eng_seq_clear(svc->seq);
+            break;
+        }
+    }
+    if (max_new <= 0) finish = "length";
+    if (!stopped && !fail_status) {
+        /* End of generation: bytes held back by the decoder, then by the stop filter. */
+        const char *t, *emit;
+        size_t tl, elen;
+        int which;
+        tok_decoder_flush(dec, &t, &tl);
+        if (tl) {
+            if (chat_stop_feed(stop, t, tl, &emit, &elen, &which) == 1) stopped = true;
+            output_text(&out, emit, elen);
+        }
+        if (!stopped) {
+            chat_stop_flush(stop, &emit, &elen);
+            output_text(&out, emit, elen);
+        }
+    }
+    if (stopped) finish = "stop";
+    if (!fail_status) output_finish(&out);
+    double t_end = wk_now_ms();
+    if (t_first > 0) {
+        c.decode_ms = t_end - t_first;
+        if (c.completion_tokens > 1 && c.decode_ms > 0)
+            c.decode_tok_per_s = (c.completion_tokens - 1) / (c.decode_ms / 1000.0);
+    }
+    if (out.n_calls > 0 && strcmp(finish, "stop") == 0) finish = "tool_calls";
+
+done:
+    if (fail_status) {
+        fail_and_record(svc, job, fail_status, fail_type, msg, &c);
+    } else {
+        eng_event ev = {0};
+        ev.type = ENG_EV_DONE;
+        ev.counters = c;
+        snprintf(ev.finish_reason, sizeof ev.finish_reason, "%s", finish);
+        svc_record_done(svc, job, "ok", finish, &c);
+        job_push(job, &ev);
+    }
+    set_phase(svc, job, JOB_DONE);
+    if (smp) eng_sampler_free(smp);
+    if (dec) tok_decoder_free(dec);
+    if (stop) chat_stop_free(stop);
+    if (out.parser) chat_parser_free(out.parser);
+    chat_delta_free(&out.delta);
+}

@@ -1,0 +1,190 @@
+/* Forward-pass plumbing shared by all architectures: scratch buffers, the
+ * embedding and output steps, the attention tail, the dense FFN, and the
+ * dispatch to the per-family passes. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/model.h"
+#include "model/model_impl.h"
+
+/* LM head rows computed per matmul when every row's logits are wanted: bounds
+ * the logits buffer (n_vocab can be 250k) while keeping the matmul batched. */
+#define LOGIT_ROWS 32
+
+static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
+
+int model_scratch_new(model_scratch **out, const model *m, be_backend *be, int32_t max_t, wk_error *err)
+{
+    *out = NULL;
+    if (max_t < 1) return wk_fail(err, WK_EINVAL, "scratch: max tokens %d < 1", max_t);
+    const model_hparams *hp = &m->hp;
+    model_scratch *s = calloc(1, sizeof *s);
+    if (!s) return wk_fail(err, WK_ENOMEM, "out of memory");
+    s->be = be;
+    s->max_t = max_t;
+    s->logit_rows = max_t < LOGIT_ROWS ? max_t : LOGIT_ROWS;
+    const size_t T = (size_t)max_t, E = hp->n_embd;
+    const bool gated = m->arch == MODEL_ARCH_QWEN35 || m->arch == MODEL_ARCH_QWEN35MOE;
+    const size_t q_w = (size_t)hp->n_head * hp->d_k * (gated ? 2 : 1);
+    const size_t ff_w = max_sz(max_sz(hp->n_ff, hp->n_ff_shexp), 1);
+    const size_t key_dim = (size_t)hp->ssm_n_hk * hp->ssm_d_k, value_dim = (size_t)hp->ssm_n_hv * hp->ssm_d_v;
+    const size_t conv_dim = 2 * key_dim + value_dim;
+    const size_t k_used = hp->n_expert_used ? hp->n_expert_used : 1;
+    struct {
+        void **p;
+        size_t bytes;
+    } bufs[] = {
+        {(void **)&s->x, T * E * 4},
+        {(void **)&s->cur, T * E * 4},
+        {(void **)&s->tmp, T * E * 4},
+        {(void **)&s->q, T * q_w * 4},
+        {(void **)&s->k, T * hp->n_head_kv * hp->d_k * 4},
+        {(void **)&s->v, T * hp->n_head_kv * hp->d_v * 4},
+        {(void **)&s->att, T * hp->n_head * hp->d_v * 4},
+        {(void **)&s->ff_g, T * ff_w * 4},
+        {(void **)&s->ff_u, T * ff_w * 4},
+        {(void **)&s->qkv, T * max_sz(conv_dim, 1) * 4},
+        {(void **)&s->conv, T * max_sz(conv_dim, 1) * 4},
+        {(void **)&s->z, T * max_sz(value_dim, 1) * 4},
+        {(void **)&s->gdn_o, T * max_sz(value_dim, 1) * 4},
+        {(void **)&s->alpha, T * max_sz(hp->ssm_n_hv, 1) * 4},
+        {(void **)&s->beta, T * max_sz(hp->ssm_n_hv, 1) * 4},
+        {(void **)&s->router, T * max_sz(hp->n_expert, 1) * 4},
+        {(void **)&s->expert_ids, T * k_used * 4},
+        {(void **)&s->expert_w, T * k_used * 4},
+        {(void **)&s->moe_out, T * E * 4},
+        {(void **)&s->sh_gate, T * 4},
+        {(void **)&s->rope_cs, T * (size_t)hp->rope.n_rot * 4},
+        {(void **)&s->tokens, T * 4},
+        {(void **)&s->pos, T * 4},
+        {(void **)&s->logits, (size_t)s->logit_rows * hp->n_vocab * 4},
+    };
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
+        *bufs[i].p = be_alloc(be, bufs[i].bytes);
+        if (!*bufs[i].p) {
+            model_scratch_free(s);
+            return wk_fail(err, WK_ENOMEM, "out of memory for activation buffers (%d tokens)", max_t);
+        }
+    }
+    *out = s;
+    return 0;
+}
+
+void model_scratch_free(model_scratch *s)
+{
+    if (!s) return;
+    void *ptrs[] = {s->x,      s->cur,     s->tmp,    s->q,          s->k,        s->v,
+                    s->att,    s->ff_g,    s->ff_u,   s->qkv,        s->conv,     s->z,
+                    s->gdn_o,  s->alpha,   s->beta,   s->router,     s->expert_ids, s->expert_w,
+                    s->moe_out, s->sh_gate, s->rope_cs, s->tokens,   s->pos,      s->logits};
+    for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++)
+        if (ptrs[i]) be_release(s->be, ptrs[i]);
+    free(s);
+}
+
+int32_t model_scratch_max_tokens(const model_scratch *s) { return s->max_t; }
+
+/* ---- shared steps --------------------------------------------------------------- */
+
+int model_embed(const model *m, be_backend *be, model_scratch *s, int32_t n_t, int32_t pos0, wk_error *err)
+{
+    for (int32_t t = 0; t < n_t; t++) s->pos[t] = pos0 + t;
+    be_rope_cache(be, s->rope_cs, s->pos, n_t, &m->hp.rope);
+    return be_get_rows(be, &m->tok_embd, s->tokens, n_t, s->x, err);
+}
+
+int model_linear(be_backend *be, const be_weight *w, const be_weight *bias, const float *x, int32_t n_t,
+                 float *y, wk_error *err)
+{
+    TRY(be_matmul(be, w, x, n_t, y, err));
+    if (bias && bias->data) be_add_bias(be, y, wf32(bias), n_t, w->ne[1]);
+    return 0;
+}
+
+int model_attend(const model *m, be_backend *be, model_scratch *s, model_layer_state *ls, int32_t n_t,
+                 int32_t pos0, const float *q, size_t q_stride, size_t q_head_stride,
+                 const be_attn_policy *policy, wk_error *err)
+{
+    const model_hparams *hp = &m->hp;
+    const int32_t Hkv = (int32_t)hp->n_head_kv;
+    be_kv_store(be, ls->k, ls->kv_head_stride, pos0, s->k, (size_t)Hkv * hp->d_k, n_t, Hkv, (int32_t)hp->d_k);
+    be_kv_store(be, ls->v, ls->kv_head_stride, pos0, s->v, (size_t)Hkv * hp->d_v, n_t, Hkv, (int32_t)hp->d_v);
+    be_attn_args a = {
+        .q = q,
+        .q_stride = q_stride,
+        .q_head_stride = q_head_stride,
+        .n_q = n_t,
+        .q_pos0 = pos0,
+        .k = ls->k,
+        .v = ls->v,
+        .kv_head_stride = ls->kv_head_stride,
+        .n_kv = pos0 + n_t,
+        .n_head = (int32_t)hp->n_head,
+        .n_head_kv = Hkv,
+        .d_k = (int32_t)hp->d_k,
+        .d_v = (int32_t)hp->d_v,
+        .scale = 1.0f / sqrtf((float)hp->d_k),
+        .policy = policy,
+        .out = s->att,
+        .out_stride = (size_t)hp->n_head * hp->d_v,
+    };
+    return be_attention(be, &a, err);
+}
+
+int model_ffn_dense(be_backend *be, model_scratch *s, const be_weight *gate, const be_weight *up,
+                    const be_weight *down, const float *in, int32_t n_t, float *out, wk_error *err)
+{
+    const int64_t n_ff = gate->ne[1];
+    TRY(be_matmul(be, gate, in, n_t, s->ff_g, err));
+    TRY(be_matmul(be, up, in, n_t, s->ff_u, err));
+    be_swiglu(be, s->ff_g, s->ff_g, s->ff_u, (int64_t)n_t * n_ff);
+    return be_matmul(be, down, s->ff_g, n_t, out, err);
+}
+
+int model_output(const model *m, be_backend *be, model_scratch *s, int32_t n_t, enum model_logits_mode mode,
+                 float *logits_host, wk_error *err)
+{
+    const model_hparams *hp = &m->hp;
+    const size_t E = hp->n_embd, V = hp->n_vocab;
+    if (mode == MODEL_LOGITS_NONE) return 0;
+    int32_t first = mode == MODEL_LOGITS_LAST ? n_t - 1 : 0;
+    for (int32_t r0 = first; r0 < n_t; r0 += s->logit_rows) {
+        int32_t nr = n_t - r0 < s->logit_rows ? n_t - r0 : s->logit_rows;
+        be_rms_norm(be, s->cur, E, s->x + (size_t)r0 * E, E, nr, (int64_t)E, wf32(&m->output_norm), hp->eps);
+        TRY(model_linear(be, &m->output, &m->output_bias, s->cur, nr, s->logits, err));
+        be_to_host(be, logits_host + (size_t)(r0 - first) * V, s->logits, (size_t)nr * V * sizeof(float));
+    }
+    return 0;
+}
+
+/* ---- entry ------------------------------------------------------------------------- */
+
+int model_forward(const model *m, be_backend *be, model_scratch *s, model_state *st, const int32_t *tokens,
+                  int32_t n_t, enum model_logits_mode mode, float *logits_host, const be_attn_policy *policy,
+                  wk_error *err)
+{
+    if (n_t < 1 || n_t > s->max_t)
+        return wk_fail(err, WK_EINVAL, "batch of %d tokens (scratch holds 1..%d)", n_t, s->max_t);
+    if (st->n_past < 0 || (int64_t)st->n_past + n_t > st->n_ctx)
+        return wk_fail(err, WK_ERANGE, "context full: %d + %d tokens exceed the capacity of %d", st->n_past, n_t,
+                       st->n_ctx);
+    for (int32_t t = 0; t < n_t; t++)
+        if (tokens[t] < 0 || (uint32_t)tokens[t] >= m->hp.n_vocab)
+            return wk_fail(err, WK_EINVAL, "token id %d at index %d outside the vocabulary (%u)", tokens[t], t,
+                           m->hp.n_vocab);
+    memcpy(s->tokens, tokens, sizeof(int32_t) * (size_t)n_t);
+    int rc;
+    switch (m->arch) {
+    case MODEL_ARCH_LLAMA:
+    case MODEL_ARCH_QWEN2: rc = llama_forward(m, be, s, st, n_t, mode, logits_host, policy, err); break;
+    case MODEL_ARCH_QWEN3:
+    case MODEL_ARCH_QWEN3MOE: rc = qwen3_forward(m, be, s, st, n_t, mode, logits_host, policy, err); break;
+    case MODEL_ARCH_QWEN35:
+    case MODEL_ARCH_QWEN35MOE: rc = qwen35_forward(m, be, s, st, n_t, mode, logits_host, policy, err); break;
+    default: return wk_fail(err, WK_EUNSUPPORTED, "no forward pass for %s", model_arch_name(m->arch));
+    }
+    if (rc) return rc;
+    st->n_past += n_t;
+    return 0;
+}

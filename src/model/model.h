@@ -1,0 +1,160 @@
+/* Model loading (hyper-parameters + tensor binding) and the forward pass entry.
+ *
+ * model_load opens a GGUF file (mmap, zero-copy), reads the hyper-parameters
+ * of its architecture, binds every tensor the forward pass needs to a
+ * be_weight view and checks its type and shape; a missing or misshapen
+ * tensor is one error naming it. The forward passes live one file per
+ * family: llama.c (llama, qwen2), qwen3.c (qwen3, qwen3moe), qwen35.c
+ * (qwen35, qwen35moe); moe.c is the shared MoE FFN.
+ *
+ * Sequence state is owned by the caller (engine/) and handed to the forward
+ * pass as a model_state: per attention layer an F16 KV range, per recurrent
+ * layer the conv and SSM state (F32). */
+#ifndef WICK_MODEL_MODEL_H
+#define WICK_MODEL_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "gguf/gguf.h"
+#include "util/err.h"
+
+enum model_arch {
+    MODEL_ARCH_LLAMA = 0,
+    MODEL_ARCH_QWEN2,
+    MODEL_ARCH_QWEN3,
+    MODEL_ARCH_QWEN3MOE,
+    MODEL_ARCH_QWEN35,
+    MODEL_ARCH_QWEN35MOE,
+};
+
+/* "llama", "qwen35moe", ... */
+const char *model_arch_name(enum model_arch arch);
+
+typedef struct model_hparams {
+    uint32_t n_vocab;
+    uint32_t n_embd;
+    uint32_t n_layer;      /* main stack (block_count − nextn_predict_layers) */
+    uint32_t n_layer_all;  /* block_count, MTP blocks included */
+    uint32_t n_ctx_train;
+    uint32_t n_head, n_head_kv;
+    uint32_t d_k, d_v;     /* attention head dims */
+    uint32_t n_ff;         /* dense FFN width (0 if none) */
+    float eps;             /* RMSNorm / L2Norm eps */
+    be_rope_params rope;   /* freq_factors points into the mapping when present */
+    /* MoE */
+    uint32_t n_expert, n_expert_used, n_ff_exp, n_ff_shexp;
+    /* qwen35 hybrid */
+    uint32_t full_attention_interval;
+    uint32_t ssm_conv_k;   /* conv kernel K */
+    uint32_t ssm_d_k;      /* state_size: key head dim */
+    uint32_t ssm_d_v;      /* inner_size / H_v */
+    uint32_t ssm_n_hk;     /* group_count: key heads H_k */
+    uint32_t ssm_n_hv;     /* time_step_rank: value heads H_v */
+    /* derived */
+    uint32_t n_attn_layers;  /* layers with a KV cache (main stack) */
+    uint32_t n_rec_layers;   /* Gated DeltaNet layers (main stack) */
+    bool tied_output;        /* output.weight absent: LM head is token_embd */
+} model_hparams;
+
+/* Tensors of one block. Absent optional tensors have data == NULL.
+ * Norm / bias / ssm vectors are F32 (checked at load). */
+typedef struct model_layer {
+    bool recurrent;          /* Gated DeltaNet layer (qwen35) */
+    int32_t attn_slot;       /* index among attention layers, or -1 */
+    int32_t rec_slot;        /* index among recurrent layers, or -1 */
+
+    be_weight attn_norm;
+    be_weight ffn_norm;      /* qwen35: post_attention_norm */
+
+    /* attention */
+    be_weight wq, wk, wv, wo;
+    be_weight bq, bk, bv, bo;
+    be_weight q_norm, k_norm;
+
+    /* dense FFN */
+    be_weight ffn_gate, ffn_up, ffn_down;
+
+    /* MoE */
+    be_weight ffn_gate_inp;                          /* router {n_embd, n_expert} */
+    be_weight ffn_gate_exps, ffn_up_exps, ffn_down_exps; /* up absent if gate is fused gate_up */
+    be_weight ffn_gate_inp_shexp;                    /* {n_embd} */
+    be_weight ffn_gate_shexp, ffn_up_shexp, ffn_down_shexp;
+
+    /* Gated DeltaNet */
+    be_weight ssm_qkv;       /* attn_qkv {n_embd, conv_dim} */
+    be_weight ssm_z;         /* attn_gate {n_embd, value_dim} */
+    be_weight ssm_beta, ssm_alpha; /* {n_embd, H_v} */
+    be_weight ssm_dt;        /* ssm_dt.bias {H_v} */
+    be_weight ssm_a;         /* {H_v} */
+    be_weight ssm_conv1d;    /* {K, conv_dim} */
+    be_weight ssm_norm;      /* {d_v} */
+    be_weight ssm_out;       /* {value_dim, n_embd} */
+} model_layer;
+
+typedef struct model {
+    enum model_arch arch;
+    model_hparams hp;
+    gguf_file *file;         /* owned */
+    be_weight tok_embd, output_norm, output, output_bias;
+    model_layer *layers;     /* [n_layer] */
+    uint64_t model_id;       /* stable 64-bit identity of the file's contents (header hash) */
+} model;
+
+/* Opens path and binds the model. On error *out = NULL and err names the file
+ * and the key or tensor at fault. Free with model_free. */
+int model_load(model **out, const char *path, wk_error *err);
+void model_free(model *m);
+
+/* ---- sequence state, as the forward pass sees it ---------------------------- */
+
+/* One layer's state. Attention layers: K/V caches, kv head g position p at
+ * k + g*kv_head_stride + p*d_k (F16 bits). Recurrent layers: conv
+ * [(K−1)][conv_dim] and ssm [H_v][d_k][d_v] (F32). Unused pointers are NULL. */
+typedef struct model_layer_state {
+    uint16_t *k, *v;
+    size_t kv_head_stride;
+    float *conv, *ssm;
+} model_layer_state;
+
+typedef struct model_state {
+    model_layer_state *layers; /* [n_layer] */
+    int32_t n_ctx;             /* KV capacity in positions */
+    int32_t n_past;            /* positions already in the state */
+} model_state;
+
+/* Per-layer element counts, for whoever allocates a model_state. */
+size_t model_kv_elems_per_layer(const model *m, int32_t n_ctx); /* K plus V, F16 elements */
+size_t model_conv_elems(const model *m);                        /* per recurrent layer, floats */
+size_t model_ssm_elems(const model *m);                         /* per recurrent layer, floats */
+
+/* ---- forward ----------------------------------------------------------------- */
+
+enum model_logits_mode {
+    MODEL_LOGITS_NONE = 0, /* no LM head (intermediate prefill chunk) */
+    MODEL_LOGITS_LAST,     /* logits of the last token: 1 row */
+    MODEL_LOGITS_ALL,      /* logits of every token: n_t rows */
+};
+
+/* Activation buffers for batches of up to max_t tokens, allocated once from
+ * the backend. Opaque; one per context. */
+typedef struct model_scratch model_scratch;
+
+int model_scratch_new(model_scratch **out, const model *m, be_backend *be, int32_t max_t,
+                      wk_error *err);
+void model_scratch_free(model_scratch *s);
+int32_t model_scratch_max_tokens(const model_scratch *s);
+
+/* Runs n_t tokens (1 <= n_t <= scratch max) at positions st->n_past.. through
+ * the whole model as one batch, appending to the state; on success
+ * st->n_past += n_t and, unless mode is NONE, logits_host receives
+ * n_vocab floats per requested row (host memory, row-major).
+ * policy: NULL = dense attention. Errors: WK_ERANGE if the KV capacity would
+ * overflow, WK_EINVAL for a token id outside the vocabulary (state untouched). */
+int model_forward(const model *m, be_backend *be, model_scratch *s, model_state *st,
+                  const int32_t *tokens, int32_t n_t, enum model_logits_mode mode,
+                  float *logits_host, const be_attn_policy *policy, wk_error *err);
+
+#endif

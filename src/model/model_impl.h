@@ -1,0 +1,83 @@
+/* Internals shared by the forward passes of model/ (not a public API). */
+#ifndef WICK_MODEL_MODEL_IMPL_H
+#define WICK_MODEL_MODEL_IMPL_H
+
+#include "backend/backend.h"
+#include "model/model.h"
+
+/* Activation buffers for up to max_t tokens (backend memory). Row layouts are
+ * [token][features]; the names say what the forward passes keep there. */
+struct model_scratch {
+    be_backend *be;
+    int32_t max_t;
+    float *x;        /* residual stream [T][n_embd] */
+    float *cur;      /* normed input of the current sub-block [T][n_embd] */
+    float *tmp;      /* sub-block output before the residual add [T][n_embd] */
+    float *q;        /* queries (qwen35: query|gate interleaved per head) [T][q_width] */
+    float *k, *v;    /* [T][n_head_kv·d_k], [T][n_head_kv·d_v] */
+    float *att;      /* attention output [T][n_head·d_v] */
+    float *ff_g, *ff_u;   /* FFN hidden [T][ff_width] */
+    float *qkv, *conv;    /* DeltaNet projections and conv outputs [T][conv_dim] */
+    float *z, *gdn_o;     /* DeltaNet gate and scan output [T][value_dim] */
+    float *alpha, *beta;  /* [T][H_v] */
+    float *router;        /* [T][n_expert] */
+    int32_t *expert_ids;  /* [T][k] (host-visible) */
+    float *expert_w;      /* [T][k] */
+    float *moe_out;       /* [T][n_embd] */
+    float *sh_gate;       /* [T] */
+    float *rope_cs;       /* [T][n_rot] */
+    int32_t *tokens, *pos; /* [T] */
+    float *logits;        /* [logit_rows][n_vocab] */
+    int32_t logit_rows;
+};
+
+/* Steps every forward pass shares (forward.c). */
+
+/* Embeds s->tokens[0..n_t) into s->x and fills s->pos and s->rope_cs for
+ * positions pos0... */
+int model_embed(const model *m, be_backend *be, model_scratch *s, int32_t n_t, int32_t pos0,
+                wk_error *err);
+
+/* Standard attention tail: stores s->k / s->v (after norm/RoPE) into the
+ * layer's cache at pos0.., runs causal attention of the queries (token t,
+ * head h at q + t*q_stride + h*q_head_stride) into s->att. */
+int model_attend(const model *m, be_backend *be, model_scratch *s, model_layer_state *ls, int32_t n_t,
+                 int32_t pos0, const float *q, size_t q_stride, size_t q_head_stride,
+                 const be_attn_policy *policy, wk_error *err);
+
+/* Dense SwiGLU FFN: out = down · (SiLU(gate·in) ⊙ up·in). */
+int model_ffn_dense(be_backend *be, model_scratch *s, const be_weight *gate, const be_weight *up,
+                    const be_weight *down, const float *in, int32_t n_t, float *out, wk_error *err);
+
+/* Routed MoE FFN (+ sigmoid-gated shared expert when the layer has one), moe.c. */
+int model_ffn_moe(const model *m, be_backend *be, model_scratch *s, const model_layer *ly,
+                  const float *in, int32_t n_t, float *out, wk_error *err);
+
+/* Final norm + LM head for the requested rows of s->x, copied to logits_host. */
+int model_output(const model *m, be_backend *be, model_scratch *s, int32_t n_t,
+                 enum model_logits_mode mode, float *logits_host, wk_error *err);
+
+/* y = x · Wᵀ (+ bias if present). */
+int model_linear(be_backend *be, const be_weight *w, const be_weight *bias, const float *x,
+                 int32_t n_t, float *y, wk_error *err);
+
+static inline const float *wf32(const be_weight *w) { return (const float *)w->data; }
+
+/* Per-family forward passes over the layers: embed → blocks → output. */
+int llama_forward(const model *m, be_backend *be, model_scratch *s, model_state *st, int32_t n_t,
+                  enum model_logits_mode mode, float *logits, const be_attn_policy *policy,
+                  wk_error *err);
+int qwen3_forward(const model *m, be_backend *be, model_scratch *s, model_state *st, int32_t n_t,
+                  enum model_logits_mode mode, float *logits, const be_attn_policy *policy,
+                  wk_error *err);
+int qwen35_forward(const model *m, be_backend *be, model_scratch *s, model_state *st, int32_t n_t,
+                   enum model_logits_mode mode, float *logits, const be_attn_policy *policy,
+                   wk_error *err);
+
+#define TRY(x)               \
+    do {                     \
+        int rc_ = (x);       \
+        if (rc_) return rc_; \
+    } while (0)
+
+#endif

@@ -1,0 +1,108 @@
+/* Forward pass of `qwen35` and `qwen35moe` (spec architectures.md 8, 9): a
+ * hybrid stack where most layers are Gated DeltaNet (linear attention with a
+ * recurrent state) and every full_attention_interval-th layer is gated full
+ * attention.
+ *   x = embed(tokens)
+ *   per layer:  n = RMSNorm(x; attn_norm)
+ *               x = x + (GatedAttention(n) or GatedDeltaNet(n))
+ *               x = x + FFN(RMSNorm(x; post_attention_norm))   dense SwiGLU or MoE + shared expert
+ *   logits = W_out · RMSNorm(x; output_norm)
+ * Norm weights already carry the "1 + w" of the checkpoint (converter). */
+#include "model/model_impl.h"
+
+/* The scan runs token by token, as llama.cpp's fused CPU op does: on a CPU it
+ * costs ~4·d_k·d_v flops per token and head (a few % of the layer's matmuls)
+ * and matches the reference bit-closely whatever the chunking of the prompt.
+ * The chunked WY form (be_gdn_args.chunked) is there for backends that need
+ * the parallelism. */
+#define GDN_USE_CHUNKED false
+
+/* Gated full attention (8.4): W_q yields per head [query | gate]; the output is
+ * multiplied by σ(gate) before W_o. */
+static int gated_attention(const model *m, be_backend *be, model_scratch *s, const model_layer *ly,
+                           model_layer_state *ls, int32_t n_t, int32_t pos0, const be_attn_policy *policy,
+                           wk_error *err)
+{
+    const model_hparams *hp = &m->hp;
+    const int32_t H = (int32_t)hp->n_head, Hkv = (int32_t)hp->n_head_kv, dk = (int32_t)hp->d_k;
+    const size_t q_stride = (size_t)2 * H * dk; /* token stride of the interleaved query|gate rows */
+    TRY(be_matmul(be, &ly->wq, s->cur, n_t, s->q, err));
+    TRY(be_matmul(be, &ly->wk, s->cur, n_t, s->k, err));
+    TRY(be_matmul(be, &ly->wv, s->cur, n_t, s->v, err));
+    be_rms_norm(be, s->q, 2 * dk, s->q, 2 * dk, (int64_t)n_t * H, dk, wf32(&ly->q_norm), hp->eps);
+    be_rms_norm(be, s->k, dk, s->k, dk, (int64_t)n_t * Hkv, dk, wf32(&ly->k_norm), hp->eps);
+    be_rope(be, s->q, n_t, q_stride, H, 2 * dk, s->rope_cs, &hp->rope);
+    be_rope(be, s->k, n_t, (size_t)Hkv * dk, Hkv, dk, s->rope_cs, &hp->rope);
+    TRY(model_attend(m, be, s, ls, n_t, pos0, s->q, q_stride, (size_t)2 * dk, policy, err));
+    be_mul_sigmoid(be, s->att, hp->d_v, s->q + dk, 2 * dk, (int64_t)n_t * H, hp->d_v);
+    return be_matmul(be, &ly->wo, s->att, n_t, s->tmp, err);
+}
+
+/* Gated DeltaNet (8.5): projections → causal conv + SiLU → delta-rule scan over
+ * the recurrent state → per-head RMSNorm gated by SiLU(z) → W_out. */
+static int gated_deltanet(const model *m, be_backend *be, model_scratch *s, const model_layer *ly,
+                          model_layer_state *ls, int32_t n_t, wk_error *err)
+{
+    const model_hparams *hp = &m->hp;
+    const int32_t Hk = (int32_t)hp->ssm_n_hk, Hv = (int32_t)hp->ssm_n_hv;
+    const int32_t dk = (int32_t)hp->ssm_d_k, dv = (int32_t)hp->ssm_d_v;
+    const size_t key_dim = (size_t)Hk * dk, value_dim = (size_t)Hv * dv, conv_dim = 2 * key_dim + value_dim;
+    TRY(be_matmul(be, &ly->ssm_qkv, s->cur, n_t, s->qkv, err));
+    TRY(be_matmul(be, &ly->ssm_z, s->cur, n_t, s->z, err));
+    TRY(be_matmul(be, &ly->ssm_beta, s->cur, n_t, s->beta, err));
+    TRY(be_matmul(be, &ly->ssm_alpha, s->cur, n_t, s->alpha, err));
+    be_ssm_conv(be, s->conv, conv_dim, s->qkv, conv_dim, n_t, (int64_t)conv_dim, wf32(&ly->ssm_conv1d),
+                (int32_t)hp->ssm_conv_k, ls->conv);
+    be_gdn_args g = {
+        .q = s->conv,
+        .k = s->conv + key_dim,
+        .v = s->conv + 2 * key_dim,
+        .qk_stride = conv_dim,
+        .v_stride = conv_dim,
+        .alpha = s->alpha,
+        .beta = s->beta,
+        .ssm_a = wf32(&ly->ssm_a),
+        .dt_bias = wf32(&ly->ssm_dt),
+        .n_t = n_t,
+        .n_hk = Hk,
+        .n_hv = Hv,
+        .d_k = dk,
+        .d_v = dv,
+        .eps = hp->eps,
+        .state = ls->ssm,
+        .out = s->gdn_o,
+        .out_stride = value_dim,
+        .chunked = GDN_USE_CHUNKED,
+    };
+    TRY(be_gdn(be, &g, err));
+    be_rms_norm(be, s->gdn_o, dv, s->gdn_o, dv, (int64_t)n_t * Hv, dv, wf32(&ly->ssm_norm), hp->eps);
+    be_mul_silu(be, s->gdn_o, s->z, (int64_t)n_t * value_dim);
+    return be_matmul(be, &ly->ssm_out, s->gdn_o, n_t, s->tmp, err);
+}
+
+int qwen35_forward(const model *m, be_backend *be, model_scratch *s, model_state *st, int32_t n_t,
+                   enum model_logits_mode mode, float *logits, const be_attn_policy *policy, wk_error *err)
+{
+    const model_hparams *hp = &m->hp;
+    const int64_t E = hp->n_embd, n = (int64_t)n_t * E;
+    const int32_t pos0 = st->n_past;
+    const bool moe = m->arch == MODEL_ARCH_QWEN35MOE;
+    TRY(model_embed(m, be, s, n_t, pos0, err));
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        const model_layer *ly = &m->layers[il];
+        model_layer_state *ls = &st->layers[il];
+        be_rms_norm(be, s->cur, E, s->x, E, n_t, E, wf32(&ly->attn_norm), hp->eps);
+        if (ly->recurrent)
+            TRY(gated_deltanet(m, be, s, ly, ls, n_t, err));
+        else
+            TRY(gated_attention(m, be, s, ly, ls, n_t, pos0, policy, err));
+        be_add(be, s->x, s->x, s->tmp, n);
+        be_rms_norm(be, s->cur, E, s->x, E, n_t, E, wf32(&ly->ffn_norm), hp->eps);
+        if (moe)
+            TRY(model_ffn_moe(m, be, s, ly, s->cur, n_t, s->tmp, err));
+        else
+            TRY(model_ffn_dense(be, s, &ly->ffn_gate, &ly->ffn_up, &ly->ffn_down, s->cur, n_t, s->tmp, err));
+        be_add(be, s->x, s->x, s->tmp, n);
+    }
+    return model_output(m, be, s, n_t, mode, logits, err);
+}

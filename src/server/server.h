@@ -1,0 +1,56 @@
+/* `wick serve`'s HTTP side: an OpenAI-compatible API on libmicrohttpd (one
+ * thread per connection), talking to the engine service only through its
+ * queue and per-request event channels.
+ *
+ * Routes: GET /health, GET /v1/models[/{id}], POST /v1/chat/completions,
+ * POST /v1/completions, POST /v1/tokenize, POST /v1/detokenize, GET /metrics,
+ * GET /monitor (page), GET /monitor/api/state, POST /monitor/api/reset-cache,
+ * POST /monitor/api/reload. Errors use OpenAI's error shape.
+ *
+ * Safety: the API key (when set) is required on every route but /health and
+ * the monitor's static files, compared in constant time; bodies, JSON depth
+ * and message counts are capped; idle connections time out; a browser page
+ * from another origin cannot drive the API (Origin must match Host, and on a
+ * loopback bind Host must be a loopback name — DNS rebinding). */
+#ifndef WICK_SERVER_SERVER_H
+#define WICK_SERVER_SERVER_H
+
+#include <stdbool.h>
+
+#include "engine/service.h"
+#include "server/openai_request.h"
+#include "util/err.h"
+
+typedef struct srv_config {
+    const char *host;        /* default "127.0.0.1" */
+    int port;                /* default 8008; 0 = any free port (see srv_port) */
+    const char *api_key;     /* NULL/"" = no auth (only allowed on loopback) */
+    srv_limits limits;
+    int conn_timeout_s;      /* idle connection timeout (slow clients), default 30 */
+    int request_timeout_s;   /* longest a generation may take, 0 = unlimited (default 0) */
+    int keepalive_ms;        /* SSE ": keep-alive" after this much silence, default 5000 */
+    int max_connections;     /* default 512 */
+} srv_config;
+
+void srv_config_default(srv_config *c);
+
+/* True for 127.0.0.0/8, ::1 and "localhost". */
+bool srv_host_is_loopback(const char *host);
+
+typedef struct srv_server srv_server;
+
+/* Starts listening. Refuses (WK_EINVAL) a non-loopback host without an API
+ * key. svc is borrowed and must outlive the server. */
+int srv_start(const srv_config *cfg, eng_service *svc, srv_server **out, wk_error *err);
+
+/* Port actually bound (useful with port 0). */
+int srv_port(const srv_server *s);
+
+/* Stops accepting, cancels streams in flight, joins connection threads. */
+void srv_stop(srv_server *s);
+
+/* Constant-time check of an Authorization header value ("Bearer KEY") or a
+ * bare key against the expected key. NULL header → false. */
+bool srv_auth_ok(const char *header_value, const char *expected_key);
+
+#endif

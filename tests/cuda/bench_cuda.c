@@ -1,0 +1,265 @@
+/* CUDA kernel benchmarks: the two ceilings (device copy bandwidth, cuBLAS
+ * BF16 rate) and each kernel against them. Times are medians of CUDA-event
+ * timings over rotating buffers larger than the L2 (weights never hit in L2).
+ * usage: bench_cuda [quick]  — prints a table last. */
+#include <cublas_v2.h>
+#include <math.h>
+#include <string.h>
+
+#include "cuda_test.h"
+#include "quant/qtypes.h"
+
+int g_failures = 0;
+cuda_ctx g_ctx;
+
+typedef struct row { char name[96]; double ms, gbs, tflops, frac; } row;
+static row g_rows[128];
+static int g_nrows;
+static double g_copy_gbs = 0, g_bf16_tflops = 0;
+
+static void add_row(const char *name, double ms, double bytes, double flops)
+{
+    row *r = &g_rows[g_nrows++];
+    snprintf(r->name, sizeof r->name, "%s", name);
+    r->ms = ms;
+    r->gbs = bytes > 0 ? bytes / ms / 1e6 : 0;
+    r->tflops = flops > 0 ? flops / ms / 1e9 : 0;
+    r->frac = bytes > 0 && g_copy_gbs > 0 ? r->gbs / g_copy_gbs : (flops > 0 && g_bf16_tflops > 0 ? r->tflops / g_bf16_tflops : 0);
+    printf("%-56s %9.4f ms %8.1f GB/s %7.1f TFLOP/s %5.1f%%\n", r->name, r->ms, r->gbs, r->tflops, 100 * r->frac);
+    fflush(stdout);
+}
+
+static int cmp_f(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median over reps of the mean time of `inner` back-to-back calls of fn(i). */
+typedef void (*bench_fn)(void *ctx, int i);
+static double time_ms(bench_fn fn, void *ctx, int reps, int inner)
+{
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    for (int i = 0; i < inner; i++) fn(ctx, i); /* warm-up */
+    float t[64];
+    if (reps > 64) reps = 64;
+    int k = 0;
+    for (int r = 0; r < reps; r++) {
+        CK(cudaEventRecord(a, g_ctx.stream));
+        for (int i = 0; i < inner; i++) fn(ctx, k++);
+        CK(cudaEventRecord(b, g_ctx.stream));
+        CK(cudaEventSynchronize(b));
+        CK(cudaEventElapsedTime(&t[r], a, b));
+        t[r] /= inner;
+    }
+    CK(cudaGetLastError());
+    qsort(t, reps, sizeof t[0], cmp_f);
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    return t[reps / 2];
+}
+
+/* ---- ceilings ---- */
+typedef struct { void *a, *b; size_t bytes; } copy_ctx;
+static void copy_fn(void *p, int i)
+{
+    copy_ctx *c = p;
+    (void)i;
+    CK(cudaMemcpyAsync(c->b, c->a, c->bytes, cudaMemcpyDeviceToDevice, g_ctx.stream));
+}
+
+typedef struct { cublasHandle_t h; void *a, *b, *c; int n; } gemm_ctx;
+static void gemm_fn(void *p, int i)
+{
+    gemm_ctx *g = p;
+    (void)i;
+    const float one = 1, zero = 0;
+    cublasGemmEx(g->h, CUBLAS_OP_T, CUBLAS_OP_N, g->n, g->n, g->n, &one, g->a, CUDA_R_16BF, g->n, g->b,
+                 CUDA_R_16BF, g->n, &zero, g->c, CUDA_R_16BF, g->n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+}
+
+
+static void fill_random_bf16(uint16_t *d, size_t n, uint64_t seed)
+{
+    uint16_t *h = malloc(n * 2);
+    uint64_t rng = seed;
+    for (size_t i = 0; i < n; i++) {
+        float f = ref_randf(&rng);
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        h[i] = (uint16_t)(u >> 16);
+    }
+    CK(cudaMemcpy(d, h, n * 2, cudaMemcpyHostToDevice));
+    free(h);
+}
+
+static void bench_ceilings(void)
+{
+    copy_ctx c = {0};
+    c.bytes = (size_t)2 << 30;
+    CK(cudaMalloc(&c.a, c.bytes));
+    CK(cudaMalloc(&c.b, c.bytes));
+    CK(cudaMemset(c.a, 1, c.bytes));
+    double ms = time_ms(copy_fn, &c, 10, 2);
+    g_copy_gbs = 2.0 * c.bytes / ms / 1e6;
+    add_row("device copy 2 GiB (read+write)", ms, 2.0 * c.bytes, 0);
+    cudaFree(c.a);
+    cudaFree(c.b);
+
+    gemm_ctx g = {0};
+    g.n = 8192;
+    g.h = (cublasHandle_t)g_ctx.cublas;
+    size_t e = (size_t)g.n * g.n;
+    CK(cudaMalloc(&g.a, e * 2));
+    CK(cudaMalloc(&g.b, e * 2));
+    CK(cudaMalloc(&g.c, e * 2));
+    fill_random_bf16(g.a, e, 1);
+    fill_random_bf16(g.b, e, 2);
+    ms = time_ms(gemm_fn, &g, 10, 3);
+    g_bf16_tflops = 2.0 * g.n * g.n * g.n / ms / 1e9;
+    add_row("cuBLAS bf16 8192^3 (random data)", ms, 0, 2.0 * g.n * g.n * g.n);
+    cudaFree(g.a);
+    cudaFree(g.b);
+    cudaFree(g.c);
+}
+
+/* ---- matvec ---- */
+typedef struct {
+    cuda_qweight w[16];
+    int nw;
+    int8_t *xq;
+    float *xd, *xf, *y;
+} mv_ctx;
+static void mv_fn(void *p, int i)
+{
+    mv_ctx *m = p;
+    wk_error err;
+    if (cuda_matvec(&g_ctx, &m->w[i % m->nw], m->xq, m->xd, m->xf, 1, 1, NULL, m->y, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        exit(2);
+    }
+}
+
+static void bench_matvec(uint32_t type, int64_t M, int64_t K, const char *label)
+{
+    mv_ctx m = {0};
+    const size_t rb = (size_t)(K / ref_block_elems(type)) * ref_block_bytes(type);
+    uint8_t *host = malloc(rb * M);
+    uint64_t rng = 7;
+    ref_random_blocks(type, host, K * M, &rng);
+    wk_error err;
+    size_t total = 0;
+    /* enough copies to be several times the 60 MB L2 */
+    while ((total < ((size_t)600 << 20) || m.nw < 2) && m.nw < 16) {
+        if (cuda_qw_upload(&g_ctx, &m.w[m.nw], type, host, K, M, rb, 1, rb * M, &err)) {
+            fprintf(stderr, "%s\n", err.msg);
+            exit(2);
+        }
+        total += m.w[m.nw].mat_bytes;
+        m.nw++;
+    }
+    float *x = malloc(sizeof(float) * K);
+    for (int64_t i = 0; i < K; i++) x[i] = ref_randn(&rng);
+    m.xf = dev_upload(x, sizeof(float) * K);
+    m.xq = dev_alloc(K);
+    m.xd = dev_alloc(sizeof(float) * K / 32);
+    m.y = dev_alloc(sizeof(float) * M);
+    if (type != QT_F32 && type != QT_F16 && type != QT_BF16)
+        OK(cuda_quantize_act(&g_ctx, m.xf, 1, K, cuda_act_group(type), m.xq, m.xd));
+    double ms = time_ms(mv_fn, &m, 15, 40);
+    char name[96];
+    snprintf(name, sizeof name, "matvec %-6s %s %lldx%lld", qt_type_name(type), label, (long long)M, (long long)K);
+    add_row(name, ms, (double)rb * M, 2.0 * M * K);
+    for (int i = 0; i < m.nw; i++) cuda_qw_free(&m.w[i]);
+    cudaFree(m.xf); cudaFree(m.xq); cudaFree(m.xd); cudaFree(m.y);
+    free(host);
+    free(x);
+}
+
+/* ---- prefill matmul ---- */
+typedef struct { cuda_qweight w; float *x, *y; int64_t n; uint16_t *scratch; int what; } mm_ctx;
+static void mm_fn(void *p, int i)
+{
+    mm_ctx *m = p;
+    (void)i;
+    wk_error err;
+    int rc = m->what == 0 ? cuda_matmul(&g_ctx, &m->w, 0, m->x, m->n, m->y, &err)
+                          : cuda_dequant_bf16(&g_ctx, &m->w, 0, m->scratch, &err);
+    if (rc) {
+        fprintf(stderr, "%s\n", err.msg);
+        exit(2);
+    }
+}
+
+static void bench_matmul(uint32_t type, int64_t M, int64_t K, int64_t n)
+{
+    mm_ctx m = {0};
+    const size_t rb = (size_t)(K / ref_block_elems(type)) * ref_block_bytes(type);
+    uint8_t *host = malloc(rb * M);
+    uint64_t rng = 9;
+    ref_random_blocks(type, host, K * M, &rng);
+    wk_error err;
+    if (cuda_qw_upload(&g_ctx, &m.w, type, host, K, M, rb, 1, rb * M, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        exit(2);
+    }
+    float *x = malloc(sizeof(float) * K * n);
+    for (int64_t i = 0; i < K * n; i++) x[i] = ref_randn(&rng);
+    m.x = dev_upload(x, sizeof(float) * K * n);
+    m.y = dev_alloc(sizeof(float) * M * n);
+    m.n = n;
+    m.scratch = dev_alloc((size_t)M * K * 2);
+    char name[96];
+    m.what = 1;
+    double ms = time_ms(mm_fn, &m, 10, 5);
+    snprintf(name, sizeof name, "dequant->16-bit %-6s %lldx%lld", qt_type_name(type), (long long)M, (long long)K);
+    add_row(name, ms, (double)rb * M + 2.0 * M * K, 0);
+    m.what = 0;
+    ms = time_ms(mm_fn, &m, 10, 3);
+    snprintf(name, sizeof name, "matmul %-6s n=%lld %lldx%lld (dequant+cuBLAS)", qt_type_name(type), (long long)n,
+             (long long)M, (long long)K);
+    add_row(name, ms, 0, 2.0 * n * M * K);
+    cuda_qw_free(&m.w);
+    cudaFree(m.x); cudaFree(m.y); cudaFree(m.scratch);
+    free(host);
+    free(x);
+}
+
+__attribute__((weak)) void bench_attention_all(void (*add)(const char *, double, double, double),
+                                               double (*tm)(bench_fn, void *, int, int));
+__attribute__((weak)) void bench_gdn_all(void (*add)(const char *, double, double, double),
+                                         double (*tm)(bench_fn, void *, int, int));
+
+int main(int argc, char **argv)
+{
+    int quick = argc > 1 && strcmp(argv[1], "quick") == 0;
+    wk_error err = {0};
+    if (cuda_ctx_init(&g_ctx, 0, &err)) {
+        fprintf(stderr, "bench_cuda: %s\n", err.msg);
+        return 2;
+    }
+    bench_ceilings();
+    /* Qwen3.5-27B shapes: ffn up/gate 5120->17408, ffn down 17408->5120, vocab 5120->248320 */
+    static const uint32_t types[] = {QT_Q4_K, QT_Q5_K, QT_Q6_K, QT_Q8_0, QT_Q4_0, QT_IQ4_NL, QT_F16};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        bench_matvec(types[i], 17408, 5120, "ffn_up ");
+        if (!quick) bench_matvec(types[i], 5120, 17408, "ffn_down");
+    }
+    if (!quick) bench_matvec(QT_Q6_K, 248320, 5120, "output");
+    bench_matmul(QT_Q4_K, 17408, 5120, 512);
+    bench_matmul(QT_Q4_K, 17408, 5120, 4096);
+    if (!quick) bench_matmul(QT_Q6_K, 5120, 17408, 4096);
+    if (bench_attention_all) bench_attention_all(add_row, time_ms);
+    if (bench_gdn_all) bench_gdn_all(add_row, time_ms);
+
+    printf("\n%-56s %9s %10s %9s %6s\n", "kernel", "ms", "GB/s", "TFLOP/s", "%ceil");
+    for (int i = 0; i < g_nrows; i++)
+        printf("%-56s %9.4f %10.1f %9.1f %5.1f%%\n", g_rows[i].name, g_rows[i].ms, g_rows[i].gbs, g_rows[i].tflops,
+               100 * g_rows[i].frac);
+    printf("ceilings: copy %.0f GB/s (read+write), cuBLAS bf16 %.0f TFLOP/s; %%ceil = GB/s / copy or TFLOP/s / bf16\n",
+           g_copy_gbs, g_bf16_tflops);
+    cuda_ctx_free(&g_ctx);
+    return 0;
+}

@@ -1,0 +1,138 @@
+/* Quantized matvec / matmul / get_rows against the CPU reference on random blocks. */
+#include <math.h>
+#include <string.h>
+
+#include "cuda_test.h"
+#include "quant/qtypes.h"
+
+static const uint32_t k_types[] = {QT_Q4_K, QT_Q5_K, QT_Q6_K, QT_Q8_0, QT_Q4_0, QT_IQ4_NL,
+                                   QT_F16, QT_BF16, QT_F32};
+
+/* y[s] = W[e_s] · x[s / per_x] in double from float rows. */
+static void ref_matvec(const float *wf, int64_t M, int64_t K, const float *x, int64_t n_slots, int64_t per_x,
+                       const int32_t *ids, float *y)
+{
+    for (int64_t s = 0; s < n_slots; s++) {
+        const float *W = wf + (ids ? ids[s] : 0) * M * K;
+        const float *xs = x + (s / per_x) * K;
+        for (int64_t r = 0; r < M; r++) {
+            double acc = 0;
+            for (int64_t i = 0; i < K; i++) acc += (double)W[r * K + i] * xs[i];
+            y[s * M + r] = (float)acc;
+        }
+    }
+}
+
+static void test_matvec_type(uint32_t type, int64_t M, int64_t K, int n_mat, int n_slots, int per_x, uint64_t seed)
+{
+    uint64_t rng = seed;
+    const int64_t be = ref_block_elems(type), bb = ref_block_bytes(type);
+    const size_t row_bytes = (size_t)(K / be) * bb;
+    uint8_t *w = malloc(row_bytes * M * n_mat);
+    ref_random_blocks(type, w, K * M * n_mat, &rng);
+    float *wf = malloc(sizeof(float) * M * K * n_mat);
+    for (int64_t r = 0; r < M * n_mat; r++) ref_dequant_row(type, w + r * row_bytes, wf + r * K, K);
+    const int64_t n_x = (n_slots + per_x - 1) / per_x;
+    float *x = malloc(sizeof(float) * K * n_x), *xr = malloc(sizeof(float) * K * n_x);
+    for (int64_t i = 0; i < K * n_x; i++) x[i] = ref_randn(&rng);
+    int32_t ids[64];
+    for (int s = 0; s < n_slots; s++) ids[s] = (int32_t)((s * 7 + 3) % n_mat);
+    const int quant = type != QT_F32 && type != QT_F16 && type != QT_BF16;
+    const int group = cuda_act_group(type);
+    for (int64_t r = 0; r < n_x; r++) {
+        if (quant) ref_round_act(x + r * K, xr + r * K, K, group);
+        else memcpy(xr + r * K, x + r * K, sizeof(float) * K);
+    }
+    float *yref = malloc(sizeof(float) * M * n_slots), *yraw = malloc(sizeof(float) * M * n_slots);
+    float *y = malloc(sizeof(float) * M * n_slots);
+    ref_matvec(wf, M, K, xr, n_slots, per_x, n_mat > 1 ? ids : NULL, yref);
+    ref_matvec(wf, M, K, x, n_slots, per_x, n_mat > 1 ? ids : NULL, yraw);
+
+    wk_error err = {0};
+    cuda_qweight qw;
+    if (cuda_qw_upload(&g_ctx, &qw, type, w, K, M, row_bytes, n_mat, row_bytes * M, &err)) {
+        fprintf(stderr, "upload: %s\n", err.msg);
+        exit(2);
+    }
+    float *dx = dev_upload(x, sizeof(float) * K * n_x);
+    int8_t *dxq = dev_alloc(K * n_x);
+    float *dxd = dev_alloc(sizeof(float) * K / 32 * n_x);
+    int32_t *dids = dev_upload(ids, sizeof ids);
+    float *dy = dev_alloc(sizeof(float) * M * n_slots);
+    if (quant) OK(cuda_quantize_act(&g_ctx, dx, n_x, K, group, dxq, dxd));
+    if (cuda_matvec(&g_ctx, &qw, dxq, dxd, dx, n_slots, per_x, n_mat > 1 ? dids : NULL, dy, &err)) {
+        fprintf(stderr, "matvec: %s\n", err.msg);
+        exit(2);
+    }
+    dev_download(y, dy, sizeof(float) * M * n_slots);
+    char name[128];
+    snprintf(name, sizeof name, "matvec %s M=%lld K=%lld experts=%d slots=%d/%d", qt_type_name(type),
+             (long long)M, (long long)K, n_mat, n_slots, per_x);
+    check_err(name, ref_rel_err(y, yref, M * n_slots), 2e-5);
+    snprintf(name, sizeof name, "matvec %s vs unrounded activations", qt_type_name(type));
+    check_err(name, ref_rel_err(y, yraw, M * n_slots), quant ? 2e-2 : 2e-5);
+
+    /* prefill path: n = 67 rows through dequant + cuBLAS (single matrix) */
+    if (n_mat == 1) {
+        const int64_t n = 67;
+        float *xb = malloc(sizeof(float) * K * n), *yb = malloc(sizeof(float) * M * n), *yb_ref = malloc(sizeof(float) * M * n);
+        for (int64_t i = 0; i < K * n; i++) xb[i] = ref_randn(&rng);
+        ref_matvec(wf, M, K, xb, n, 1, NULL, yb_ref);
+        float *dxb = dev_upload(xb, sizeof(float) * K * n), *dyb = dev_alloc(sizeof(float) * M * n);
+        if (cuda_matmul(&g_ctx, &qw, 0, dxb, n, dyb, &err)) {
+            fprintf(stderr, "matmul: %s\n", err.msg);
+            exit(2);
+        }
+        dev_download(yb, dyb, sizeof(float) * M * n);
+        snprintf(name, sizeof name, "matmul (tensor cores) %s n=%lld M=%lld K=%lld", qt_type_name(type),
+                 (long long)n, (long long)M, (long long)K);
+        /* F16 operands: 2^-11 relative rounding per operand; BF16 weights+acts 2^-8 */
+        check_err(name, ref_rel_err(yb, yb_ref, M * n), type == QT_BF16 ? 8e-3 : type == QT_F32 ? 1e-5 : 2e-3);
+
+        /* get_rows: 5 rows gathered, dequantized to F32 */
+        int32_t rows[5] = {(int32_t)(M - 1), 0, 3, (int32_t)(M / 2), 3};
+        int32_t *drows = dev_upload(rows, sizeof rows);
+        float *dg = dev_alloc(sizeof(float) * 5 * K), *g = malloc(sizeof(float) * 5 * K), *gref = malloc(sizeof(float) * 5 * K);
+        for (int i = 0; i < 5; i++) memcpy(gref + i * K, wf + rows[i] * K, sizeof(float) * K);
+        if (cuda_get_rows(&g_ctx, &qw, drows, 5, dg, &err)) {
+            fprintf(stderr, "get_rows: %s\n", err.msg);
+            exit(2);
+        }
+        dev_download(g, dg, sizeof(float) * 5 * K);
+        snprintf(name, sizeof name, "get_rows %s", qt_type_name(type));
+        check_err(name, ref_rel_err(g, gref, 5 * K), 1e-6);
+        cudaFree(drows);
+        cudaFree(dg);
+        free(g);
+        free(gref);
+        cudaFree(dxb);
+        cudaFree(dyb);
+        free(xb);
+        free(yb);
+        free(yb_ref);
+    }
+    cuda_qw_free(&qw);
+    cudaFree(dx);
+    cudaFree(dxq);
+    cudaFree(dxd);
+    cudaFree(dids);
+    cudaFree(dy);
+    free(w);
+    free(wf);
+    free(x);
+    free(xr);
+    free(yref);
+    free(yraw);
+    free(y);
+}
+
+void test_matmul_all(void)
+{
+    for (size_t i = 0; i < sizeof k_types / sizeof k_types[0]; i++) {
+        uint32_t t = k_types[i];
+        test_matvec_type(t, 333, 2048, 1, 1, 1, 100 + i);
+        test_matvec_type(t, 64, 5120 + 256 * 3, 1, 1, 1, 200 + i);
+        test_matvec_type(t, 40, 1024, 5, 6, 3, 300 + i); /* MoE: 2 tokens x 3 experts, shared x */
+        test_matvec_type(t, 40, 1024, 5, 4, 1, 400 + i); /* MoE down: own x per slot */
+    }
+}

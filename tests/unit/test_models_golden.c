@@ -1,0 +1,347 @@
+/* Conformance of the forward passes with llama.cpp's logits on the golden
+ * tiny models (MANIFEST.json logit_cases): prompt logits as one batch, then
+ * 16 greedy decode steps one token at a time. Also: chunked prefill equals one
+ * batch, and snapshot → more tokens → restore → same tokens reproduces logits.
+ * WICK_GOLDEN_FILTER=substring limits the cases (for quick local runs). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/context.h"
+#include "engine/sequence.h"
+#include "model/model.h"
+#include "testutil.h"
+
+#define GEN_STEPS 16
+
+static float *read_floats(const char *path, size_t want)
+{
+    size_t size = 0;
+    float *p = read_whole_file(path, &size);
+    if (!p) return NULL;
+    if (size != want * sizeof(float)) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+static int argmax(const float *x, int n)
+{
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    return b;
+}
+
+/* top-1 minus top-2 */
+static float margin(const float *x, int n)
+{
+    float a = -INFINITY, b = -INFINITY;
+    for (int i = 0; i < n; i++) {
+        if (x[i] > a) {
+            b = a;
+            a = x[i];
+        } else if (x[i] > b) {
+            b = x[i];
+        }
+    }
+    return a - b;
+}
+
+static float max_abs_diff(const float *a, const float *b, size_t n)
+{
+    float m = 0.0f;
+    for (size_t i = 0; i < n; i++) {
+        float d = fabsf(a[i] - b[i]);
+        if (isnan(d)) return NAN; /* a NaN anywhere is a failure */
+        if (d > m) m = d;
+    }
+    return m;
+}
+
+typedef struct loaded {
+    model *m;
+    eng_ctx *ctx;
+    eng_seq *seq;
+} loaded;
+
+static int load(loaded *L, const char *dir, const char *rel, int32_t n_ctx, int32_t ubatch, wk_error *err)
+{
+    memset(L, 0, sizeof *L);
+    int rc = model_load(&L->m, path_join(dir, rel), err);
+    if (rc) return rc;
+    eng_options o;
+    eng_options_default(&o);
+    o.n_threads = 2;
+    o.n_ctx = n_ctx;
+    o.n_ubatch = ubatch;
+    rc = eng_ctx_new(&L->ctx, L->m, &o, err);
+    if (!rc) rc = eng_seq_new(&L->seq, L->ctx, n_ctx, err);
+    return rc;
+}
+
+static void unload(loaded *L)
+{
+    eng_seq_free(L->seq);
+    eng_ctx_free(L->ctx);
+    model_free(L->m);
+}
+
+static json_t *manifest(const char *dir)
+{
+    json_error_t jerr;
+    json_t *root = json_load_file(path_join(dir, "MANIFEST.json"), 0, &jerr);
+    if (!root) fail_msg("MANIFEST.json: %s", jerr.text);
+    return root;
+}
+
+/* One case: returns 0 if it passed, prints its numbers either way. */
+static int run_case(const char *dir, json_t *c)
+{
+    const char *mpath = json_string_value(json_object_get(c, "model"));
+    const char *lpath = json_string_value(json_object_get(c, "logits"));
+    const char *gpath = json_string_value(json_object_get(c, "gen"));
+    double tol = json_number_value(json_object_get(c, "tol"));
+    int n_vocab = (int)json_integer_value(json_object_get(c, "n_vocab"));
+    json_t *jt = json_object_get(c, "tokens"), *jg = json_object_get(c, "greedy");
+    int n = (int)json_array_size(jt);
+    int32_t *tokens = malloc(sizeof(int32_t) * (size_t)n);
+    for (int i = 0; i < n; i++) tokens[i] = (int32_t)json_integer_value(json_array_get(jt, (size_t)i));
+    int32_t greedy[GEN_STEPS + 1];
+    for (int i = 0; i < GEN_STEPS && i < (int)json_array_size(jg); i++)
+        greedy[i] = (int32_t)json_integer_value(json_array_get(jg, (size_t)i));
+
+    float *ref = read_floats(path_join(dir, lpath), (size_t)n * n_vocab);
+    float *gen = read_floats(path_join(dir, gpath), (size_t)GEN_STEPS * n_vocab);
+    int failed = 0;
+    loaded L;
+    wk_error err = {0};
+    if (!ref || !gen) {
+        printf("  %-40s cannot read golden files\n", lpath);
+        failed = 1;
+        goto out;
+    }
+    if (load(&L, dir, mpath, n + GEN_STEPS + 8, n, &err)) {
+        printf("  %-40s load failed: %s\n", mpath, err.msg);
+        failed = 1;
+        unload(&L);
+        goto out;
+    }
+    assert_int_equal(eng_n_vocab(L.ctx), n_vocab);
+    eng_prefill_opts po = {0};
+    po.all_logits = true;
+    if (eng_prefill(L.ctx, L.seq, tokens, n, &po, &err)) {
+        printf("  %-40s prefill failed: %s\n", lpath, err.msg);
+        failed = 1;
+        unload(&L);
+        goto out;
+    }
+    int32_t rows = 0;
+    const float *all = eng_logits_all(L.ctx, &rows);
+    assert_int_equal(rows, n);
+    float prompt_diff = max_abs_diff(all, ref, (size_t)n * n_vocab);
+    /* greedy continuation: feed the reference ids so every row stays comparable */
+    float gen_diff = 0.0f;
+    int id_mismatch = 0;
+    const float *last_ref = ref + (size_t)(n - 1) * n_vocab;
+    if (margin(last_ref, n_vocab) > tol && argmax(eng_logits(L.ctx), n_vocab) != greedy[0]) id_mismatch++;
+    for (int i = 0; i < GEN_STEPS; i++) {
+        if (eng_decode(L.ctx, L.seq, greedy[i], &err)) {
+            printf("  %-40s decode failed: %s\n", lpath, err.msg);
+            failed = 1;
+            break;
+        }
+        const float *row = eng_logits(L.ctx), *want = gen + (size_t)i * n_vocab;
+        float d = max_abs_diff(row, want, (size_t)n_vocab);
+        if (!(d <= gen_diff)) gen_diff = d;
+        if (i + 1 < GEN_STEPS && margin(want, n_vocab) > tol && argmax(row, n_vocab) != greedy[i + 1])
+            id_mismatch++;
+    }
+    if (!(prompt_diff <= tol) || !(gen_diff <= tol) || id_mismatch) failed = 1;
+    printf("  %-44s prompt max diff %.5f  gen max diff %.5f  tol %.3f  greedy mismatches %d  %s\n", lpath,
+           prompt_diff, gen_diff, tol, id_mismatch, failed ? "FAIL" : "ok");
+    unload(&L);
+out:
+    free(ref);
+    free(gen);
+    free(tokens);
+    return failed;
+}
+
+static void test_every_logit_case_matches_llama_cpp(void **state)
+{
+    (void)state;
+    GOLDEN_OR_SKIP(dir);
+    json_t *root = manifest(dir);
+    json_t *cases = json_object_get(root, "logit_cases");
+    assert_non_null(cases);
+    const char *filter = getenv("WICK_GOLDEN_FILTER");
+    int n_failed = 0, n_run = 0;
+    for (size_t i = 0; i < json_array_size(cases); i++) {
+        json_t *c = json_array_get(cases, i);
+        const char *lp = json_string_value(json_object_get(c, "logits"));
+        if (filter && !strstr(lp, filter)) continue;
+        n_run++;
+        n_failed += run_case(dir, c);
+        fflush(stdout);
+    }
+    json_decref(root);
+    printf("  %d of %d golden cases failed\n", n_failed, n_run);
+    assert_int_equal(n_failed, 0);
+}
+
+/* The first n tokens of the golden sequence of a model. */
+static int32_t *golden_tokens(const char *dir, const char *model_rel, int *n)
+{
+    json_t *root = manifest(dir);
+    json_t *cases = json_object_get(root, "logit_cases");
+    int32_t *out = NULL;
+    for (size_t i = 0; i < json_array_size(cases) && !out; i++) {
+        json_t *c = json_array_get(cases, i);
+        if (strcmp(json_string_value(json_object_get(c, "model")), model_rel)) continue;
+        json_t *jt = json_object_get(c, "tokens");
+        int have = (int)json_array_size(jt);
+        if (have < *n) *n = have;
+        out = malloc(sizeof(int32_t) * (size_t)*n);
+        for (int k = 0; k < *n; k++) out[k] = (int32_t)json_integer_value(json_array_get(jt, (size_t)k));
+    }
+    json_decref(root);
+    assert_non_null(out);
+    return out;
+}
+
+static void check_chunked_prefill(const char *dir, const char *model_rel)
+{
+    int n = 64;
+    int32_t *tokens = golden_tokens(dir, model_rel, &n);
+    loaded one, chunked;
+    wk_error err = {0};
+    assert_int_equal(load(&one, dir, model_rel, 128, 64, &err), 0);
+    assert_int_equal(load(&chunked, dir, model_rel, 128, 13, &err), 0); /* 13: chunks not aligned to anything */
+    eng_prefill_opts po = {0};
+    po.all_logits = true;
+    assert_int_equal(eng_prefill(one.ctx, one.seq, tokens, n, &po, &err), 0);
+    assert_int_equal(eng_prefill(chunked.ctx, chunked.seq, tokens, n, &po, &err), 0);
+    int32_t r1, r2;
+    const float *a = eng_logits_all(one.ctx, &r1), *b = eng_logits_all(chunked.ctx, &r2);
+    assert_int_equal(r1, n);
+    assert_int_equal(r2, n);
+    float d = max_abs_diff(a, b, (size_t)n * eng_n_vocab(one.ctx));
+    printf("  %-40s one batch vs chunks of 13: max diff %.2e\n", model_rel, d);
+    assert_true(d <= 1e-4f);
+    unload(&one);
+    unload(&chunked);
+    free(tokens);
+}
+
+static void test_chunked_prefill_matches_one_batch(void **state)
+{
+    (void)state;
+    GOLDEN_OR_SKIP(dir);
+    check_chunked_prefill(dir, "models/tiny-llama-F32.gguf");
+    check_chunked_prefill(dir, "models/tiny-qwen3-F32.gguf");
+    check_chunked_prefill(dir, "models/tiny-qwen35-F32.gguf");
+    check_chunked_prefill(dir, "models/tiny-qwen35moe-F32.gguf");
+}
+
+static void check_snapshot_restore(const char *dir, const char *model_rel)
+{
+    int n = 64;
+    int32_t *tokens = golden_tokens(dir, model_rel, &n);
+    loaded L;
+    wk_error err = {0};
+    assert_int_equal(load(&L, dir, model_rel, 128, 32, &err), 0);
+    const int32_t V = eng_n_vocab(L.ctx);
+    assert_int_equal(eng_prefill(L.ctx, L.seq, tokens, 40, NULL, &err), 0);
+    eng_snapshot snap = {0};
+    assert_int_equal(seq_snapshot(L.seq, &snap, &err), 0);
+    assert_int_equal(snap.pos, 40);
+    eng_prefill_opts po = {0};
+    po.all_logits = true;
+    assert_int_equal(eng_prefill(L.ctx, L.seq, tokens + 40, 20, &po, &err), 0);
+    float *first = malloc(sizeof(float) * 20 * (size_t)V);
+    memcpy(first, eng_logits_all(L.ctx, NULL), sizeof(float) * 20 * (size_t)V);
+    assert_int_equal(seq_restore(L.seq, &snap, &err), 0);
+    assert_int_equal(eng_seq_pos(L.seq), 40);
+    assert_int_equal(eng_prefill(L.ctx, L.seq, tokens + 40, 20, &po, &err), 0);
+    float d = max_abs_diff(first, eng_logits_all(L.ctx, NULL), 20 * (size_t)V);
+    printf("  %-40s replay after restore: max diff %.2e\n", model_rel, d);
+    assert_true(d == 0.0f);
+    /* a snapshot of another prefix is refused */
+    assert_int_equal(kv_truncate(L.seq, 0, &err), 0);
+    int32_t other[40];
+    for (int i = 0; i < 40; i++) other[i] = tokens[i] ^ 1;
+    assert_int_equal(eng_prefill(L.ctx, L.seq, other, 40, NULL, &err), 0);
+    assert_int_equal(seq_restore(L.seq, &snap, &err), WK_EINVAL);
+    eng_snapshot_free(&snap);
+    free(first);
+    free(tokens);
+    unload(&L);
+}
+
+static void test_snapshot_restore_reproduces_logits(void **state)
+{
+    (void)state;
+    GOLDEN_OR_SKIP(dir);
+    check_snapshot_restore(dir, "models/tiny-qwen35-F32.gguf");
+    check_snapshot_restore(dir, "models/tiny-qwen3-F32.gguf");
+}
+
+static void test_truncate_then_refeed_reproduces_logits(void **state)
+{
+    (void)state;
+    GOLDEN_OR_SKIP(dir);
+    int n = 64;
+    int32_t *tokens = golden_tokens(dir, "models/tiny-qwen3-F32.gguf", &n);
+    loaded L;
+    wk_error err = {0};
+    assert_int_equal(load(&L, dir, "models/tiny-qwen3-F32.gguf", 128, 64, &err), 0);
+    const int32_t V = eng_n_vocab(L.ctx);
+    assert_int_equal(eng_prefill(L.ctx, L.seq, tokens, 64, NULL, &err), 0);
+    float *want = malloc(sizeof(float) * (size_t)V);
+    memcpy(want, eng_logits(L.ctx), sizeof(float) * (size_t)V);
+    assert_int_equal(kv_truncate(L.seq, 30, &err), 0);
+    assert_int_equal(eng_seq_pos(L.seq), 30);
+    assert_int_equal(eng_prefill(L.ctx, L.seq, tokens + 30, 34, NULL, &err), 0);
+    assert_true(max_abs_diff(want, eng_logits(L.ctx), (size_t)V) < 1e-4f);
+    free(want);
+    free(tokens);
+    unload(&L);
+}
+
+static void test_hybrid_truncate_is_refused(void **state)
+{
+    (void)state;
+    GOLDEN_OR_SKIP(dir);
+    int n = 16;
+    int32_t *tokens = golden_tokens(dir, "models/tiny-qwen35-F32.gguf", &n);
+    loaded L;
+    wk_error err = {0};
+    assert_int_equal(load(&L, dir, "models/tiny-qwen35-F32.gguf", 64, 16, &err), 0);
+    assert_int_equal(eng_prefill(L.ctx, L.seq, tokens, 16, NULL, &err), 0);
+    assert_int_equal(kv_truncate(L.seq, 8, &err), WK_EUNSUPPORTED);
+    assert_int_equal(eng_seq_pos(L.seq), 16);
+    free(tokens);
+    unload(&L);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_chunked_prefill_matches_one_batch),
+        cmocka_unit_test(test_snapshot_restore_reproduces_logits),
+        cmocka_unit_test(test_truncate_then_refeed_reproduces_logits),
+        cmocka_unit_test(test_hybrid_truncate_is_refused),
+        cmocka_unit_test(test_every_logit_case_matches_llama_cpp),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
