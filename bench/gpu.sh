@@ -6,6 +6,11 @@
 #   bench/gpu.sh            build + tests + full benchmarks
 #   bench/gpu.sh quick      fewer benchmark shapes
 #   bench/gpu.sh test       build + tests only
+# When a golden folder is present (WICK_GOLDEN, else .golden or ../shared/golden,
+# holding cases.txt — see tests/cuda/golden_cuda.c), the tiny golden models are
+# also run end to end through model_forward on the CUDA backend; that step
+# compiles the core subset it needs (util, gguf, quant, backend/cpu, model:
+# libcrypto and xxhash, the latter from .debs/*.deb when the system lacks it).
 # Environment: NVCC (default: nvcc on PATH or /usr/local/cuda/bin/nvcc),
 # WICK_CUDA_ARCH (default: -gencode arch=compute_90a,code=sm_90a),
 # OUT (optional folder for the logs).
@@ -45,14 +50,53 @@ tests=$(ls "$B"/t_test_cuda_*.o)
 "$NVCC" $ARCH -o "$B/test_cuda" $tests $common $kern -lcublas
 "$NVCC" $ARCH -o "$B/bench_cuda" "$B/t_bench_cuda.o" $(ls "$B"/t_bench_cuda_*.o 2>/dev/null || true) $common $kern -lcublas
 
+golden=${WICK_GOLDEN:-}
+[ -z "$golden" ] && for g in .golden ../shared/golden; do [ -f "$g/cases.txt" ] && { golden=$g; break; }; done
+if [ -n "$golden" ]; then
+  echo "== build: core subset for golden_cuda"
+  xinc=""; xlib="-lxxhash"
+  if [ ! -f /usr/include/xxhash.h ] && ls .debs/libxxhash-dev*.deb >/dev/null 2>&1; then
+    mkdir -p "$B/debroot"
+    for d in .debs/*.deb; do dpkg -x "$d" "$B/debroot"; done
+    xinc="-I$B/debroot/usr/include"; xlib="$B/debroot/usr/lib/x86_64-linux-gnu/libxxhash.a"
+  fi
+  mkdir -p "$B/core"
+  pids=()
+  for f in src/util/*.c src/gguf/*.c src/quant/*.c src/backend/cpu/*.c src/model/*.c tests/cuda/golden_cuda.c; do
+    extra=""
+    case "$f" in
+      *_avx2.c) extra="-mavx2 -mfma -mf16c" ;;
+      *_avx512.c) extra="-mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16 -mavx2 -mfma -mf16c" ;;
+    esac
+    o="$B/core/$(echo "${f%.c}" | tr / _).o"
+    cc -std=c11 -O2 -D_GNU_SOURCE -fno-math-errno $extra -Isrc $xinc -I"$(dirname "$NVCC")/../include" -c "$f" -o "$o" \
+      >"$o.log" 2>&1 &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || fail=1; done
+  if [ "$fail" = 1 ]; then
+    for l in "$B"/core/*.log; do grep -q -i error "$l" && { echo "--- $l"; cat "$l"; }; done
+    echo "core build failed"; exit 1
+  fi
+  "$NVCC" $ARCH -o "$B/golden_cuda" "$B"/core/*.o $kern -lcublas -lcrypto $xlib -lpthread -lm
+fi
+
 log=${OUT:-$B}
 echo "== tests"
 set +e
 "$B/test_cuda" 2>&1 | tee "$log/test_cuda.log"
 trc=${PIPESTATUS[0]}
+grc=0
+if [ -n "$golden" ]; then
+  echo "== golden models on the CUDA backend ($golden)"
+  "$B/golden_cuda" "$golden" 2>&1 | tee "$log/golden_cuda.log"
+  grc=${PIPESTATUS[0]}
+fi
 set -e
+[ "$trc" = 0 ] && trc=$grc
 [ "$mode" = test ] && exit "$trc"
 echo "== benchmarks"
 "$B/bench_cuda" $([ "$mode" = quick ] && echo quick) 2>&1 | tee "$log/bench_cuda.log"
 echo "tests: $(tail -n 1 "$log/test_cuda.log")"
+[ -n "$golden" ] && echo "$(tail -n 1 "$log/golden_cuda.log")"
 exit "$trc"

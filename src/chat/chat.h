@@ -13,11 +13,20 @@
  * (message content, reasoning, tool JSON, tool-call arguments), to be
  * tokenized as plain text so a pasted `<|im_start|>` never becomes a control
  * token. Concatenating all segments gives `text` exactly.
+ * Segment edges are not token edges: to tokenize, look for special tokens
+ * only inside special segments, cut the text there, and tokenize each run
+ * of text between two special tokens as one piece (it may span several
+ * segments), so BPE merges come out as for the whole string.
  *
  * Boundaries (spec tokenizer-and-templates.md §8, golden templates/README.md):
  * byte offsets into `text` where a prefix-cache checkpoint is stable across
  * successive requests of a conversation. Sorted by offset; two kinds may
- * share an offset (system_end == the next turn's start). */
+ * share an offset (system_end == the next turn's start). The golden files
+ * record the same kinds and offsets (chat_boundary_name gives their names).
+ *
+ * Ownership: inputs (json_t) are borrowed; the chat_prompt belongs to the
+ * caller. Templates without tool support (llama3, chatml) ignore `tools`;
+ * chat_prompt.tool_format == CHAT_TOOLS_NONE tells the caller so. */
 #ifndef WICK_CHAT_CHAT_H
 #define WICK_CHAT_CHAT_H
 
@@ -63,6 +72,13 @@ int chat_template_by_name(chat_template *out, const char *name, wk_error *err);
  * WK_EUNSUPPORTED with a hint to pass `--chat-template NAME`. */
 int chat_template_select(chat_template *out, const char *jinja_src, const char *name_override,
                          wk_error *err);
+
+struct gguf_file;
+/* chat_template_select on the model's `tokenizer.chat_template` string
+ * (absent → WK_EUNSUPPORTED with the --chat-template hint, unless
+ * name_override is given). */
+int chat_template_from_gguf(chat_template *out, const struct gguf_file *f, const char *name_override,
+                            wk_error *err);
 
 /* Canonical name of a kind ("qwen3", ...). */
 const char *chat_template_name(chat_template_kind kind);

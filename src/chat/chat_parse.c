@@ -519,3 +519,23 @@ int chat_parse_all(const chat_parse_options *opt, const char *text, size_t len, 
     chat_parser_free(p);
     return rc;
 }
+
+json_t *chat_tool_calls_json(const chat_tool_call *calls, size_t n, size_t first_index, bool with_index)
+{
+    json_t *arr = json_array();
+    if (!arr) return NULL;
+    for (size_t i = 0; i < n; i++) {
+        json_t *call = json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", calls[i].id, "type", "function", "function",
+                                 "name", calls[i].name, "arguments", calls[i].arguments);
+        if (!call) goto fail;
+        if (with_index && json_object_set_new(call, "index", json_integer((json_int_t)(first_index + i)))) {
+            json_decref(call);
+            goto fail;
+        }
+        if (json_array_append_new(arr, call)) goto fail;
+    }
+    return arr;
+fail:
+    json_decref(arr);
+    return NULL;
+}

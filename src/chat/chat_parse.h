@@ -5,7 +5,11 @@
  * held back until it is decided, so a partial marker never leaks as content.
  *
  * Text that looks like a tool call but does not parse as one is returned as
- * ordinary content, never as an error. */
+ * ordinary content, never as an error.
+ *
+ * Order in a decode loop: detokenize → chat_stop_feed (stop strings are
+ * matched on the raw text) → chat_parser_feed → deltas to the client; at the
+ * end chat_stop_flush → chat_parser_feed → chat_parser_finish. */
 #ifndef WICK_CHAT_CHAT_PARSE_H
 #define WICK_CHAT_CHAT_PARSE_H
 
@@ -90,6 +94,12 @@ int chat_parser_finish(chat_parser *p, chat_delta *out, wk_error *err);
 /* Whole-text convenience: feed all of text then finish; *out gets the total. */
 int chat_parse_all(const chat_parse_options *opt, const char *text, size_t len, chat_delta *out,
                    wk_error *err);
+
+/* OpenAI tool_calls array for n calls: [{"id", "type": "function",
+ * "function": {"name", "arguments"}}], each with "index" = first_index + i
+ * when with_index (stream deltas). New reference; NULL if out of memory or
+ * a name/arguments is not valid UTF-8. */
+json_t *chat_tool_calls_json(const chat_tool_call *calls, size_t n, size_t first_index, bool with_index);
 
 /* ---- stop strings ---- */
 typedef struct chat_stop chat_stop;

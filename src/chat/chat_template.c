@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "chat/chat_internal.h"
+#include "gguf/gguf.h"
 
 /* ---------------------------------------------------------------- names */
 
@@ -108,6 +109,22 @@ int chat_template_select(chat_template *out, const char *jinja_src, const char *
     return wk_fail(err, WK_EUNSUPPORTED,
                    "chat template not recognised (%zu bytes of Jinja); pass --chat-template NAME (%s)",
                    strlen(s), CHAT_TEMPLATE_NAMES);
+}
+
+int chat_template_from_gguf(chat_template *out, const gguf_file *f, const char *name_override, wk_error *err)
+{
+    if (name_override && *name_override) return chat_template_by_name(out, name_override, err);
+    const gguf_kv *kv = gguf_find_kv(f, "tokenizer.chat_template");
+    if (!kv || kv->type != GGUF_T_STRING)
+        return wk_fail(err, WK_EUNSUPPORTED,
+                       "model has no tokenizer.chat_template string; pass --chat-template NAME (%s)",
+                       CHAT_TEMPLATE_NAMES);
+    /* the mapping is not NUL-terminated: select on a copy */
+    char *src = strndup(kv->v.str.ptr, (size_t)kv->v.str.len);
+    if (!src) return wk_fail(err, WK_ENOMEM, "chat template: out of memory");
+    int rc = chat_template_select(out, src, NULL, err);
+    free(src);
+    return rc;
 }
 
 void chat_options_default(chat_options *opt)

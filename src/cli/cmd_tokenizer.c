@@ -13,8 +13,11 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage:\n"
-            "  wick tokenizer encode -m FILE.gguf [--special] [--add-special] [--pieces] (TEXT | -f FILE)\n"
+            "  wick tokenizer encode -m FILE.gguf [--special] [--add-special] [--pieces] [--split SEP]\n"
+            "                       (TEXT | -f FILE)\n"
             "      prints the token ids of TEXT (or of FILE's bytes; '-' = stdin) on one line.\n"
+            "      --split SEP    the input is cases each ended by SEP (C escapes allowed, e.g.\n"
+            "                     '\\n__ggml_vocab_test__\\n'): one line of ids per case\n"
             "      --special      recognise special-token text such as <|im_start|>\n"
             "      --add-special  add BOS/EOS as the vocabulary asks (tokenizer.ggml.add_bos_token ...)\n"
             "      --pieces       one line per token: id, then the token text (C-escaped)\n"
@@ -88,9 +91,41 @@ static void print_escaped(const char *s, size_t n)
     }
 }
 
+/* Unescapes \n, \t, \r, \\ in place (for --split). */
+static void unescape(char *s)
+{
+    char *o = s;
+    for (; *s; s++) {
+        if (*s == '\\' && s[1]) {
+            s++;
+            *o++ = *s == 'n' ? '\n' : *s == 't' ? '\t' : *s == 'r' ? '\r' : *s;
+        } else {
+            *o++ = *s;
+        }
+    }
+    *o = '\0';
+}
+
+static void print_ids(const tok_vocab *v, const int32_t *ids, size_t n, bool pieces)
+{
+    if (pieces) {
+        for (size_t i = 0; i < n; i++) {
+            size_t tl;
+            const char *t = tok_token_text(v, ids[i], &tl);
+            printf("%d\t", ids[i]);
+            print_escaped(t, tl);
+            putchar('\n');
+        }
+        return;
+    }
+    for (size_t i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
+    putchar('\n');
+}
+
 static int tokenizer_encode(int argc, char **argv)
 {
     const char *model = NULL, *file = NULL, *text = NULL;
+    char *split = NULL;
     bool special = false, add_special = false, pieces = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-m") == 0 && i + 1 < argc) model = argv[++i];
@@ -98,6 +133,7 @@ static int tokenizer_encode(int argc, char **argv)
         else if (strcmp(argv[i], "--special") == 0) special = true;
         else if (strcmp(argv[i], "--add-special") == 0) add_special = true;
         else if (strcmp(argv[i], "--pieces") == 0) pieces = true;
+        else if (strcmp(argv[i], "--split") == 0 && i + 1 < argc) split = argv[++i];
         else if (strcmp(argv[i], "--") == 0 && i + 1 < argc && !text) text = argv[++i];
         else if (argv[i][0] != '-' && !text) text = argv[i];
         else {
@@ -125,23 +161,27 @@ static int tokenizer_encode(int argc, char **argv)
         return 1;
     }
     wk_error err = {0};
-    int32_t *ids;
+    int32_t *ids = NULL;
     size_t n;
-    int rc = tok_encode(v, text, len, add_special, special, &ids, &n, &err);
-    if (rc) {
-        fprintf(stderr, "wick tokenizer encode: %s\n", err.msg);
-    } else if (pieces) {
-        for (size_t i = 0; i < n; i++) {
-            size_t tl;
-            const char *t = tok_token_text(v, ids[i], &tl);
-            printf("%d\t", ids[i]);
-            print_escaped(t, tl);
-            putchar('\n');
+    int rc = 0;
+    if (split) {
+        unescape(split);
+        size_t sl = strlen(split);
+        const char *p = text, *end = text + len;
+        while (!rc && sl && p < end) {
+            const char *q = memmem(p, (size_t)(end - p), split, sl);
+            size_t case_len = q ? (size_t)(q - p) : (size_t)(end - p);
+            rc = tok_encode(v, p, case_len, add_special, special, &ids, &n, &err);
+            if (!rc) print_ids(v, ids, n, pieces);
+            free(ids);
+            ids = NULL;
+            p = q ? q + sl : end;
         }
     } else {
-        for (size_t i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
-        putchar('\n');
+        rc = tok_encode(v, text, len, add_special, special, &ids, &n, &err);
+        if (!rc) print_ids(v, ids, n, pieces);
     }
+    if (rc) fprintf(stderr, "wick tokenizer encode: %s\n", err.msg);
     free(ids);
     tok_free(v);
     free(owned);

@@ -13,8 +13,10 @@ typedef struct cli_command {
 
 int cmd_version(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_tokenizer(int argc, char **argv);
 int cmd_measure(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 #endif

@@ -9,7 +9,9 @@
 
 /* One line per subcommand; keep sorted by how often people need them. */
 static const cli_command k_commands[] = {
+    {"serve", cmd_serve, "serve an OpenAI-compatible API, monitor page and metrics (default: demo model)"},
     {"version", cmd_version, "print version and CPU kernel level"},
+    {"bench", cmd_bench, "measure prefill and decode speed at context depths (like llama-bench)"},
     {"synth", cmd_synth, "write a random-weight GGUF with real model dimensions (benchmarks, tests)"},
     {"info", cmd_info, "show what a GGUF model file holds (types, bits per weight, shape, KV size)"},
     {"tokenizer", cmd_tokenizer, "encode, decode or inspect with a GGUF vocabulary; import a HF tokenizer.json"},

@@ -1,21 +1,18 @@
 /* Token sampler (see sampler.h for the pipeline).
  *
- * Cost per token for a vocabulary of n: one pass for the max, one for the
- * softmax normaliser, and a bounded heap to pick the top candidates
- * (O(n log k)). Only when top-p needs more mass than the first k candidates
- * hold does k grow (×8 per round), so a full sort happens only for extremely
- * flat distributions. Logits are copied only when a bias or penalty must be
- * applied. */
+ * Cost per token for a vocabulary of n, never a full sort:
+ *   greedy        one pass (argmax);
+ *   top-k         one pass with a bounded heap, O(n log k), then k items;
+ *   top-p / min-p one pass computing weights (exp) of the tokens above the
+ *                 min-p floor, then a weighted quickselect that finds the
+ *                 heaviest tokens holding top_p of the mass in expected O(n).
+ * Logits are copied only when a bias or penalty must be applied. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/sampler.h"
-
-/* First candidate-pool size tried for top-p / min-p without top-k: large
- * enough to hold the nucleus of a typical LM distribution in one round. */
-#define ADAPTIVE_K0 256
 
 typedef struct cand {
     float logit;
@@ -43,6 +40,7 @@ struct eng_sampler {
     int32_t *touched; /* tokens whose count is non-zero */
     cand *heap;       /* top-k selection */
     size_t heap_cap;
+    cand *pool;       /* n_vocab: (weight, id) for top-p / min-p without top-k */
 };
 
 /* ---------------------------------------------------------------- PRNG */
@@ -149,6 +147,7 @@ void eng_sampler_free(eng_sampler *s)
     free(s->counts);
     free(s->touched);
     free(s->heap);
+    free(s->pool);
     free(s);
 }
 
@@ -316,23 +315,75 @@ static long select_top(eng_sampler *s, const float *l, size_t k, float floor_log
     return (long)n;
 }
 
-/* Draws from sorted candidates c[0..n) with weights exp((logit - max) / T). */
-static int32_t draw_sorted(eng_sampler *s, const cand *c, size_t n, float inv_t, double mass, float *prob)
+/* ------------------------------------------------------------- sample */
+
+/* Weighted quickselect: rearranges c[0..n) (logit field = weight) so that
+ * c[0..keep) are the heaviest candidates whose total first reaches target,
+ * and returns keep (n if the whole pool holds less) with their mass.
+ * Three-way partitions keep runs of equal weights linear. */
+static size_t nucleus(cand *c, size_t n, double target, double *mass_out)
 {
-    double u = rng_uniform(s->rng) * mass, acc = 0;
-    float top = c[0].logit;
-    for (size_t i = 0; i < n; i++) {
-        double w = exp((double)(c[i].logit - top) * inv_t);
-        acc += w;
-        if (u < acc || i == n - 1) {
-            if (prob) *prob = (float)(w / mass);
-            return c[i].id;
+    size_t lo = 0, hi = n; /* c[0..lo) is kept; the answer ends inside [lo, hi] */
+    double kept = 0;
+    while (lo < hi) {
+        float a = c[lo].logit, b = c[lo + (hi - lo) / 2].logit, d = c[hi - 1].logit;
+        float piv = a < b ? (b < d ? b : (a < d ? d : a)) : (a < d ? a : (b < d ? d : b)); /* median of 3 */
+        size_t lt = lo, i = lo, gt = hi;
+        double m_gt = 0, m_eq = 0;
+        while (i < gt) {
+            cand t = c[i];
+            if (t.logit > piv) {
+                c[i] = c[lt];
+                c[lt++] = t;
+                m_gt += t.logit;
+                i++;
+            } else if (t.logit < piv) {
+                c[i] = c[--gt];
+                c[gt] = t;
+            } else {
+                m_eq += t.logit;
+                i++;
+            }
         }
+        /* [lo, lt) heavier than piv, [lt, gt) equal, [gt, hi) lighter */
+        if (kept + m_gt >= target) {
+            hi = lt;
+            continue;
+        }
+        kept += m_gt;
+        if (kept + m_eq >= target) {
+            size_t k = lt;
+            while (k < gt && kept < target) kept += c[k++].logit;
+            *mass_out = kept;
+            return k;
+        }
+        kept += m_eq;
+        lo = gt;
     }
-    return c[0].id;
+    *mass_out = kept;
+    return lo;
 }
 
-/* ------------------------------------------------------------- sample */
+/* Draws from c[0..n) in proportion to weight(c[i]) = exp((logit - max) / T)
+ * (or the stored weight when weights_stored); mass is their total. */
+static int32_t draw(eng_sampler *s, const cand *c, size_t n, bool weights_stored, float max, float inv_t,
+                    double mass, float *prob)
+{
+    double u = rng_uniform(s->rng) * mass, acc = 0, w = 0;
+    size_t i;
+    for (i = 0; i < n; i++) {
+        w = weights_stored ? (double)c[i].logit : expf((c[i].logit - max) * inv_t);
+        acc += w;
+        if (u < acc) break;
+    }
+    if (i == n) i = n - 1; /* rounding: u landed on the total */
+    if (prob) {
+        if (weights_stored) w = c[i].logit;
+        else w = expf((c[i].logit - max) * inv_t);
+        *prob = (float)(w / mass);
+    }
+    return c[i].id;
+}
 
 int32_t eng_sampler_sample(eng_sampler *s, const float *logits, float *prob)
 {
@@ -350,7 +401,7 @@ int32_t eng_sampler_sample(eng_sampler *s, const float *logits, float *prob)
         if (prob) {
             double z = 0;
             for (int32_t i = 0; i < s->n_vocab; i++)
-                if (l[i] >= -INFINITY) z += exp((double)(l[i] - max));
+                if (l[i] >= -INFINITY) z += expf(l[i] - max);
             *prob = (float)(1.0 / z);
         }
         return best;
@@ -359,73 +410,61 @@ int32_t eng_sampler_sample(eng_sampler *s, const float *logits, float *prob)
     float inv_t = 1.0f / p->temperature;
     /* min-p keeps p_i >= min_p * p_max, i.e. logit >= max + T ln(min_p) */
     float floor_logit = p->min_p > 0.0f ? max + p->temperature * logf(p->min_p) : -INFINITY;
-    bool use_top_p = p->top_p < 1.0f;
     size_t n_vocab = (size_t)s->n_vocab;
     size_t k = p->top_k > 0 && (size_t)p->top_k < n_vocab ? (size_t)p->top_k : 0;
 
-    if (k == 0 && !use_top_p) {
-        /* plain temperature (+ min-p): draw by one linear scan, no ordering needed */
-        double z = 0;
-        for (size_t i = 0; i < n_vocab; i++)
-            if (l[i] >= floor_logit) z += exp((double)(l[i] - max) * inv_t);
-        double u = rng_uniform(s->rng) * z, acc = 0;
-        int32_t last = best;
-        for (size_t i = 0; i < n_vocab; i++) {
-            if (!(l[i] >= floor_logit)) continue;
-            double w = exp((double)(l[i] - max) * inv_t);
-            acc += w;
-            last = (int32_t)i;
-            if (u < acc) {
-                if (prob) *prob = (float)(w / z);
-                return (int32_t)i;
+    if (k > 0) {
+        long n = select_top(s, l, k, -INFINITY);
+        if (n <= 0) return best;
+        double total = 0;
+        for (long i = 0; i < n; i++) total += expf((s->heap[i].logit - max) * inv_t);
+        /* top-p: the smallest prefix whose mass reaches top_p (at least one) */
+        size_t keep = (size_t)n;
+        double kept = 0;
+        for (size_t i = 0; i < (size_t)n; i++) {
+            kept += expf((s->heap[i].logit - max) * inv_t);
+            if (p->top_p < 1.0f && kept >= (double)p->top_p * total) {
+                keep = i + 1;
+                break;
             }
         }
-        if (prob) *prob = (float)(exp((double)(l[last] - max) * inv_t) / z);
-        return last;
+        /* min-p after top-p: drop the tail below the floor (candidate 0 = max stays) */
+        while (keep > 1 && !(s->heap[keep - 1].logit >= floor_logit)) {
+            kept -= expf((s->heap[keep - 1].logit - max) * inv_t);
+            keep--;
+        }
+        return draw(s, s->heap, keep, false, max, inv_t, kept, prob);
     }
 
-    /* Mass the top-p rule is measured against: the top-k set, or the whole
-     * vocabulary when top-k is off. */
-    long n;
-    double total;
-    if (k > 0) {
-        n = select_top(s, l, k, -INFINITY);
-        if (n <= 0) return best;
-        total = 0;
-        for (long i = 0; i < n; i++) total += exp((double)(s->heap[i].logit - max) * inv_t);
-    } else {
-        total = 0;
-        for (size_t i = 0; i < n_vocab; i++)
-            if (l[i] >= -INFINITY) total += exp((double)(l[i] - max) * inv_t);
-        /* grow the candidate pool until it holds top_p of the mass or reaches
-         * the min-p floor */
-        size_t want = ADAPTIVE_K0;
-        for (;;) {
-            if (want > n_vocab) want = n_vocab;
-            n = select_top(s, l, want, floor_logit);
-            if (n <= 0) return best;
-            double acc = 0;
-            for (long i = 0; i < n; i++) acc += exp((double)(s->heap[i].logit - max) * inv_t);
-            if ((size_t)n < want || want == n_vocab || acc >= (double)p->top_p * total) break;
-            want *= 8;
+    if (!s->pool) {
+        s->pool = malloc(n_vocab * sizeof *s->pool);
+        if (!s->pool) return best; /* no scratch: fall back to the most likely token */
+    }
+    /* weights of the tokens above the min-p floor; top-p is measured against
+     * the mass of the whole vocabulary (top-p before min-p) */
+    double total = 0, pool_mass = 0;
+    size_t n = 0;
+    for (size_t i = 0; i < n_vocab; i++) {
+        float v = l[i];
+        if (!(v >= -INFINITY)) continue; /* NaN */
+        float x = (v - max) * inv_t;
+        if (x < -104.0f) continue; /* expf underflows to 0 below about -103.3 */
+        float w = expf(x);
+        total += w;
+        if (v >= floor_logit) {
+            s->pool[n++] = (cand){w, (int32_t)i};
+            pool_mass += w;
         }
     }
-
-    /* top-p: the smallest prefix whose mass reaches top_p (at least one) */
-    size_t keep = (size_t)n;
-    double kept_mass = 0;
-    for (size_t i = 0; i < (size_t)n; i++) {
-        kept_mass += exp((double)(s->heap[i].logit - max) * inv_t);
-        if (use_top_p && kept_mass >= (double)p->top_p * total) {
-            keep = i + 1;
-            break;
+    size_t keep = n;
+    double kept = pool_mass;
+    if (p->top_p < 1.0f) {
+        keep = nucleus(s->pool, n, (double)p->top_p * total, &kept);
+        if (keep == 0) { /* top_p 0: the best token alone */
+            s->pool[0] = (cand){1.0f, best};
+            keep = 1;
+            kept = 1.0;
         }
     }
-    /* min-p after top-p: drop the tail below the floor (candidate 0 = max stays) */
-    while (keep > 1 && !(s->heap[keep - 1].logit >= floor_logit)) {
-        kept_mass -= exp((double)(s->heap[keep - 1].logit - max) * inv_t);
-        keep--;
-    }
-    if (kept_mass <= 0) kept_mass = 1.0; /* cannot happen: candidate 0 has weight 1 */
-    return draw_sorted(s, s->heap, keep, inv_t, kept_mass, prob);
+    return draw(s, s->pool, keep, true, max, inv_t, kept, prob);
 }

@@ -7,9 +7,9 @@
  *   accepted tokens) → if temperature <= 0 or top_k == 1: argmax (ties →
  *   lowest id) → else top-k → softmax(logits / temperature) → top-p → min-p
  *   → draw.
- * Candidates are narrowed by selection (a heap of the k largest), never by a
- * full sort of the vocabulary: top-p/min-p without top-k use an adaptive
- * k that grows only until the kept mass is reached. */
+ * Candidates are narrowed by selection, never by a full sort of the
+ * vocabulary: top-k uses a heap of the k largest; top-p/min-p without top-k
+ * use a weighted quickselect (expected O(n_vocab)). */
 #ifndef WICK_ENGINE_SAMPLER_H
 #define WICK_ENGINE_SAMPLER_H
 

@@ -55,6 +55,7 @@ typedef struct eng_request {
     int n_stop;
     eng_sampling sampling;
     bool fresh;                /* {"wick": {"fresh": true}}: do not reuse cached state */
+    bool ignore_eos;           /* keep generating past end-of-generation tokens (benchmarks) */
     bool stream;               /* informational (monitor) */
     char id[48];               /* "chatcmpl-..." / "cmpl-...", set by the server */
 } eng_request;

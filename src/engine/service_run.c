@@ -4,6 +4,7 @@
  * incremental detokenization, reasoning / tool-call parsing) → final
  * counters. Model output never becomes an error: text that does not parse
  * as a tool call is plain content. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -327,6 +328,12 @@ void svc_run_job(eng_service *svc, eng_job *job)
         goto done;
     }
 
+    if (req->ignore_eos) {
+        /* Ban every end-of-generation token so exactly max_tokens come out. */
+        const int32_t *eog;
+        size_t n_eog = tok_eog_ids(svc->vocab, &eog);
+        for (size_t i = 0; i < n_eog; i++) eng_sampler_set_bias(smp, eog[i], -INFINITY, NULL);
+    }
     int room = svc->n_ctx - eng_seq_pos(svc->seq);
     int max_new = req->max_tokens < 0 || req->max_tokens > room ? room : req->max_tokens;
     bool stopped = false;

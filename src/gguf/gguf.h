@@ -9,7 +9,9 @@
  *
  * Ownership: gguf_file owns the mapping and all parsed records; tensor data
  * pointers and string views borrow from the mapping and stay valid until
- * gguf_close. */
+ * gguf_close. A gguf_file is immutable after open: lookups from several threads
+ * are safe. Key and tensor lookups are hash-indexed; gguf_arr_str is O(1)
+ * (string offsets are computed while validating). */
 #ifndef WICK_GGUF_GGUF_H
 #define WICK_GGUF_GGUF_H
 

@@ -104,7 +104,7 @@ static enum MHD_Result send_bytes(srv_server *s, struct MHD_Connection *c, const
 static enum MHD_Result send_json(srv_server *s, struct MHD_Connection *c, const char *route, int status,
                                  json_t *body /* stolen */)
 {
-    char *text = json_dumps(body, JSON_COMPACT);
+    char *text = json_dumps(body, JSON_COMPACT | JSON_REAL_PRECISION(12));
     json_decref(body);
     if (!text) return MHD_NO;
     size_t n = strlen(text);

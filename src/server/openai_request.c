@@ -255,6 +255,10 @@ static int parse_common(json_t *root, const srv_limits *lim, eng_request *req, s
             return -1;
         }
     }
+    /* llama-server's ignore_eos: generate exactly max_tokens (benchmarks). */
+    if (get_bool(root, "ignore_eos", &req->ignore_eos, err)) return -1;
+    if (req->ignore_eos && req->max_tokens < 0)
+        return srv_fail(err, 400, "ignore_eos", "invalid_value", "'ignore_eos' requires 'max_tokens'");
     /* llama-server's cache_prompt: false means the same as fresh. */
     bool cache_prompt = true;
     if (get_bool(root, "cache_prompt", &cache_prompt, err)) return -1;

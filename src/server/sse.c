@@ -60,7 +60,7 @@ size_t srv_buf_take(srv_buf *b, char *dst, size_t max)
 int srv_sse_data(srv_buf *b, const json_t *obj)
 {
     /* Compact dumps escape control characters, so the JSON is one line. */
-    char *s = json_dumps(obj, JSON_COMPACT);
+    char *s = json_dumps(obj, JSON_COMPACT | JSON_REAL_PRECISION(12));
     if (!s) return -1;
     int rc = srv_buf_append(b, "data: ", 6) || srv_buf_append(b, s, strlen(s)) ||
              srv_buf_append(b, "\n\n", 2);

@@ -3,6 +3,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -278,6 +279,73 @@ static void test_parse_all_matches_streaming(void **state)
     chat_delta_free(&d);
 }
 
+/* Random texts built from marker fragments: any chunking gives the same
+ * result as feeding the whole text, and with nothing to parse the content
+ * is the text itself. */
+static void test_random_chunkings_agree_with_whole_text(void **state)
+{
+    (void)state;
+    static const char *frags[] = {"<think>", "</think>", "<tool_call>", "</tool_call>", "<tool_c", "</th", "<", ">",
+                                  " ", "\n", "abc", "\xC3\xA9", "{\"name\": \"f\", \"arguments\": {\"a\": 1}}",
+                                  "<function=f>", "</function>", "<parameter=a>\n1\n</parameter>", "\xE2\x82"};
+    uint64_t rng = 2024;
+    chat_parse_options variants[3];
+    memset(variants, 0, sizeof variants);
+    variants[0] = hermes_opts(false);
+    variants[1].parse_reasoning = true;
+    variants[1].reasoning_open = true;
+    variants[1].tool_format = CHAT_TOOLS_QWEN_XML;
+    /* variants[2]: nothing to parse */
+    char text[1024];
+    for (int rep = 0; rep < 300; rep++) {
+        text[0] = 0;
+        int n_frags = 1 + (int)(test_rand_u32(&rng) % 14);
+        for (int f = 0; f < n_frags; f++) strcat(text, frags[test_rand_u32(&rng) % (sizeof frags / sizeof frags[0])]);
+        for (int v = 0; v < 3; v++) {
+            parsed whole, chunked;
+            run(&variants[v], text, 0, &whole);
+            if (v == 2) {
+                assert_string_equal(whole.content, text);
+                assert_int_equal(whole.n_calls, 0);
+            }
+            for (size_t step = 1; step <= 7; step += 3) {
+                run(&variants[v], text, step, &chunked);
+                assert_string_equal(chunked.content, whole.content);
+                assert_string_equal(chunked.reasoning, whole.reasoning);
+                assert_int_equal(chunked.n_calls, whole.n_calls);
+                for (int c = 0; c < whole.n_calls; c++) assert_string_equal(chunked.args[c], whole.args[c]);
+            }
+        }
+    }
+}
+
+static void test_tool_calls_convert_to_openai_json(void **state)
+{
+    (void)state;
+    chat_parse_options o = hermes_opts(false);
+    chat_delta d = {0};
+    wk_error err = {0};
+    const char *text = "<tool_call>{\"name\": \"a\", \"arguments\": {\"x\": \"\xC3\xA9\"}}</tool_call>"
+                       "<tool_call>{\"name\": \"b\"}</tool_call>";
+    assert_int_equal(chat_parse_all(&o, text, strlen(text), &d, &err), 0);
+    assert_int_equal(d.n_calls, 2);
+    json_t *j = chat_tool_calls_json(d.calls, d.n_calls, 3, true);
+    assert_non_null(j);
+    char *dump = json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII);
+    char want[512];
+    snprintf(want, sizeof want,
+             "[{\"id\":\"%s\",\"type\":\"function\",\"function\":{\"name\":\"a\",\"arguments\":\"{\\\"x\\\": \\\"\\u00E9\\\"}\"},\"index\":3},"
+             "{\"id\":\"%s\",\"type\":\"function\",\"function\":{\"name\":\"b\",\"arguments\":\"{}\"},\"index\":4}]",
+             d.calls[0].id, d.calls[1].id);
+    assert_string_equal(dump, want);
+    free(dump);
+    json_decref(j);
+    j = chat_tool_calls_json(d.calls, 1, 0, false);
+    assert_null(json_object_get(json_array_get(j, 0), "index"));
+    json_decref(j);
+    chat_delta_free(&d);
+}
+
 /* ------------------------------------------------------------ stop strings */
 
 static void stop_run(const char *const *stops, size_t n_stops, const char *text, size_t step, char *out,
@@ -374,6 +442,8 @@ int main(void)
         cmocka_unit_test(test_partial_markers_are_held_back_while_streaming),
         cmocka_unit_test(test_xml_tool_calls_use_the_schema_for_types),
         cmocka_unit_test(test_parse_all_matches_streaming),
+        cmocka_unit_test(test_random_chunkings_agree_with_whole_text),
+        cmocka_unit_test(test_tool_calls_convert_to_openai_json),
         cmocka_unit_test(test_stop_strings_are_found_across_pieces),
         cmocka_unit_test(test_stop_holds_back_only_possible_prefixes),
     };

@@ -345,7 +345,7 @@ static void test_writer_round_trips_every_value_type_and_tensor_data(void **stat
     assert_int_equal(gguf_writer_set_arr(w, "w.arr_i64", GGUF_T_INT64, i64s, 2), 0);
     assert_int_equal(gguf_writer_set_arr(w, "w.arr_empty", GGUF_T_UINT32, NULL, 0), 0);
     const char *strs[1000];
-    char bufs[1000][16];
+    char bufs[1000][24];
     for (int k = 0; k < 1000; k++) {
         snprintf(bufs[k], sizeof bufs[k], "%.*s%d", k % 7, "abcdefg", k);
         strs[k] = bufs[k];
@@ -441,6 +441,46 @@ static void test_writer_round_trips_every_value_type_and_tensor_data(void **stat
     gguf_close(f);
     gguf_close(in);
     free(src.p);
+}
+
+/* The golden models were written by llama.cpp; copying every kv and tensor
+ * through our writer must reproduce them byte for byte (same layout rules). */
+static void test_writer_reproduces_llama_cpp_files_byte_for_byte(void **state)
+{
+    (void)state;
+    GOLDEN_OR_SKIP(dir);
+    static const char *const models[] = {"tiny-llama-Q4_K_M.gguf", "tiny-qwen3-Q8_0.gguf",
+                                         "tiny-qwen3moe-Q4_K_M.gguf", "tiny-qwen35-Q4_K_M.gguf",
+                                         "tiny-qwen35moe-Q4_K_M.gguf"};
+    for (size_t m = 0; m < sizeof models / sizeof models[0]; m++) {
+        char src[4096], dst[512];
+        snprintf(src, sizeof src, "%s/models/%s", dir, models[m]);
+        snprintf(dst, sizeof dst, "%s/copy.gguf", g_tmpdir);
+        gguf_file *f = NULL;
+        wk_error err = {0};
+        if (gguf_open(&f, src, &err)) fail_msg("%s", err.msg);
+        gguf_writer *w = NULL;
+        assert_int_equal(gguf_writer_new(&w, dst, gguf_alignment(f), &err), 0);
+        for (size_t i = 0; i < gguf_kv_count(f); i++) assert_int_equal(gguf_writer_copy_kv(w, gguf_kv_at(f, i)), 0);
+        for (size_t i = 0; i < gguf_tensor_count(f); i++) {
+            const gguf_tensor *t = gguf_tensor_at(f, i);
+            assert_int_equal(gguf_writer_add_tensor(w, t->name_z, t->type, t->n_dims, t->ne), 0);
+        }
+        assert_int_equal(gguf_writer_begin_data(w, &err), 0);
+        for (size_t i = 0; i < gguf_tensor_count(f); i++) {
+            const gguf_tensor *t = gguf_tensor_at(f, i);
+            assert_int_equal(gguf_writer_write_data(w, t->data, t->n_bytes, &err), 0);
+        }
+        if (gguf_writer_finish(w, &err)) fail_msg("%s", err.msg);
+        size_t na = 0, nb = 0;
+        char *a = read_whole_file(src, &na), *b = read_whole_file(dst, &nb);
+        assert_non_null(a);
+        assert_non_null(b);
+        if (na != nb || memcmp(a, b, na) != 0) fail_msg("%s: rewritten file differs (%zu vs %zu bytes)", models[m], nb, na);
+        free(a);
+        free(b);
+        gguf_close(f);
+    }
 }
 
 static void test_writer_records_nondefault_alignment_and_replaces_keys(void **state)
@@ -853,6 +893,29 @@ static void test_malformed_tensor_infos_are_rejected(void **state)
 }
 
 
+
+static void test_open_names_the_path_in_every_error(void **state)
+{
+    (void)state;
+    gguf_file *f = NULL;
+    wk_error err = {0};
+    char path[512];
+    snprintf(path, sizeof path, "%s/missing.gguf", g_tmpdir);
+    assert_int_equal(gguf_open(&f, path, &err), WK_EIO);
+    assert_null(f);
+    assert_non_null(strstr(err.msg, path));
+    snprintf(path, sizeof path, "%s/empty.gguf", g_tmpdir);
+    FILE *fp = fopen(path, "wb");
+    assert_non_null(fp);
+    fclose(fp);
+    assert_int_equal(gguf_open(&f, path, &err), WK_EFORMAT);
+    assert_null(f);
+    assert_true(strncmp(err.msg, path, strlen(path)) == 0);
+    assert_non_null(strstr(err.msg, "empty"));
+    assert_int_equal(gguf_open(&f, g_tmpdir, &err), WK_EINVAL); /* a directory */
+    assert_non_null(strstr(err.msg, g_tmpdir));
+}
+
 /* ---- stats: bits per weight, shape, cache sizes ---- */
 
 static void test_tensor_classes_follow_names(void **state)
@@ -1020,6 +1083,7 @@ int main(void)
         cmocka_unit_test(test_every_golden_model_loads_and_matches_the_manifest),
         cmocka_unit_test(test_every_gguf_in_the_models_folder_opens),
         cmocka_unit_test(test_writer_round_trips_every_value_type_and_tensor_data),
+        cmocka_unit_test(test_writer_reproduces_llama_cpp_files_byte_for_byte),
         cmocka_unit_test(test_writer_records_nondefault_alignment_and_replaces_keys),
         cmocka_unit_test(test_writer_abort_and_short_data_leave_no_file),
         cmocka_unit_test(test_writer_rejects_bad_tensors_and_reports_at_begin),
@@ -1032,6 +1096,7 @@ int main(void)
         cmocka_unit_test(test_hostile_counts_and_lengths_are_rejected_before_allocation),
         cmocka_unit_test(test_malformed_metadata_is_rejected),
         cmocka_unit_test(test_malformed_tensor_infos_are_rejected),
+        cmocka_unit_test(test_open_names_the_path_in_every_error),
         cmocka_unit_test(test_tensor_classes_follow_names),
         cmocka_unit_test(test_bits_per_weight_come_from_actual_bytes),
         cmocka_unit_test(test_summary_and_cache_sizes_of_hybrid_golden_model),

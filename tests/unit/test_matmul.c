@@ -104,9 +104,8 @@ static float *random_acts(int64_t n, int64_t stride, uint64_t *seed)
     return x;
 }
 
-static void test_matmul_matches_dequantized_reference_for_all_types_shapes_and_threads(void **state)
+static void check_all_types_shapes_and_threads(void)
 {
-    (void)state;
     uint64_t seed = 99;
     static const int64_t ns[] = {1, 2, 7, 64};
     wk_pool *pools[3] = {wk_pool_new(1), wk_pool_new(2), wk_pool_new(3)};
@@ -143,6 +142,21 @@ static void test_matmul_matches_dequantized_reference_for_all_types_shapes_and_t
     }
     cpu_scratch_free(&scratch);
     for (int i = 0; i < 3; i++) wk_pool_free(pools[i]);
+}
+
+static void test_matmul_matches_dequantized_reference_for_all_types_shapes_and_threads(void **state)
+{
+    (void)state;
+    check_all_types_shapes_and_threads();
+}
+
+/* The same with the AMX path switched off: the AVX-512 / generic tiles. */
+static void test_matmul_without_amx_matches_dequantized_reference(void **state)
+{
+    (void)state;
+    setenv("WICK_NO_AMX", "1", 1);
+    check_all_types_shapes_and_threads();
+    unsetenv("WICK_NO_AMX");
 }
 
 static void test_prepared_weight_gives_the_same_results_as_the_plain_view(void **state)
@@ -232,6 +246,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matmul_matches_dequantized_reference_for_all_types_shapes_and_threads),
+        cmocka_unit_test(test_matmul_without_amx_matches_dequantized_reference),
         cmocka_unit_test(test_prepared_weight_gives_the_same_results_as_the_plain_view),
         cmocka_unit_test(test_gather_computes_only_the_listed_rows),
         cmocka_unit_test(test_matmul_rejects_bad_weights),

@@ -111,6 +111,38 @@ static void attn_item(attn_job *j, int32_t g, int32_t qb, float *scratch)
     }
 }
 
+#include <stdlib.h>
+#include "util/f16.h"
+/* EXPERIMENT: llama.cpp one_chunk numerics (Q and V accumulation in F16). */
+static void attn_row_llamacpp(attn_job *j, int32_t i, int32_t h)
+{
+    const be_attn_args *a = j->a;
+    int32_t g = h / j->ratio, d_k = a->d_k, d_v = a->d_v;
+    const float *q = a->q + (size_t)i * a->q_stride + (size_t)h * j->q_head_stride;
+    float qh[512], acc[512];
+    int emu = atoi(getenv("WICK_FA_EMU"));
+    for (int c = 0; c < d_k; c++) qh[c] = (emu & 1) ? wk_f16_to_f32(wk_f32_to_f16(q[c])) : q[c];
+    for (int c = 0; c < d_v; c++) acc[c] = 0;
+    const uint16_t *kh = a->k + (size_t)g * a->kv_head_stride;
+    const uint16_t *vh = a->v + (size_t)g * a->kv_head_stride;
+    float M = -INFINITY, S = 0;
+    int32_t limit = a->q_pos0 + i + 1;
+    for (int32_t t = 0; t < limit; t++) {
+        float s = 0;
+        for (int c = 0; c < d_k; c++) s += qh[c] * wk_f16_to_f32(kh[(size_t)t * d_k + c]);
+        s *= a->scale;
+        float ms = 1, vs = 1;
+        if (s > M) {
+            float Mold = M; M = s; ms = expf(Mold - M);
+            for (int c = 0; c < d_v; c++) acc[c] = (emu & 2) ? wk_f16_to_f32(wk_f32_to_f16(acc[c] * ms)) : acc[c] * ms;
+        } else vs = expf(s - M);
+        for (int c = 0; c < d_v; c++) { float nv = acc[c] + wk_f16_to_f32(vh[(size_t)t * d_v + c]) * vs; acc[c] = (emu & 2) ? wk_f16_to_f32(wk_f32_to_f16(nv)) : nv; }
+        S = S * ms + vs;
+    }
+    float *o = a->out + (size_t)i * a->out_stride + (size_t)h * d_v;
+    for (int c = 0; c < d_v; c++) o[c] = acc[c] * (1.0f / S);
+}
+
 static void attn_worker(void *p, int worker, int n_workers)
 {
     attn_job *j = p;
@@ -138,6 +170,11 @@ int cpu_op_attention(be_backend *be, const be_attn_args *a, wk_error *err)
     for (int w = 0; w < n_workers; w++)
         if (cpu_buf_reserve(&cb->work[w], need))
             return wk_fail(err, WK_ENOMEM, "attention: out of memory for scratch");
+    if (getenv("WICK_FA_EMU") && a->n_q < 64) {
+        for (int32_t i = 0; i < a->n_q; i++)
+            for (int32_t h = 0; h < a->n_head; h++) attn_row_llamacpp(&j, i, h);
+        return 0;
+    }
     long n_items = (long)a->n_head_kv * j.n_qblocks;
     if (n_items == 1 || n_workers == 1)
         for (long it = 0; it < n_items; it++)

@@ -151,6 +151,14 @@ static uint8_t *scratch_get(cpu_scratch *s, size_t bytes, void **owned)
     return *owned;
 }
 
+/* WICK_NO_AMX=1 turns the AMX path off (benchmarks and tests compare it
+ * with the AVX-512 path); read per call, prefill calls take milliseconds. */
+static int amx_disabled(void)
+{
+    const char *v = getenv("WICK_NO_AMX");
+    return v && v[0] && v[0] != '0';
+}
+
 /* Quantizes the activations into act (act_stride bytes per row) and runs the
  * vec_dot / tile-kernel path. */
 static void matmul_quantized(wk_pool *pool, const cpu_weight *w, const float *x, int64_t x_stride,
@@ -197,7 +205,7 @@ static int matmul_core(wk_pool *pool, const cpu_weight *w, const float *x, int64
                        size_t extra_bytes, float **extra, wk_error *err)
 {
     const int threads = pool ? wk_pool_size(pool) : 1;
-    const int use_amx = n > DECODE_MAX_N && cpu_amx_usable(w->type);
+    const int use_amx = n > DECODE_MAX_N && cpu_amx_usable(w->type) && !amx_disabled();
     const size_t act_stride = (qt_act_row_bytes(w->type, w->cols) + ACT_ALIGN - 1) / ACT_ALIGN * ACT_ALIGN;
     const size_t need = use_amx ? cpu_amx_scratch_bytes(w->type, n, w->cols, threads) : act_stride * (size_t)n;
     extra_bytes = (extra_bytes + ACT_ALIGN - 1) / ACT_ALIGN * ACT_ALIGN;

@@ -9,8 +9,11 @@
  * Work runs on a wk_pool (NULL = the calling thread only). N <= a few rows
  * (decode) splits the output rows M over the threads and streams W once;
  * larger N (prefill) tiles W so each tile is reused across many X rows.
- * Results do not depend on the thread count or on N (each Y element is one
- * dot product of the same quantized rows, in the same order). */
+ * Results do not depend on the thread count (each Y element is the same
+ * block-by-block sum whatever the split); different N may take different
+ * kernels (decode, AVX-512 tiles, AMX tiles), equal up to F32 rounding.
+ * Environment: WICK_ISA caps the ISA (util/cpu.h); WICK_NO_AMX=1 disables
+ * the AMX int8 path (for comparisons). */
 #ifndef WICK_BACKEND_CPU_MATMUL_H
 #define WICK_BACKEND_CPU_MATMUL_H
 

@@ -60,10 +60,10 @@ int cpu_amx_usable(enum qt_type type)
 }
 
 /* Scratch layout (all parts 64-byte aligned):
- *   acts:   groups × blocks × (16·G code bytes)      B tiles, VNNI order
+ *   acts:   groups × blocks × (16·G code bytes)      A tiles, 16 rows of G
  *   ascale: groups × blocks × 16 floats              activation scale
  *   asum:   groups × blocks × 16 floats              activation sum term (min types)
- *   panels: threads × (blocks × (16·G + 2·16·4))     unpacked weight panels
+ *   panels: threads × (blocks × (2·16·G + 2·16·4))   unpacked weight panels (B tiles)
  *   qbufs:  threads × one quantized activation row    */
 typedef struct {
     int64_t groups, blocks;
@@ -82,7 +82,8 @@ static amx_layout layout_of(enum qt_type type, int G, int64_t n, int64_t k, int 
     L.ascale = align64(tiles * TILE * (size_t)G);
     L.asum = L.ascale + align64(tiles * TILE * sizeof(float));
     L.panels = L.asum + align64(tiles * TILE * sizeof(float));
-    L.panel_bytes = align64((size_t)L.blocks * (TILE * (size_t)G + 2 * TILE * sizeof(float)));
+    /* VNNI codes + scales + mins, then the row-major staging codes */
+    L.panel_bytes = align64((size_t)L.blocks * (2 * TILE * (size_t)G + 2 * TILE * sizeof(float)));
     L.qbufs = L.panels + L.panel_bytes * (size_t)threads;
     L.qbuf_bytes = align64(qt_act_row_bytes(type, k));
     L.total = L.qbufs + L.qbuf_bytes * (size_t)threads;
@@ -293,23 +294,34 @@ static void unpack_row(enum qt_type type, const void *src, int64_t k, int8_t *co
     }
 }
 
-/* Unpacks weight rows [r0, r0+nv) into a panel of 16 (missing rows zero). */
+/* Unpacks weight rows [r0, r0+nv) into a panel of 16 (missing rows zero):
+ * codes in VNNI order (B tiles: G/4 rows of 16 weights × 4 bytes), then the
+ * per-block scales and mins of the 16 rows. */
 static void unpack_panel(const cpu_weight *w, int64_t r0, int nv, int G, int64_t blocks, uint8_t *panel)
 {
+    const size_t tb = TILE * (size_t)G;
     int8_t *codes = (int8_t *)panel;
-    float *scale = (float *)(panel + (size_t)blocks * TILE * (size_t)G);
+    float *scale = (float *)(panel + (size_t)blocks * tb);
     float *minv = scale + blocks * TILE;
+    int8_t *stage = (int8_t *)(minv + blocks * TILE); /* [block][row][G] */
     const uint8_t *base = w->data;
     for (int i = 0; i < TILE; i++) {
         if (i < nv) {
-            unpack_row(w->type, base + (size_t)(r0 + i) * w->row_bytes, w->cols, codes + i * G, scale + i, minv + i);
+            unpack_row(w->type, base + (size_t)(r0 + i) * w->row_bytes, w->cols, stage + i * G, scale + i, minv + i);
         } else {
             for (int64_t b = 0; b < blocks; b++) {
-                memset(codes + b * TILE * G + i * G, 0, (size_t)G);
+                memset(stage + b * tb + i * G, 0, (size_t)G);
                 scale[b * TILE + i] = 0;
                 minv[b * TILE + i] = 0;
             }
         }
+    }
+    /* [row][4r..4r+3] → [r][row·4 ..]: a 16 × G/4 transpose of 32-bit words */
+    for (int64_t b = 0; b < blocks; b++) {
+        const uint32_t *src = (const uint32_t *)(stage + b * tb);
+        uint32_t *dst = (uint32_t *)(codes + b * tb);
+        for (int i = 0; i < TILE; i++)
+            for (int r = 0; r < G / 4; r++) dst[r * TILE + i] = src[i * (G / 4) + r];
     }
 }
 
@@ -341,8 +353,7 @@ static void pack_act_row(const amx_job *job, int64_t row, uint8_t *qbuf)
     const size_t tile_bytes = TILE * (size_t)G;
     if (row >= job->n) { /* padding column: zero codes and scales */
         for (int64_t b = 0; b < blocks; b++) {
-            uint8_t *t = acts + (size_t)(g * blocks + b) * tile_bytes;
-            for (int r = 0; r < G / 4; r++) memset(t + r * 64 + j * 4, 0, 4);
+            memset(acts + (size_t)(g * blocks + b) * tile_bytes + j * G, 0, (size_t)G);
             ascale[(g * blocks + b) * TILE + j] = 0;
             asum[(g * blocks + b) * TILE + j] = 0;
         }
@@ -368,8 +379,7 @@ static void pack_act_row(const amx_job *job, int64_t row, uint8_t *qbuf)
             int bs = G == 32 ? a->bsums[off / 16] + a->bsums[off / 16 + 1] : a->bsums[off / 16];
             sum = a->d * (float)bs;
         }
-        uint8_t *t = acts + (size_t)(g * blocks + b) * tile_bytes;
-        for (int r = 0; r < G / 4; r++) memcpy(t + r * 64 + j * 4, q + 4 * r, 4);
+        memcpy(acts + (size_t)(g * blocks + b) * tile_bytes + j * G, q, (size_t)G);
         ascale[(g * blocks + b) * TILE + j] = sc;
         asum[(g * blocks + b) * TILE + j] = sum;
     }
@@ -392,8 +402,8 @@ typedef struct {
     uint8_t rows[16];
 } amx_cfg;
 
-/* tiles 0,1: C (16×16 int32); 2,4: A = weight codes (16 × G bytes);
- * 3,5: B = activation codes (G/4 × 64 bytes) */
+/* tiles 0,1: C (16 activations × 16 weights, int32); 2,4: A = activation
+ * codes (16 rows × G bytes); 3,5: B = weight codes (G/4 rows × 64 bytes) */
 static void amx_configure(int G)
 {
     amx_cfg c;
@@ -405,52 +415,66 @@ static void amx_configure(int G)
     _tile_loadconfig(&c);
 }
 
-/* acc[i] (lanes = 16 activations) += C[i] · (scale_w[i] · scale_a) − min_w[i] · sum_a */
-static inline void post_block(__m512 *acc, const int32_t *cbuf, const float *ws, const float *wm, const float *as,
-                              const float *am, int with_min)
+/* acc[j] (lanes = 16 weight rows) += C[j] · (scale_a[j] · scale_w) − sum_a[j] · min_w */
+static inline __attribute__((always_inline)) void post_block(__m512 *acc, const int32_t *cbuf, const float *ws,
+                                                             const float *wm, const float *as, const float *am,
+                                                             int with_min)
 {
-    const __m512 av = _mm512_load_ps(as);
-    const __m512 sv = with_min ? _mm512_load_ps(am) : _mm512_setzero_ps();
-    for (int i = 0; i < TILE; i++) {
-        __m512 c = _mm512_cvtepi32_ps(_mm512_load_si512(cbuf + 16 * i));
-        __m512 s = _mm512_mul_ps(av, _mm512_set1_ps(ws[i]));
-        acc[i] = _mm512_fmadd_ps(c, s, acc[i]);
-        if (with_min) acc[i] = _mm512_fnmadd_ps(_mm512_set1_ps(wm[i]), sv, acc[i]);
+    const __m512 wv = _mm512_load_ps(ws);
+    const __m512 mv = with_min ? _mm512_load_ps(wm) : _mm512_setzero_ps();
+#pragma GCC unroll 16
+    for (int j = 0; j < TILE; j++) {
+        __m512 c = _mm512_cvtepi32_ps(_mm512_load_si512(cbuf + 16 * j));
+        __m512 s = _mm512_mul_ps(wv, _mm512_set1_ps(as[j]));
+        acc[j] = _mm512_fmadd_ps(c, s, acc[j]);
+        if (with_min) acc[j] = _mm512_fnmadd_ps(_mm512_set1_ps(am[j]), mv, acc[j]);
     }
 }
 
-static inline void tile_gemm(const uint8_t *panel, const uint8_t *acts, const float *ascale, const float *asum,
-                             int64_t blocks, int G, __m512 *acc, int with_min)
+/* Tile pair for blocks b and b+1 into C tiles 0 and 1 (b+1 may be absent). */
+static inline __attribute__((always_inline)) void issue_pair(const int8_t *codes, const uint8_t *acts, size_t tb,
+                                                             int G, int64_t b, int two)
+{
+    _tile_zero(0);
+    _tile_loadd(2, acts + b * tb, G);
+    _tile_loadd(3, codes + b * tb, 64);
+    _tile_dpbssd(0, 2, 3);
+    if (two) {
+        _tile_zero(1);
+        _tile_loadd(4, acts + (b + 1) * tb, G);
+        _tile_loadd(5, codes + (b + 1) * tb, 64);
+        _tile_dpbssd(1, 4, 5);
+    }
+}
+
+/* 16 activations × 16 weight rows over all blocks. Software pipelined: the
+ * tile unit computes blocks b+2, b+3 while the vector unit scales b, b+1. */
+static inline __attribute__((always_inline)) void tile_gemm(const uint8_t *panel, const uint8_t *acts,
+                                                            const float *ascale, const float *asum,
+                                                            int64_t blocks, int G, float out[TILE][TILE],
+                                                            int with_min)
 {
     const int8_t *codes = (const int8_t *)panel;
     const float *wscale = (const float *)(panel + (size_t)blocks * TILE * (size_t)G);
     const float *wmin = wscale + blocks * TILE;
     const size_t tb = TILE * (size_t)G;
     int32_t cbuf[2][256] __attribute__((aligned(64)));
-    int64_t b = 0;
-    for (; b + 2 <= blocks; b += 2) {
-        _tile_zero(0);
-        _tile_zero(1);
-        _tile_loadd(2, codes + b * tb, G);
-        _tile_loadd(3, acts + b * tb, 64);
-        _tile_loadd(4, codes + (b + 1) * tb, G);
-        _tile_loadd(5, acts + (b + 1) * tb, 64);
-        _tile_dpbssd(0, 2, 3);
-        _tile_dpbssd(1, 4, 5);
+    __m512 acc[TILE];
+#pragma GCC unroll 16
+    for (int i = 0; i < TILE; i++) acc[i] = _mm512_setzero_ps();
+    issue_pair(codes, acts, tb, G, 0, blocks > 1);
+    for (int64_t b = 0; b < blocks; b += 2) {
+        const int two = b + 1 < blocks;
         _tile_stored(0, cbuf[0], 64);
-        _tile_stored(1, cbuf[1], 64);
+        if (two) _tile_stored(1, cbuf[1], 64);
+        if (b + 2 < blocks) issue_pair(codes, acts, tb, G, b + 2, b + 3 < blocks);
         post_block(acc, cbuf[0], wscale + b * TILE, wmin + b * TILE, ascale + b * TILE, asum + b * TILE, with_min);
-        post_block(acc, cbuf[1], wscale + (b + 1) * TILE, wmin + (b + 1) * TILE, ascale + (b + 1) * TILE,
-                   asum + (b + 1) * TILE, with_min);
+        if (two)
+            post_block(acc, cbuf[1], wscale + (b + 1) * TILE, wmin + (b + 1) * TILE, ascale + (b + 1) * TILE,
+                       asum + (b + 1) * TILE, with_min);
     }
-    for (; b < blocks; b++) {
-        _tile_zero(0);
-        _tile_loadd(2, codes + b * tb, G);
-        _tile_loadd(3, acts + b * tb, 64);
-        _tile_dpbssd(0, 2, 3);
-        _tile_stored(0, cbuf[0], 64);
-        post_block(acc, cbuf[0], wscale + b * TILE, wmin + b * TILE, ascale + b * TILE, asum + b * TILE, with_min);
-    }
+#pragma GCC unroll 16
+    for (int i = 0; i < TILE; i++) _mm512_store_ps(out[i], acc[i]);
 }
 
 static void gemm_body(void *ctx, int worker, int n_workers)
@@ -477,20 +501,16 @@ static void gemm_body(void *ctx, int worker, int n_workers)
         }
         int64_t g0 = c * job->chunk_groups, g1 = g0 + job->chunk_groups < L->groups ? g0 + job->chunk_groups : L->groups;
         for (int64_t g = g0; g < g1; g++) {
-            __m512 acc[TILE];
-            for (int i = 0; i < TILE; i++) acc[i] = _mm512_setzero_ps();
             const size_t t0 = (size_t)(g * L->blocks);
             const uint8_t *acts = job->scratch + L->acts + t0 * tile_bytes;
             const float *as = (const float *)(job->scratch + L->ascale) + t0 * TILE;
             const float *am = (const float *)(job->scratch + L->asum) + t0 * TILE;
-            if (with_min) tile_gemm(panel, acts, as, am, L->blocks, G, acc, 1);
-            else tile_gemm(panel, acts, as, am, L->blocks, G, acc, 0);
-            for (int i = 0; i < TILE; i++) _mm512_store_ps(out[i], acc[i]);
+            if (with_min) tile_gemm(panel, acts, as, am, L->blocks, G, out, 1);
+            else tile_gemm(panel, acts, as, am, L->blocks, G, out, 0);
             int64_t nj = job->n - g * TILE < TILE ? job->n - g * TILE : TILE;
-            for (int64_t j = 0; j < nj; j++) {
-                float *yrow = job->y + (g * TILE + j) * job->y_stride + r0;
-                for (int i = 0; i < nv; i++) yrow[i] = out[i][j];
-            }
+            const __mmask16 keep = (__mmask16)((1u << nv) - 1);
+            for (int64_t j = 0; j < nj; j++)
+                _mm512_mask_storeu_ps(job->y + (g * TILE + j) * job->y_stride + r0, keep, _mm512_load_ps(out[j]));
         }
     }
     _tile_release();

@@ -117,6 +117,8 @@ int cuda_kv_store(cuda_ctx *c, uint16_t *cache, size_t head_stride, int32_t pos0
 int cuda_add(cuda_ctx *c, float *y, const float *a, const float *b, int64_t n);
 int cuda_add_bias(cuda_ctx *c, float *y, const float *bias, int64_t n_rows, int64_t n);
 int cuda_swiglu(cuda_ctx *c, float *y, const float *gate, const float *up, int64_t n);
+/* y[r][i] = SiLU(x[r][i]) · x[r][n + i] for rows of a fused gate|up product (x rows 2n apart). */
+int cuda_swiglu_fused(cuda_ctx *c, float *y, const float *x, int64_t n_rows, int64_t n);
 int cuda_mul_sigmoid(cuda_ctx *c, float *y, size_t y_stride, const float *g, size_t g_stride,
                      int64_t n_rows, int64_t n);
 int cuda_mul_silu(cuda_ctx *c, float *y, const float *z, int64_t n);
@@ -134,7 +136,8 @@ typedef struct cuda_attn_mask {
 
 typedef struct cuda_attn {
     const float *q;
-    size_t q_stride;          /* floats between query tokens; head h at h*d */
+    size_t q_stride;          /* floats between query tokens */
+    size_t q_head_stride;     /* floats between query heads (0 = d) */
     int32_t n_q, q_pos0;
     const uint16_t *k, *v;    /* F16 caches: head g, position p at g*kv_head_stride + p*d */
     size_t kv_head_stride;
@@ -162,7 +165,7 @@ typedef struct cuda_gdn {
     size_t qk_stride, v_stride;
     const float *alpha, *beta;   /* [n_t][n_hv] raw projections */
     const float *ssm_a, *dt_bias;
-    int32_t n_t, n_hk, n_hv, d_k, d_v; /* d_k = 128, d_v multiple of 16 */
+    int32_t n_t, n_hk, n_hv, d_k, d_v; /* d_k 64 or 128, d_v a multiple of 16 */
     float eps;
     float *state;                /* [n_hv][d_k][d_v] */
     float *out;

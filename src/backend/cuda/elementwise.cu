@@ -158,6 +158,13 @@ __global__ void swiglu_kernel(float *y, const float *g, const float *u, int64_t 
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) y[i] = siluf_(g[i]) * u[i];
 }
+__global__ void swiglu_fused_kernel(float *y, const float *x, int64_t rows, int64_t n)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= rows * n) return;
+    int64_t r = i / n, j = i % n;
+    y[i] = siluf_(x[r * 2 * n + j]) * x[r * 2 * n + n + j];
+}
 __global__ void mul_sigmoid_kernel(float *y, size_t ys, const float *g, size_t gs, int64_t rows, int64_t n)
 {
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -194,6 +201,12 @@ extern "C" int cuda_swiglu(cuda_ctx *c, float *y, const float *gate, const float
 {
     if (n <= 0) return 0;
     swiglu_kernel<<<EW_LAUNCH(n)>>>(y, gate, up, n);
+    return cu_launch_status();
+}
+extern "C" int cuda_swiglu_fused(cuda_ctx *c, float *y, const float *x, int64_t n_rows, int64_t n)
+{
+    if (n_rows * n <= 0) return 0;
+    swiglu_fused_kernel<<<EW_LAUNCH(n_rows * n)>>>(y, x, n_rows, n);
     return cu_launch_status();
 }
 extern "C" int cuda_mul_sigmoid(cuda_ctx *c, float *y, size_t y_stride, const float *g, size_t g_stride,

@@ -1,0 +1,443 @@
+/* Flash attention over an F16 KV cache, causal, GQA, with the block-sparse
+ * approximate policy (cuda_attn_mask).
+ *
+ * Prefill: a block of 4 warps owns 64 queries of one head and walks 64-key
+ * tiles; S = Q·Kᵀ and O += P·V run on tensor cores (mma.sync m16n8k16, F16
+ * operands, F32 accumulation) with the online softmax in registers. Key tiles
+ * the mask rules out for every query of the block are skipped before any
+ * load, so work falls with the window.
+ *
+ * Decode (a few queries): split-K. Each block takes one (query, kv head,
+ * chunk of keys), serves all query heads of the group from one read of the
+ * chunk, and leaves (max, sum, unnormalized output); a second pass merges the
+ * chunks. */
+#include <math.h>
+
+#include "backend/cuda/cuda_common.cuh"
+
+#define LOG2E 1.4426950408889634f
+
+/* Whether key j is visible from query position p (causality checked by the caller). */
+__device__ __forceinline__ bool mask_allows(const cuda_attn_mask m, int p, int j)
+{
+    return !m.approx || j < m.global || p - j < m.window || p >= m.dense_from;
+}
+
+/* Whether any query in [p0, p1] may see any key in [k0, k1] (k0 <= p1 assumed). */
+__host__ __device__ __forceinline__ bool tile_needed(const cuda_attn_mask m, int p0, int p1, int k0, int k1)
+{
+    if (!m.approx || p1 >= m.dense_from || k0 < m.global) return true;
+    int closest = p0 - k1; /* smallest p - j over the pairs; <= 0 when the tile touches the diagonal */
+    return closest < m.window;
+}
+
+/* ---- prefill: tensor-core tiles ------------------------------------------------------- */
+
+#define FA_BQ 64
+#define FA_BK 64
+#define FA_WARPS 4
+
+__device__ __forceinline__ void mma_16816(float *c, const uint32_t *a, uint32_t b0, uint32_t b1)
+{
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t pack_half2(float lo, float hi)
+{
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *(uint32_t *)&h;
+}
+
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool valid)
+{
+    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    int n = valid ? 16 : 0; /* 0: zero-fill */
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
+
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t *r, const void *smem)
+{
+    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(s));
+}
+
+template <int D>
+__device__ __forceinline__ void fa_load_tile(__half *dst, const uint16_t *src, int k0, int n_kv)
+{
+    constexpr int LD = D + 8;         /* padded row: conflict-free fragment reads */
+    constexpr int CHUNKS = D / 8;     /* 16-byte chunks per row */
+    for (int c = threadIdx.x; c < FA_BK * CHUNKS; c += FA_WARPS * 32) {
+        const int r = c / CHUNKS, col = (c % CHUNKS) * 8;
+        const bool valid = k0 + r < n_kv;
+        const uint16_t *g = src + (size_t)(valid ? k0 + r : 0) * D + col;
+        cp_async16(dst + r * LD + col, g, valid);
+    }
+}
+
+template <int D>
+__global__ void __launch_bounds__(FA_WARPS * 32)
+fa_prefill_kernel(const cuda_attn a, float qscale)
+{
+    constexpr int LD = D + 8;
+    constexpr int NT_O = D / 8;   /* output n-tiles per warp */
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    __half *Qs = (__half *)smem_raw;
+    __half *Ks = Qs + FA_BQ * LD;
+    __half *Vs = Ks + FA_BK * LD;
+
+    const int n_qt = (a.n_q + FA_BQ - 1) / FA_BQ;
+    const int qt = n_qt - 1 - (int)blockIdx.x; /* heaviest (latest) query tiles first */
+    const int h = blockIdx.y;
+    const int g_kv = h / (a.n_head / a.n_head_kv);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+    const int gr = lane >> 2, tq = lane & 3;
+    const int q_first = qt * FA_BQ;
+    const int n_rows = min(FA_BQ, a.n_q - q_first);
+    const int p0 = a.q_pos0 + q_first, p1 = p0 + n_rows - 1;
+    const size_t qhs = a.q_head_stride ? a.q_head_stride : (size_t)D;
+
+    /* Q tile → F16, pre-scaled so that scores come out in log2 units */
+    for (int idx = threadIdx.x; idx < FA_BQ * D; idx += FA_WARPS * 32) {
+        const int r = idx / D, col = idx % D;
+        float v = r < n_rows ? a.q[(size_t)(q_first + r) * a.q_stride + (size_t)h * qhs + col] * qscale : 0.0f;
+        Qs[r * LD + col] = __float2half_rn(v);
+    }
+
+    const uint16_t *kh = a.k + (size_t)g_kv * a.kv_head_stride;
+    const uint16_t *vh = a.v + (size_t)g_kv * a.kv_head_stride;
+
+    float o[NT_O][4];
+#pragma unroll
+    for (int i = 0; i < NT_O; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+    float m_r[2] = {-INFINITY, -INFINITY}, l_r[2] = {0.0f, 0.0f};
+    const int row0 = warp * 16 + gr; /* this thread's rows: row0, row0 + 8 */
+    const int pr[2] = {p0 + row0, p0 + row0 + 8};
+    const bool rv[2] = {row0 < n_rows, row0 + 8 < n_rows};
+
+    const int k_end = min(p1 + 1, a.n_kv);
+    for (int k0 = 0; k0 < k_end; k0 += FA_BK) {
+        if (!tile_needed(a.mask, p0, p1, k0, k0 + FA_BK - 1)) continue;
+        __syncthreads(); /* previous tile's V reads done before K/V are overwritten */
+        fa_load_tile<D>(Ks, kh, k0, a.n_kv);
+        cp_async_commit();
+        fa_load_tile<D>(Vs, vh, k0, a.n_kv);
+        cp_async_commit();
+        asm volatile("cp.async.wait_group 1;\n" ::); /* K landed; V still in flight */
+        __syncthreads();
+
+        /* S = Q Kᵀ for this warp's 16 rows × 64 keys */
+        float s[8][4];
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < D / 16; kk++) {
+            uint32_t af[4];
+            const __half *qa = Qs + (warp * 16 + gr) * LD + kk * 16 + 2 * tq;
+            af[0] = *(const uint32_t *)qa;
+            af[1] = *(const uint32_t *)(qa + 8 * LD);
+            af[2] = *(const uint32_t *)(qa + 8);
+            af[3] = *(const uint32_t *)(qa + 8 * LD + 8);
+#pragma unroll
+            for (int nt = 0; nt < 8; nt++) {
+                const __half *kb = Ks + (nt * 8 + gr) * LD + kk * 16 + 2 * tq;
+                mma_16816(s[nt], af, *(const uint32_t *)kb, *(const uint32_t *)(kb + 8));
+            }
+        }
+
+        /* mask + online softmax (rows r=0: row0, r=1: row0+8) */
+        float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int r = e >> 1;
+                const int j = k0 + nt * 8 + 2 * tq + (e & 1);
+                const bool ok = rv[r] && j <= pr[r] && j < a.n_kv && mask_allows(a.mask, pr[r], j);
+                s[nt][e] = ok ? s[nt][e] : -INFINITY;
+                mx[r] = fmaxf(mx[r], s[nt][e]);
+            }
+        float corr[2];
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+            const float m_new = fmaxf(m_r[r], mx[r]);
+            corr[r] = m_new == -INFINITY ? 1.0f : exp2f(m_r[r] - m_new);
+            m_r[r] = m_new;
+        }
+        float sum[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int r = e >> 1;
+                const float p = m_r[r] == -INFINITY ? 0.0f : exp2f(s[nt][e] - m_r[r]);
+                s[nt][e] = p;
+                sum[r] += p;
+            }
+#pragma unroll
+        for (int r = 0; r < 2; r++) l_r[r] = l_r[r] * corr[r] + sum[r]; /* partial per thread; reduced at the end */
+#pragma unroll
+        for (int i = 0; i < NT_O; i++) {
+            o[i][0] *= corr[0];
+            o[i][1] *= corr[0];
+            o[i][2] *= corr[1];
+            o[i][3] *= corr[1];
+        }
+
+        cp_async_wait_all();
+        __syncthreads();
+
+        /* O += P V: P from registers (C layout → A layout), V via ldmatrix.trans */
+#pragma unroll
+        for (int kk = 0; kk < FA_BK / 16; kk++) {
+            uint32_t pa[4];
+            pa[0] = pack_half2(s[2 * kk][0], s[2 * kk][1]);
+            pa[1] = pack_half2(s[2 * kk][2], s[2 * kk][3]);
+            pa[2] = pack_half2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+            pa[3] = pack_half2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+            const int mi = lane >> 3, rr = lane & 7;
+#pragma unroll
+            for (int np = 0; np < D / 16; np++) {
+                uint32_t b[4];
+                const __half *vp = Vs + (kk * 16 + rr + 8 * (mi & 1)) * LD + np * 16 + 8 * (mi >> 1);
+                ldmatrix_x4_trans(b, vp);
+                mma_16816(o[2 * np], pa, b[0], b[1]);
+                mma_16816(o[2 * np + 1], pa, b[2], b[3]);
+            }
+        }
+    }
+
+    /* finish: full row sums across the 4 threads of a row, normalize, store */
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        l_r[r] += __shfl_xor_sync(0xffffffffu, l_r[r], 1);
+        l_r[r] += __shfl_xor_sync(0xffffffffu, l_r[r], 2);
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        if (!rv[r]) continue;
+        const float inv = l_r[r] > 0.0f ? 1.0f / l_r[r] : 0.0f;
+        float *out = a.out + (size_t)(q_first + row0 + 8 * r) * a.out_stride + (size_t)h * D;
+#pragma unroll
+        for (int i = 0; i < NT_O; i++)
+            *(float2 *)(out + i * 8 + 2 * tq) = make_float2(o[i][2 * r] * inv, o[i][2 * r + 1] * inv);
+    }
+}
+
+/* ---- decode: split-K ---------------------------------------------------------------- */
+
+#define FD_WARPS 4
+#define FD_CHUNK 128 /* keys per block: keeps static shared memory under 48 KB at d = 256 */
+#define FD_MAXG 8    /* query heads per kv head */
+
+template <int D>
+__global__ void __launch_bounds__(FD_WARPS * 32)
+fa_decode_kernel(const cuda_attn a, float qscale, int n_split, float *part_o, float *part_ml)
+{
+    constexpr int E = D / 32; /* dims per lane */
+    __shared__ float qs[FD_MAXG][D];
+    __shared__ float sc[FD_MAXG][FD_CHUNK];
+    __shared__ float red[FD_WARPS][FD_MAXG][D];
+    __shared__ float mrow[FD_MAXG], lrow[FD_MAXG];
+
+    const int split = blockIdx.x, g_kv = blockIdx.y, qi = blockIdx.z;
+    const int G = a.n_head / a.n_head_kv;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+    const int p = a.q_pos0 + qi;
+    const int j0 = split * FD_CHUNK;
+    const int j1 = min(j0 + FD_CHUNK, min(p + 1, a.n_kv)); /* exclusive */
+    const size_t qhs = a.q_head_stride ? a.q_head_stride : (size_t)D;
+
+    for (int idx = threadIdx.x; idx < G * D; idx += FD_WARPS * 32) {
+        const int g = idx / D, c = idx % D;
+        qs[g][c] = a.q[(size_t)qi * a.q_stride + (size_t)(g_kv * G + g) * qhs + c] * qscale;
+    }
+    __syncthreads();
+
+    const bool live = j0 < j1 && tile_needed(a.mask, p, p, j0, j1 - 1);
+    const uint16_t *kh = a.k + (size_t)g_kv * a.kv_head_stride;
+    const uint16_t *vh = a.v + (size_t)g_kv * a.kv_head_stride;
+    if (live) {
+        float qr[FD_MAXG][E];
+#pragma unroll
+        for (int g = 0; g < FD_MAXG; g++)
+#pragma unroll
+            for (int e = 0; e < E; e++) qr[g][e] = g < G ? qs[g][lane * E + e] : 0.0f;
+        for (int j = j0 + warp; j < j1; j += FD_WARPS) {
+            float kf[E];
+            const uint16_t *kr = kh + (size_t)j * D + lane * E;
+#pragma unroll
+            for (int e = 0; e < E; e += 2) {
+                __half2 h2 = *(const __half2 *)(kr + e);
+                float2 f = __half22float2(h2);
+                kf[e] = f.x;
+                kf[e + 1] = f.y;
+            }
+            const bool ok = mask_allows(a.mask, p, j);
+#pragma unroll
+            for (int g = 0; g < FD_MAXG; g++) {
+                if (g >= G) break;
+                float acc = 0.0f;
+#pragma unroll
+                for (int e = 0; e < E; e++) acc += qr[g][e] * kf[e];
+                acc = warp_sum(acc);
+                if (lane == 0) sc[g][j - j0] = ok ? acc : -INFINITY;
+            }
+        }
+    }
+    __syncthreads();
+    /* per-head max and exp over the chunk: warp w handles heads w, w+4 */
+    for (int g = warp; g < G; g += FD_WARPS) {
+        float mx = -INFINITY;
+        if (live)
+            for (int j = lane; j < j1 - j0; j += 32) mx = fmaxf(mx, sc[g][j]);
+        mx = warp_max(mx);
+        float sum = 0.0f;
+        if (live)
+            for (int j = lane; j < j1 - j0; j += 32) {
+                float e = mx == -INFINITY ? 0.0f : exp2f(sc[g][j] - mx);
+                sc[g][j] = e;
+                sum += e;
+            }
+        sum = warp_sum(sum);
+        if (lane == 0) {
+            mrow[g] = mx;
+            lrow[g] = sum;
+        }
+    }
+    __syncthreads();
+    float acc[FD_MAXG][E];
+#pragma unroll
+    for (int g = 0; g < FD_MAXG; g++)
+#pragma unroll
+        for (int e = 0; e < E; e++) acc[g][e] = 0.0f;
+    if (live)
+        for (int j = j0 + warp; j < j1; j += FD_WARPS) {
+            float vf[E];
+            const uint16_t *vr = vh + (size_t)j * D + lane * E;
+#pragma unroll
+            for (int e = 0; e < E; e += 2) {
+                float2 f = __half22float2(*(const __half2 *)(vr + e));
+                vf[e] = f.x;
+                vf[e + 1] = f.y;
+            }
+#pragma unroll
+            for (int g = 0; g < FD_MAXG; g++) {
+                if (g >= G) break;
+                const float pj = sc[g][j - j0];
+#pragma unroll
+                for (int e = 0; e < E; e++) acc[g][e] += pj * vf[e];
+            }
+        }
+#pragma unroll
+    for (int g = 0; g < FD_MAXG; g++) {
+        if (g >= G) break;
+#pragma unroll
+        for (int e = 0; e < E; e++) red[warp][g][lane * E + e] = acc[g][e];
+    }
+    __syncthreads();
+    const size_t base = ((size_t)qi * a.n_head + (size_t)g_kv * G) * n_split + split;
+    for (int idx = threadIdx.x; idx < G * D; idx += FD_WARPS * 32) {
+        const int g = idx / D, c = idx % D;
+        float s = 0.0f;
+#pragma unroll
+        for (int w = 0; w < FD_WARPS; w++) s += red[w][g][c];
+        part_o[(base + (size_t)g * n_split) * D + c] = s;
+    }
+    if (threadIdx.x < G) {
+        part_ml[(base + (size_t)threadIdx.x * n_split) * 2] = live ? mrow[threadIdx.x] : -INFINITY;
+        part_ml[(base + (size_t)threadIdx.x * n_split) * 2 + 1] = live ? lrow[threadIdx.x] : 0.0f;
+    }
+}
+
+/* One block per (query, head): merges the chunks' partial results. */
+__global__ void fa_combine_kernel(const cuda_attn a, int n_split, int D, const float *part_o,
+                                  const float *part_ml)
+{
+    const int h = blockIdx.x, qi = blockIdx.y;
+    const size_t base = ((size_t)qi * a.n_head + h) * n_split;
+    float M = -INFINITY;
+    for (int s = 0; s < n_split; s++) M = fmaxf(M, part_ml[(base + s) * 2]);
+    float L = 0.0f;
+    for (int s = 0; s < n_split; s++) {
+        const float m = part_ml[(base + s) * 2];
+        if (m != -INFINITY) L += exp2f(m - M) * part_ml[(base + s) * 2 + 1];
+    }
+    const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+    for (int c = threadIdx.x; c < D; c += blockDim.x) {
+        float acc = 0.0f;
+        for (int s = 0; s < n_split; s++) {
+            const float m = part_ml[(base + s) * 2];
+            if (m != -INFINITY) acc += exp2f(m - M) * part_o[(base + s) * D + c];
+        }
+        a.out[(size_t)qi * a.out_stride + (size_t)h * D + c] = acc * inv;
+    }
+}
+
+/* ---- entry points --------------------------------------------------------------------- */
+
+template <int D> static int fa_prefill(cuda_ctx *c, const cuda_attn *a, wk_error *err)
+{
+    const size_t smem = (size_t)(FA_BQ + 2 * FA_BK) * (D + 8) * sizeof(__half);
+    cudaError_t e = cudaFuncSetAttribute(fa_prefill_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != cudaSuccess) return cu_fail(err, e, "attention: shared memory limit");
+    dim3 grid((a->n_q + FA_BQ - 1) / FA_BQ, a->n_head);
+    fa_prefill_kernel<D><<<grid, FA_WARPS * 32, smem, c->stream>>>(*a, a->scale * LOG2E);
+    CU_CHECK_LAUNCH(err, "attention (prefill)");
+    return 0;
+}
+
+template <int D> static int fa_decode(cuda_ctx *c, const cuda_attn *a, wk_error *err)
+{
+    const int G = a->n_head / a->n_head_kv;
+    if (G > FD_MAXG)
+        return wk_fail(err, WK_EUNSUPPORTED, "attention: %d query heads per kv head (decode kernel takes %d)", G,
+                       FD_MAXG);
+    const int last = a->q_pos0 + a->n_q; /* keys < last can be visible */
+    const int n_split = (min(last, a->n_kv) + FD_CHUNK - 1) / FD_CHUNK;
+    const size_t rows = (size_t)a->n_q * a->n_head * n_split;
+    void *scr;
+    int rc = cuda_ctx_scratch(c, rows * (D + 2) * sizeof(float), &scr, err);
+    if (rc) return rc;
+    float *part_o = (float *)scr, *part_ml = part_o + rows * D;
+    dim3 grid(n_split, a->n_head_kv, a->n_q);
+    fa_decode_kernel<D><<<grid, FD_WARPS * 32, 0, c->stream>>>(*a, a->scale * LOG2E, n_split, part_o, part_ml);
+    CU_CHECK_LAUNCH(err, "attention (decode)");
+    fa_combine_kernel<<<dim3(a->n_head, a->n_q), 128, 0, c->stream>>>(*a, n_split, D, part_o, part_ml);
+    CU_CHECK_LAUNCH(err, "attention (combine)");
+    return 0;
+}
+
+extern "C" int cuda_attention_path(cuda_ctx *c, const cuda_attn *a, int path, wk_error *err)
+{
+    if (a->n_q <= 0) return 0;
+    if (a->n_head_kv <= 0 || a->n_head % a->n_head_kv)
+        return wk_fail(err, WK_EINVAL, "attention: %d query heads not a multiple of %d kv heads", a->n_head,
+                       a->n_head_kv);
+    if (a->q_pos0 < 0 || a->q_pos0 + a->n_q > a->n_kv)
+        return wk_fail(err, WK_EINVAL, "attention: queries at %d..%d beyond %d cached keys", a->q_pos0,
+                       a->q_pos0 + a->n_q - 1, a->n_kv);
+    if (a->kv_head_stride % 8)
+        return wk_fail(err, WK_EINVAL, "attention: kv head stride %zu not a multiple of 8", a->kv_head_stride);
+    if (path == 0) path = a->n_q <= 8 ? 1 : 2;
+    switch (a->d) {
+    case 64: return path == 1 ? fa_decode<64>(c, a, err) : fa_prefill<64>(c, a, err);
+    case 128: return path == 1 ? fa_decode<128>(c, a, err) : fa_prefill<128>(c, a, err);
+    case 256: return path == 1 ? fa_decode<256>(c, a, err) : fa_prefill<256>(c, a, err);
+    default: return wk_fail(err, WK_EUNSUPPORTED, "attention: head dim %d (kernels take 64, 128, 256)", a->d);
+    }
+}
+
+extern "C" int cuda_attention(cuda_ctx *c, const cuda_attn *a, wk_error *err)
+{
+    return cuda_attention_path(c, a, 0, err);
+}

@@ -1,0 +1,623 @@
+/* be_ops on CUDA: the glue between backend/backend.h and the kernels of
+ * cuda_kernels.h.
+ *
+ * Memory: be_alloc is cudaMalloc; a sorted table of those ranges tells device
+ * pointers from host ones. Weights (be_weight.data points into the mmap'd
+ * model) are uploaded once on first use and found again by their host
+ * address; so are the F32 vectors the forward pass hands over as host
+ * pointers (norm weights, conv kernels, biases, ssm_a, dt_bias). Small int
+ * arrays that arrive in host memory (positions, token ids) are staged on the
+ * stream. Everything runs in order on one stream; be_to_host synchronizes. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "backend/cuda/cuda_common.cuh"
+
+extern "C" {
+#include "backend/backend.h"
+#include "backend/cuda/cuda_backend.h"
+#include "quant/quant.h"
+}
+
+typedef struct alloc_rec {
+    uintptr_t p;
+    size_t bytes;
+} alloc_rec;
+
+typedef struct weight_ent { /* open addressing on the host data pointer */
+    const void *host;
+    cuda_qweight w;
+} weight_ent;
+
+typedef struct const_ent {
+    const void *host;
+    void *dev;
+    size_t bytes;
+} const_ent;
+
+typedef struct cuda_be {
+    be_backend base;
+    cuda_ctx ctx;
+    alloc_rec *allocs;
+    size_t n_allocs, cap_allocs;
+    weight_ent *weights;
+    size_t n_weights, cap_weights;
+    const_ent *consts;
+    size_t n_consts, cap_consts;
+    void *stage; /* device staging for host int arrays */
+    size_t stage_bytes;
+    void *moe; /* MoE intermediates */
+    size_t moe_bytes;
+    int err_code; /* first failure of a void op */
+    char err_msg[WK_ERROR_MSG_CAP];
+} cuda_be;
+
+static cuda_be *cb_of(be_backend *be) { return (cuda_be *)be->impl; }
+
+static void keep_error(cuda_be *b, const wk_error *e)
+{
+    if (b->err_code) return;
+    b->err_code = e->code ? e->code : WK_EIO;
+    snprintf(b->err_msg, sizeof b->err_msg, "%s", e->msg);
+}
+
+static void keep_launch(cuda_be *b, int rc, const char *what)
+{
+    if (!rc) return;
+    cudaError_t e = cudaGetLastError();
+    wk_error er;
+    wk_fail(&er, rc, "cuda: %s: %s", what, e != cudaSuccess ? cudaGetErrorString(e) : "bad arguments");
+    keep_error(b, &er);
+}
+
+/* ---- allocation table ----------------------------------------------------------------- */
+
+static size_t alloc_find(const cuda_be *b, uintptr_t p) /* first index with allocs[i].p > p */
+{
+    size_t lo = 0, hi = b->n_allocs;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (b->allocs[mid].p <= p) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+static bool is_device(const cuda_be *b, const void *ptr)
+{
+    uintptr_t p = (uintptr_t)ptr;
+    size_t i = alloc_find(b, p);
+    return i > 0 && p < b->allocs[i - 1].p + b->allocs[i - 1].bytes;
+}
+
+static void *cb_alloc(be_backend *be, size_t bytes)
+{
+    cuda_be *b = cb_of(be);
+    void *p = NULL;
+    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) return NULL;
+    if (cudaMemsetAsync(p, 0, bytes, b->ctx.stream) != cudaSuccess || cudaStreamSynchronize(b->ctx.stream) != cudaSuccess) {
+        cudaFree(p);
+        return NULL;
+    }
+    if (b->n_allocs == b->cap_allocs) {
+        size_t cap = b->cap_allocs ? 2 * b->cap_allocs : 64;
+        alloc_rec *n = (alloc_rec *)realloc(b->allocs, cap * sizeof *n);
+        if (!n) {
+            cudaFree(p);
+            return NULL;
+        }
+        b->allocs = n;
+        b->cap_allocs = cap;
+    }
+    size_t i = alloc_find(b, (uintptr_t)p);
+    memmove(b->allocs + i + 1, b->allocs + i, (b->n_allocs - i) * sizeof *b->allocs);
+    b->allocs[i] = (alloc_rec){(uintptr_t)p, bytes ? bytes : 1};
+    b->n_allocs++;
+    return p;
+}
+
+static void cb_release(be_backend *be, void *p)
+{
+    cuda_be *b = cb_of(be);
+    if (!p) return;
+    size_t i = alloc_find(b, (uintptr_t)p);
+    if (i > 0 && b->allocs[i - 1].p == (uintptr_t)p) {
+        memmove(b->allocs + i - 1, b->allocs + i, (b->n_allocs - i) * sizeof *b->allocs);
+        b->n_allocs--;
+        cudaStreamSynchronize(b->ctx.stream); /* no kernel may still use it */
+        cudaFree(p);
+    }
+}
+
+static void cb_copy(be_backend *be, void *dst, const void *src, size_t bytes, cudaMemcpyKind kind)
+{
+    cuda_be *b = cb_of(be);
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kind, b->ctx.stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(b->ctx.stream);
+    if (e != cudaSuccess) {
+        wk_error er;
+        cu_fail(&er, e, kind == cudaMemcpyDeviceToHost ? "copy to host" : "copy from host");
+        keep_error(b, &er);
+    }
+}
+
+static void cb_to_host(be_backend *be, void *dst, const void *src, size_t bytes)
+{
+    cuda_be *b = cb_of(be);
+    cb_copy(be, dst, src, bytes, is_device(b, src) ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
+}
+
+static void cb_from_host(be_backend *be, void *dst, const void *src, size_t bytes)
+{
+    cuda_be *b = cb_of(be);
+    cb_copy(be, dst, src, bytes, is_device(b, dst) ? cudaMemcpyHostToDevice : cudaMemcpyHostToHost);
+}
+
+/* ---- host-pointer caches ---------------------------------------------------------------- */
+
+static size_t ptr_hash(const void *p, size_t cap) { return (size_t)(((uintptr_t)p >> 4) * 0x9E3779B97F4A7C15ull) & (cap - 1); }
+
+/* Device copy of an immutable host F32/int array of `bytes` (or p itself if on device). */
+static const void *dev_const(cuda_be *b, const void *host, size_t bytes)
+{
+    if (!host || is_device(b, host)) return host;
+    if (b->n_consts * 2 >= b->cap_consts) { /* grow + rehash */
+        size_t cap = b->cap_consts ? 2 * b->cap_consts : 256;
+        const_ent *n = (const_ent *)calloc(cap, sizeof *n);
+        if (!n) return NULL;
+        for (size_t i = 0; i < b->cap_consts; i++)
+            if (b->consts[i].host) {
+                size_t h = ptr_hash(b->consts[i].host, cap);
+                while (n[h].host) h = (h + 1) & (cap - 1);
+                n[h] = b->consts[i];
+            }
+        free(b->consts);
+        b->consts = n;
+        b->cap_consts = cap;
+    }
+    size_t h = ptr_hash(host, b->cap_consts);
+    while (b->consts[h].host && b->consts[h].host != host) h = (h + 1) & (b->cap_consts - 1);
+    const_ent *e = &b->consts[h];
+    if (e->host && e->bytes >= bytes) return e->dev;
+    if (e->host) { /* seen with a shorter length: replace */
+        cudaStreamSynchronize(b->ctx.stream);
+        cudaFree(e->dev);
+        b->n_consts--;
+    }
+    void *d = NULL;
+    if (cudaMalloc(&d, bytes) != cudaSuccess || cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice) != cudaSuccess) {
+        if (d) cudaFree(d);
+        e->host = NULL;
+        return NULL;
+    }
+    *e = (const_ent){host, d, bytes};
+    b->n_consts++;
+    return d;
+}
+
+static const float *dev_f32(cuda_be *b, const float *host, size_t n)
+{
+    const void *d = dev_const(b, host, n * sizeof(float));
+    if (host && !d) {
+        wk_error er;
+        wk_fail(&er, WK_ENOMEM, "cuda: uploading a %zu-float vector", n);
+        keep_error(b, &er);
+    }
+    return (const float *)d;
+}
+
+/* Int array that may live on the host and change between calls: staged through
+ * device memory in stream order. */
+static const int32_t *dev_ints(cuda_be *b, const int32_t *p, size_t n)
+{
+    if (is_device(b, p)) return p;
+    size_t bytes = n * sizeof(int32_t);
+    if (bytes > b->stage_bytes) {
+        cudaStreamSynchronize(b->ctx.stream);
+        if (b->stage) cudaFree(b->stage);
+        b->stage = NULL;
+        b->stage_bytes = 0;
+        if (cudaMalloc(&b->stage, bytes * 2) != cudaSuccess) return NULL;
+        b->stage_bytes = bytes * 2;
+    }
+    /* pageable source: the copy is taken before this call returns */
+    if (cudaMemcpyAsync(b->stage, p, bytes, cudaMemcpyHostToDevice, b->ctx.stream) != cudaSuccess) return NULL;
+    return (const int32_t *)b->stage;
+}
+
+/* The device form of a weight, uploaded on first use. */
+static const cuda_qweight *dev_weight(cuda_be *b, const be_weight *w, wk_error *err)
+{
+    if (!w->data) {
+        wk_fail(err, WK_EINVAL, "cuda: weight %s is absent", w->name ? w->name : "?");
+        return NULL;
+    }
+    if (b->n_weights * 2 >= b->cap_weights) {
+        size_t cap = b->cap_weights ? 2 * b->cap_weights : 512;
+        weight_ent *n = (weight_ent *)calloc(cap, sizeof *n);
+        if (!n) {
+            wk_fail(err, WK_ENOMEM, "cuda: weight table");
+            return NULL;
+        }
+        for (size_t i = 0; i < b->cap_weights; i++)
+            if (b->weights[i].host) {
+                size_t h = ptr_hash(b->weights[i].host, cap);
+                while (n[h].host) h = (h + 1) & (cap - 1);
+                n[h] = b->weights[i];
+            }
+        free(b->weights);
+        b->weights = n;
+        b->cap_weights = cap;
+    }
+    size_t h = ptr_hash(w->data, b->cap_weights);
+    while (b->weights[h].host && b->weights[h].host != w->data) h = (h + 1) & (b->cap_weights - 1);
+    weight_ent *e = &b->weights[h];
+    if (e->host) return &e->w;
+
+    const int64_t cols = w->ne[0], rows = w->ne[1], n_mat = w->ne[2] > 0 ? w->ne[2] : 1;
+    const size_t nb2 = n_mat > 1 ? w->nb2 : w->nb1 * (size_t)rows;
+    int rc;
+    if (cuda_qw_row_bytes(w->type, cols)) {
+        rc = cuda_qw_upload(&b->ctx, &e->w, w->type, w->data, cols, rows, w->nb1, n_mat, nb2, err);
+    } else {
+        /* no device kernels for this type: dequantize to F32 rows once */
+        size_t elems = (size_t)cols * rows * n_mat;
+        float *tmp = (float *)malloc(elems * sizeof(float));
+        if (!tmp) {
+            wk_fail(err, WK_ENOMEM, "cuda: host staging for %s", w->name ? w->name : "a weight");
+            return NULL;
+        }
+        rc = 0;
+        for (int64_t m = 0; m < n_mat && !rc; m++)
+            for (int64_t r = 0; r < rows && !rc; r++)
+                rc = qt_dequantize_row((enum qt_type)w->type, (const uint8_t *)w->data + m * nb2 + r * w->nb1,
+                                       tmp + ((size_t)m * rows + r) * cols, cols);
+        if (rc) {
+            free(tmp);
+            wk_fail(err, WK_EUNSUPPORTED, "cuda: weight %s of type %s cannot be dequantized", w->name ? w->name : "?",
+                    qt_type_name(w->type));
+            return NULL;
+        }
+        rc = cuda_qw_upload(&b->ctx, &e->w, QT_F32, tmp, cols, rows, (size_t)cols * 4, n_mat, (size_t)cols * rows * 4,
+                            err);
+        free(tmp);
+    }
+    if (rc) {
+        wk_fail_prefix(err, "weight %s", w->name ? w->name : "?");
+        return NULL;
+    }
+    e->host = w->data;
+    b->n_weights++;
+    return &e->w;
+}
+
+static int take_error(cuda_be *b, wk_error *err)
+{
+    if (!b->err_code) return 0;
+    return wk_fail(err, b->err_code, "%s", b->err_msg);
+}
+
+/* ---- ops ---------------------------------------------------------------------------------- */
+
+static int cb_matmul(be_backend *be, const be_weight *w, const float *x, int64_t n_rows, float *y, wk_error *err)
+{
+    cuda_be *b = cb_of(be);
+    if (take_error(b, err)) return err->code;
+    const cuda_qweight *dw = dev_weight(b, w, err);
+    if (!dw) return err->code ? err->code : WK_EIO;
+    return cuda_matmul(&b->ctx, dw, 0, x, n_rows, y, err);
+}
+
+static int cb_get_rows(be_backend *be, const be_weight *w, const int32_t *ids, int64_t n, float *y, wk_error *err)
+{
+    cuda_be *b = cb_of(be);
+    if (take_error(b, err)) return err->code;
+    const cuda_qweight *dw = dev_weight(b, w, err);
+    if (!dw) return err->code ? err->code : WK_EIO;
+    const int32_t *d_ids = dev_ints(b, ids, (size_t)n);
+    if (!d_ids) return wk_fail(err, WK_ENOMEM, "cuda: staging %lld token ids", (long long)n);
+    return cuda_get_rows(&b->ctx, dw, d_ids, n, y, err);
+}
+
+static void cb_rms_norm(be_backend *be, float *y, size_t y_stride, const float *x, size_t x_stride, int64_t n_rows,
+                        int64_t n, const float *w, float eps)
+{
+    cuda_be *b = cb_of(be);
+    keep_launch(b, cuda_rms_norm(&b->ctx, y, y_stride, x, x_stride, n_rows, n, dev_f32(b, w, (size_t)n), eps),
+                "rms_norm");
+}
+
+static void cb_rope_cache(be_backend *be, float *cs, const int32_t *pos, int64_t n_t, const be_rope_params *p)
+{
+    cuda_be *b = cb_of(be);
+    const int32_t *d_pos = dev_ints(b, pos, (size_t)n_t);
+    const float *ff = dev_f32(b, p->freq_factors, (size_t)p->n_rot / 2);
+    keep_launch(b, d_pos ? cuda_rope_cache(&b->ctx, cs, d_pos, n_t, (int)p->mode, p->n_rot, p->theta, p->freq_scale, ff,
+                                           p->sections)
+                         : WK_ENOMEM,
+                "rope_cache");
+}
+
+static void cb_rope(be_backend *be, float *x, int64_t n_t, size_t t_stride, int32_t n_head, int32_t head_stride,
+                    const float *cs, const be_rope_params *p)
+{
+    cuda_be *b = cb_of(be);
+    keep_launch(b, cuda_rope(&b->ctx, x, n_t, t_stride, n_head, head_stride, cs, p->mode == BE_ROPE_NORM ? 0 : 1, p->n_rot),
+                "rope");
+}
+
+static void cb_kv_store(be_backend *be, uint16_t *cache, size_t head_stride, int32_t pos0, const float *x,
+                        size_t x_stride, int64_t n_t, int32_t n_head_kv, int32_t d)
+{
+    cuda_be *b = cb_of(be);
+    keep_launch(b, cuda_kv_store(&b->ctx, cache, head_stride, pos0, x, x_stride, n_t, n_head_kv, d), "kv_store");
+}
+
+/* The approximate policy as a per-query rule: queries at or after dense_from
+ * attend densely. dense_tail counts the last queries of this call (the
+ * engine passes the prompt's last chunk with the tail in it); a decode step
+ * (one query) is dense whenever dense_tail > 0 or dense_tail_continue. */
+static cuda_attn_mask mask_of(const be_attn_args *a)
+{
+    cuda_attn_mask m = {0, 0, 0, 0};
+    const be_attn_policy *p = a->policy;
+    if (!p || !p->approx) return m;
+    m.approx = 1;
+    m.global = p->global;
+    m.window = p->window;
+    int tail = p->dense_tail;
+    if (a->n_q == 1 && p->dense_tail_continue && tail < 1) tail = 1;
+    m.dense_from = a->q_pos0 + (a->n_q > tail ? a->n_q - tail : 0);
+    return m;
+}
+
+static int cb_attention(be_backend *be, const be_attn_args *a, wk_error *err)
+{
+    cuda_be *b = cb_of(be);
+    if (take_error(b, err)) return err->code;
+    if (a->d_k != a->d_v)
+        return wk_fail(err, WK_EUNSUPPORTED, "cuda attention: d_k %d != d_v %d", a->d_k, a->d_v);
+    cuda_attn c;
+    memset(&c, 0, sizeof c);
+    c.q = a->q;
+    c.q_stride = a->q_stride;
+    c.q_head_stride = a->q_head_stride;
+    c.n_q = a->n_q;
+    c.q_pos0 = a->q_pos0;
+    c.k = a->k;
+    c.v = a->v;
+    c.kv_head_stride = a->kv_head_stride;
+    c.n_kv = a->n_kv;
+    c.n_head = a->n_head;
+    c.n_head_kv = a->n_head_kv;
+    c.d = a->d_k;
+    c.scale = a->scale;
+    c.mask = mask_of(a);
+    c.out = a->out;
+    c.out_stride = a->out_stride;
+    return cuda_attention(&b->ctx, &c, err);
+}
+
+static void cb_ssm_conv(be_backend *be, float *y, size_t y_stride, const float *x, size_t x_stride, int64_t n_t,
+                        int64_t n_ch, const float *w, int32_t k, float *state)
+{
+    cuda_be *b = cb_of(be);
+    keep_launch(b, cuda_ssm_conv(&b->ctx, y, y_stride, x, x_stride, n_t, n_ch, dev_f32(b, w, (size_t)n_ch * k), k, state),
+                "ssm_conv");
+}
+
+static int cb_gdn(be_backend *be, const be_gdn_args *a, wk_error *err)
+{
+    cuda_be *b = cb_of(be);
+    if (take_error(b, err)) return err->code;
+    cuda_gdn g;
+    memset(&g, 0, sizeof g);
+    g.q = a->q;
+    g.k = a->k;
+    g.v = a->v;
+    g.qk_stride = a->qk_stride;
+    g.v_stride = a->v_stride;
+    g.alpha = a->alpha;
+    g.beta = a->beta;
+    g.ssm_a = dev_f32(b, a->ssm_a, (size_t)a->n_hv);
+    g.dt_bias = dev_f32(b, a->dt_bias, (size_t)a->n_hv);
+    g.n_t = a->n_t;
+    g.n_hk = a->n_hk;
+    g.n_hv = a->n_hv;
+    g.d_k = a->d_k;
+    g.d_v = a->d_v;
+    g.eps = a->eps;
+    g.state = a->state;
+    g.out = a->out;
+    g.out_stride = a->out_stride;
+    if (take_error(b, err)) return err->code;
+    return cuda_gdn_scan(&b->ctx, &g, err); /* a->chunked: same result, the scan kernel serves both */
+}
+
+static void cb_moe_route(be_backend *be, const float *logits, int64_t n_t, int32_t n_expert, int32_t k, int32_t *ids,
+                         float *weights)
+{
+    cuda_be *b = cb_of(be);
+    keep_launch(b, cuda_moe_route(&b->ctx, logits, n_t, n_expert, k, ids, weights), "moe_route");
+}
+
+static int moe_scratch(cuda_be *b, size_t bytes, wk_error *err)
+{
+    if (bytes <= b->moe_bytes) return 0;
+    cudaStreamSynchronize(b->ctx.stream);
+    if (b->moe) cudaFree(b->moe);
+    b->moe = NULL;
+    b->moe_bytes = 0;
+    if (cudaMalloc(&b->moe, bytes) != cudaSuccess)
+        return wk_fail(err, WK_ENOMEM, "cuda: %zu bytes of MoE scratch", bytes);
+    b->moe_bytes = bytes;
+    return 0;
+}
+
+static bool is_float_type(uint32_t t) { return t == QT_F32 || t == QT_F16 || t == QT_BF16; }
+
+/* W[e_s] · x rows for n_slots slots through matvec, quantizing x first when W is quantized. */
+static int moe_matvec(cuda_be *b, const cuda_qweight *w, const float *x, int64_t n_x, int64_t n_slots,
+                      int64_t slots_per_x, const int32_t *ids, int8_t *xq, float *xd, float *y, wk_error *err)
+{
+    if (!is_float_type(w->type)) {
+        int rc = cuda_quantize_act(&b->ctx, x, n_x, w->cols, cuda_act_group(w->type), xq, xd);
+        if (rc) return wk_fail(err, rc, "cuda moe: quantizing %lld columns", (long long)w->cols);
+    }
+    return cuda_matvec(&b->ctx, w, xq, xd, x, n_slots, slots_per_x, ids, y, err);
+}
+
+/* Routed experts for every (token, slot): gate/up products per slot through
+ * the expert-indexed matvec, SwiGLU, down product per slot, weighted sum. */
+static int cb_moe_ffn(be_backend *be, const be_moe_args *a, wk_error *err)
+{
+    cuda_be *b = cb_of(be);
+    if (take_error(b, err)) return err->code;
+    const bool fused = a->up->data == NULL;
+    const cuda_qweight *wg = dev_weight(b, a->gate, err);
+    const cuda_qweight *wu = fused ? NULL : dev_weight(b, a->up, err);
+    const cuda_qweight *wd = dev_weight(b, a->down, err);
+    if (!wg || (!fused && !wu) || !wd) return err->code ? err->code : WK_EIO;
+    const int64_t E = wg->cols, F = fused ? wg->rows / 2 : wg->rows, k = a->k;
+    const int64_t max_tok = 65535 / k; /* slots per launch: the grid's y limit */
+    const int64_t chunk = a->n_t < max_tok ? a->n_t : max_tok;
+    const int64_t slots = chunk * k;
+    /* G (slots × 2F) | U (slots × F) | H (slots × F) | Y (slots × E) floats, then xq/xd */
+    const size_t f_g = (size_t)slots * 2 * F, f_u = (size_t)slots * F, f_h = f_u, f_y = (size_t)slots * E;
+    const size_t xcols = (size_t)(E > F ? E : F) * slots;
+    size_t bytes = (f_g + f_u + f_h + f_y) * 4 + xcols / 32 * 4 + 256 + xcols;
+    int rc = moe_scratch(b, bytes, err);
+    if (rc) return rc;
+    float *G = (float *)b->moe, *U = G + f_g, *H = U + f_u, *Y = H + f_h;
+    float *xd = Y + f_y;
+    int8_t *xq = (int8_t *)(((uintptr_t)(xd + xcols / 32) + 255) & ~(uintptr_t)255);
+    for (int64_t t0 = 0; t0 < a->n_t; t0 += chunk) {
+        const int64_t nt = a->n_t - t0 < chunk ? a->n_t - t0 : chunk, ns = nt * k;
+        const float *u = a->u + t0 * E;
+        const int32_t *ids = a->ids + t0 * k;
+        rc = moe_matvec(b, wg, u, nt, ns, k, ids, xq, xd, G, err);
+        if (rc) return rc;
+        if (fused) {
+            rc = cuda_swiglu_fused(&b->ctx, H, G, ns, F);
+        } else {
+            rc = moe_matvec(b, wu, u, nt, ns, k, ids, xq, xd, U, err);
+            if (rc) return rc;
+            rc = cuda_swiglu(&b->ctx, H, G, U, ns * F);
+        }
+        if (rc) return wk_fail(err, rc, "cuda moe: swiglu");
+        rc = moe_matvec(b, wd, H, ns, ns, 1, ids, xq, xd, Y, err);
+        if (rc) return rc;
+        rc = cuda_moe_combine(&b->ctx, a->out + t0 * E, Y, a->weights + t0 * k, nt, (int32_t)k, E);
+        if (rc) return wk_fail(err, rc, "cuda moe: combine");
+    }
+    return 0;
+}
+
+static void cb_add(be_backend *be, float *y, const float *a, const float *c, int64_t n)
+{
+    cuda_be *b = cb_of(be);
+    keep_launch(b, cuda_add(&b->ctx, y, a, c, n), "add");
+}
+static void cb_add_bias(be_backend *be, float *y, const float *bias, int64_t n_rows, int64_t n)
+{
+    cuda_be *b = cb_of(be);
+    keep_launch(b, cuda_add_bias(&b->ctx, y, dev_f32(b, bias, (size_t)n), n_rows, n), "add_bias");
+}
+static void cb_swiglu(be_backend *be, float *y, const float *gate, const float *up, int64_t n)
+{
+    cuda_be *b = cb_of(be);
+    keep_launch(b, cuda_swiglu(&b->ctx, y, gate, up, n), "swiglu");
+}
+static void cb_mul_sigmoid(be_backend *be, float *y, size_t y_stride, const float *g, size_t g_stride, int64_t n_rows,
+                           int64_t n)
+{
+    cuda_be *b = cb_of(be);
+    keep_launch(b, cuda_mul_sigmoid(&b->ctx, y, y_stride, g, g_stride, n_rows, n), "mul_sigmoid");
+}
+static void cb_mul_silu(be_backend *be, float *y, const float *z, int64_t n)
+{
+    cuda_be *b = cb_of(be);
+    keep_launch(b, cuda_mul_silu(&b->ctx, y, z, n), "mul_silu");
+}
+static void cb_add_scaled_sigmoid(be_backend *be, float *y, const float *x, const float *s, int64_t n_rows, int64_t n)
+{
+    cuda_be *b = cb_of(be);
+    keep_launch(b, cuda_add_scaled_sigmoid(&b->ctx, y, x, s, n_rows, n), "add_scaled_sigmoid");
+}
+
+static void cb_free(be_backend *be)
+{
+    cuda_be *b = cb_of(be);
+    cudaStreamSynchronize(b->ctx.stream);
+    for (size_t i = 0; i < b->n_allocs; i++) cudaFree((void *)b->allocs[i].p);
+    for (size_t i = 0; i < b->cap_weights; i++)
+        if (b->weights[i].host) cuda_qw_free(&b->weights[i].w);
+    for (size_t i = 0; i < b->cap_consts; i++)
+        if (b->consts[i].host) cudaFree(b->consts[i].dev);
+    if (b->stage) cudaFree(b->stage);
+    if (b->moe) cudaFree(b->moe);
+    cuda_ctx_free(&b->ctx);
+    free(b->allocs);
+    free(b->weights);
+    free(b->consts);
+    free(b);
+}
+
+static be_ops make_ops(void)
+{
+    be_ops o;
+    memset(&o, 0, sizeof o);
+    o.name = "cuda";
+    o.free = cb_free;
+    o.alloc = cb_alloc;
+    o.release = cb_release;
+    o.to_host = cb_to_host;
+    o.from_host = cb_from_host;
+    o.matmul = cb_matmul;
+    o.get_rows = cb_get_rows;
+    o.rms_norm = cb_rms_norm;
+    o.rope_cache = cb_rope_cache;
+    o.rope = cb_rope;
+    o.kv_store = cb_kv_store;
+    o.attention = cb_attention;
+    o.ssm_conv = cb_ssm_conv;
+    o.gdn = cb_gdn;
+    o.moe_route = cb_moe_route;
+    o.moe_ffn = cb_moe_ffn;
+    o.add = cb_add;
+    o.add_bias = cb_add_bias;
+    o.swiglu = cb_swiglu;
+    o.mul_sigmoid = cb_mul_sigmoid;
+    o.mul_silu = cb_mul_silu;
+    o.add_scaled_sigmoid = cb_add_scaled_sigmoid;
+    return o;
+}
+
+static const be_ops k_cuda_ops = make_ops();
+
+extern "C" int be_cuda_device_count(void)
+{
+    int n = 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}
+
+extern "C" int be_cuda_new(be_backend **out, int device, wk_error *err)
+{
+    *out = NULL;
+    cuda_be *b = (cuda_be *)calloc(1, sizeof *b);
+    if (!b) return wk_fail(err, WK_ENOMEM, "cuda backend: out of memory");
+    int rc = cuda_ctx_init(&b->ctx, device, err);
+    if (rc) {
+        free(b);
+        return rc;
+    }
+    b->base.ops = &k_cuda_ops;
+    b->base.impl = b;
+    *out = &b->base;
+    return 0;
+}
+
+extern "C" int be_cuda_status(be_backend *be, wk_error *err)
+{
+    return take_error(cb_of(be), err);
+}

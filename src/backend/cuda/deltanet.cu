@@ -1,0 +1,138 @@
+/* Gated DeltaNet scan (spec architectures.md 8.5) for decode and prefill.
+ *
+ * The value columns of a head's state are independent given the token's
+ * k, q, β and decay: column c of S_j only needs k·S[:,c] and its own v_c.
+ * So a block owns GDN_COLS columns of one value head, keeps that slice of the
+ * state in registers for the whole scan (4 threads per column, d_k/4 key
+ * rows each) and walks the tokens in order; k and q of a run of tokens are staged
+ * in shared memory once per block. A first pass normalizes q/k and forms the
+ * gates for all tokens in parallel.
+ *
+ * This is the token-by-token recurrence; the chunked (WY) form of 8.6 that
+ * would put prefill on tensor cores is not written yet. */
+#include <math.h>
+
+#include "backend/cuda/cuda_common.cuh"
+
+#define GDN_COLS 16    /* value columns per block */
+#define GDN_TC 32      /* tokens staged per round */
+/* key rows per thread: d_k / 4; a thread's run is padded by 4 floats in shared memory so the
+ * four runs of a column start in different banks */
+
+/* q/k L2 norm (q also / sqrt(d_k)) per (token, key head); gates per (token, value head). */
+__global__ void gdn_prep_kernel(const cuda_gdn a, float *qn, float *kn, float *gates)
+{
+    const int t = blockIdx.x;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, nw = blockDim.x / 32;
+    for (int hk = warp; hk < 2 * a.n_hk; hk += nw) {
+        const bool is_q = hk < a.n_hk;
+        const int i = is_q ? hk : hk - a.n_hk;
+        const float *src = (is_q ? a.q : a.k) + (size_t)t * a.qk_stride + (size_t)i * a.d_k;
+        float ss = 0.0f;
+        for (int c = lane; c < a.d_k; c += 32) ss += src[c] * src[c];
+        ss = warp_sum(ss);
+        float scale = 1.0f / fmaxf(sqrtf(ss), a.eps);
+        if (is_q) scale *= 1.0f / sqrtf((float)a.d_k);
+        float *dst = (is_q ? qn : kn) + ((size_t)t * a.n_hk + i) * a.d_k;
+        for (int c = lane; c < a.d_k; c += 32) dst[c] = src[c] * scale;
+    }
+    for (int j = threadIdx.x; j < a.n_hv; j += blockDim.x) {
+        const float b = a.beta[(size_t)t * a.n_hv + j];
+        const float x = a.alpha[(size_t)t * a.n_hv + j] + a.dt_bias[j];
+        const float sp = x > 20.0f ? x : logf(1.0f + expf(x)); /* ggml's softplus */
+        gates[((size_t)t * a.n_hv + j) * 2] = expf(a.ssm_a[j] * sp);
+        gates[((size_t)t * a.n_hv + j) * 2 + 1] = 1.0f / (1.0f + expf(-b));
+    }
+}
+
+template <int DK>
+__global__ void __launch_bounds__(GDN_COLS * 4)
+gdn_scan_kernel(const cuda_gdn a, const float *__restrict__ qn, const float *__restrict__ kn,
+                const float *__restrict__ gates)
+{
+    constexpr int RPT = DK / 4;         /* key rows per thread */
+    constexpr int RSTRIDE = RPT + 4;    /* padded run */
+    __shared__ __align__(16) float ks[GDN_TC][4 * RSTRIDE];
+    __shared__ __align__(16) float qsh[GDN_TC][4 * RSTRIDE];
+    __shared__ float vs[GDN_TC][GDN_COLS];
+    __shared__ float gs[GDN_TC][2];
+
+    const int j = blockIdx.x;                 /* value head */
+    const int c0 = blockIdx.y * GDN_COLS;     /* first column of this block */
+    const int hk = j % a.n_hk;                /* GGUF order: value head j reads key head j mod n_hk */
+    const int col = threadIdx.x >> 2, r = threadIdx.x & 3;
+    const int c = c0 + col;
+    float *S = a.state + (size_t)j * DK * a.d_v;
+
+    float s[RPT];
+#pragma unroll
+    for (int ii = 0; ii < RPT; ii++) s[ii] = S[(size_t)(r * RPT + ii) * a.d_v + c];
+
+    for (int t0 = 0; t0 < a.n_t; t0 += GDN_TC) {
+        const int nt = min(GDN_TC, a.n_t - t0);
+        __syncthreads();
+        for (int idx = threadIdx.x; idx < nt * DK; idx += blockDim.x) {
+            const int tt = idx / DK, i = idx % DK;
+            const size_t off = ((size_t)(t0 + tt) * a.n_hk + hk) * DK + i;
+            ks[tt][(i / RPT) * RSTRIDE + i % RPT] = kn[off];
+            qsh[tt][(i / RPT) * RSTRIDE + i % RPT] = qn[off];
+        }
+        for (int idx = threadIdx.x; idx < nt * GDN_COLS; idx += blockDim.x) {
+            const int tt = idx / GDN_COLS, cc = idx % GDN_COLS;
+            vs[tt][cc] = a.v[(size_t)(t0 + tt) * a.v_stride + (size_t)j * a.d_v + c0 + cc];
+        }
+        for (int idx = threadIdx.x; idx < nt * 2; idx += blockDim.x)
+            gs[idx / 2][idx % 2] = gates[((size_t)(t0 + idx / 2) * a.n_hv + j) * 2 + idx % 2];
+        __syncthreads();
+
+        for (int tt = 0; tt < nt; tt++) {
+            const float decay = gs[tt][0], beta = gs[tt][1];
+            const float4 *kr = (const float4 *)&ks[tt][r * RSTRIDE];
+            float kv = 0.0f;
+#pragma unroll
+            for (int q4 = 0; q4 < RPT / 4; q4++) {
+                const float4 k4 = kr[q4];
+                kv += s[4 * q4] * k4.x + s[4 * q4 + 1] * k4.y + s[4 * q4 + 2] * k4.z + s[4 * q4 + 3] * k4.w;
+            }
+            kv += __shfl_xor_sync(0xffffffffu, kv, 1);
+            kv += __shfl_xor_sync(0xffffffffu, kv, 2);
+            const float delta = beta * (vs[tt][col] - decay * kv);
+            const float4 *qr = (const float4 *)&qsh[tt][r * RSTRIDE];
+            float o = 0.0f;
+#pragma unroll
+            for (int q4 = 0; q4 < RPT / 4; q4++) {
+                const float4 k4 = kr[q4], qq = qr[q4];
+                s[4 * q4] = fmaf(s[4 * q4], decay, k4.x * delta);
+                s[4 * q4 + 1] = fmaf(s[4 * q4 + 1], decay, k4.y * delta);
+                s[4 * q4 + 2] = fmaf(s[4 * q4 + 2], decay, k4.z * delta);
+                s[4 * q4 + 3] = fmaf(s[4 * q4 + 3], decay, k4.w * delta);
+                o += s[4 * q4] * qq.x + s[4 * q4 + 1] * qq.y + s[4 * q4 + 2] * qq.z + s[4 * q4 + 3] * qq.w;
+            }
+            o += __shfl_xor_sync(0xffffffffu, o, 1);
+            o += __shfl_xor_sync(0xffffffffu, o, 2);
+            if (r == 0) a.out[(size_t)(t0 + tt) * a.out_stride + (size_t)j * a.d_v + c] = o;
+        }
+    }
+#pragma unroll
+    for (int ii = 0; ii < RPT; ii++) S[(size_t)(r * RPT + ii) * a.d_v + c] = s[ii];
+}
+
+extern "C" int cuda_gdn_scan(cuda_ctx *c, const cuda_gdn *a, wk_error *err)
+{
+    if (a->n_t <= 0) return 0;
+    if ((a->d_k != 64 && a->d_k != 128) || a->d_v % GDN_COLS || a->n_hk <= 0 || a->n_hv % a->n_hk)
+        return wk_fail(err, WK_EUNSUPPORTED, "gdn: d_k %d, d_v %d, %d key / %d value heads (kernel: d_k 64 or 128, d_v a "
+                       "multiple of 16, value heads a multiple of key heads)", a->d_k, a->d_v, a->n_hk, a->n_hv);
+    const size_t qk = (size_t)a->n_t * a->n_hk * a->d_k;
+    void *scr;
+    int rc = cuda_ctx_scratch(c, (2 * qk + (size_t)a->n_t * a->n_hv * 2) * sizeof(float), &scr, err);
+    if (rc) return rc;
+    float *qn = (float *)scr, *kn = qn + qk, *gates = kn + qk;
+    gdn_prep_kernel<<<a->n_t, 256, 0, c->stream>>>(*a, qn, kn, gates);
+    CU_CHECK_LAUNCH(err, "gdn (prepare)");
+    const dim3 grid(a->n_hv, a->d_v / GDN_COLS);
+    if (a->d_k == 128) gdn_scan_kernel<128><<<grid, GDN_COLS * 4, 0, c->stream>>>(*a, qn, kn, gates);
+    else gdn_scan_kernel<64><<<grid, GDN_COLS * 4, 0, c->stream>>>(*a, qn, kn, gates);
+    CU_CHECK_LAUNCH(err, "gdn (scan)");
+    return 0;
+}

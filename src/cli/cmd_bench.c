@@ -1,0 +1,255 @@
+/* wick bench: prefill / decode throughput at context depths, like llama-bench
+ * (harness: engine/bench.h). */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "cli/commands.h"
+#include "engine/bench.h"
+#include "engine/context.h"
+#include "model/model.h"
+#include "util/cpu.h"
+#include "util/threadpool.h"
+
+static void bench_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: wick bench -m FILE [-p 512,4096] [-n 128] [-d 0,8192] [-r 3] [-t N] [--json]\n\n"
+            "Measures prefill (pp<N>) and decode (tg<N>) speed at context depths D: D tokens are\n"
+            "prefilled once, then every repetition goes back to D and times N new tokens.\n\n"
+            "  -m, --model FILE     GGUF model\n"
+            "  -p, --prefill LIST   prefill sizes (default 512; 0 = none)\n"
+            "  -n, --decode LIST    decode lengths (default 128; 0 = none)\n"
+            "  -d, --depth LIST     context depths (default 0)\n"
+            "  -r, --reps N         repetitions per test (default 3); median, min, max reported\n"
+            "  -t, --threads N      threads (default: physical cores)\n"
+            "  -b, --ubatch N       prefill chunk in tokens (default 512)\n"
+            "  --attn-policy P      dense (default) or approx[:GLOBAL,WINDOW,DENSE_TAIL]\n"
+            "                       (approx defaults 128,1024,64)\n"
+            "  --json               one JSON object per test on stdout instead of a table\n"
+            "  -q, --quiet          no progress on stderr\n");
+}
+
+static int parse_list(const char *opt, const char *s, int32_t *out, int cap, int *n)
+{
+    *n = 0;
+    char *copy = strdup(s), *save = NULL;
+    if (!copy) return -1;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *end;
+        errno = 0;
+        long v = strtol(tok, &end, 10);
+        if (errno || end == tok || *end || v < 0 || v > (1 << 24) || *n >= cap) {
+            fprintf(stderr, "wick bench: %s: bad value '%s' (non-negative integers, at most %d)\n", opt, tok, cap);
+            free(copy);
+            return -1;
+        }
+        out[(*n)++] = (int32_t)v;
+    }
+    free(copy);
+    if (*n == 0) {
+        fprintf(stderr, "wick bench: %s: empty list\n", opt);
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_policy(const char *s, be_attn_policy *p)
+{
+    memset(p, 0, sizeof *p);
+    if (strcmp(s, "dense") == 0) return 0;
+    if (strncmp(s, "approx", 6) != 0) return -1;
+    p->approx = true;
+    /* Defaults: a sink of 128 keys, a 1024-key local window, the last 64
+     * prompt tokens dense so the first decoded tokens see everything. */
+    p->global = 128;
+    p->window = 1024;
+    p->dense_tail = 64;
+    if (s[6] == '\0') return 0;
+    if (s[6] != ':') return -1;
+    int g, w, t;
+    if (sscanf(s + 7, "%d,%d,%d", &g, &w, &t) != 3 || g < 0 || w < 0 || t < 0) return -1;
+    p->global = g;
+    p->window = w;
+    p->dense_tail = t;
+    return 0;
+}
+
+static void policy_name(const be_attn_policy *p, char *buf, size_t cap)
+{
+    if (!p->approx) snprintf(buf, cap, "dense");
+    else snprintf(buf, cap, "approx:%d,%d,%d", p->global, p->window, p->dense_tail);
+}
+
+static uint64_t peak_rss_bytes(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (uint64_t)ru.ru_maxrss * 1024;
+}
+
+typedef struct bench_cli {
+    int quiet;
+    int reps;
+} bench_cli;
+
+static void on_rep(void *user, const eng_bench_test *t, int32_t rep, double ms)
+{
+    bench_cli *b = user;
+    if (b->quiet) return;
+    fprintf(stderr, "wick bench: %s%d @ d%d rep %d/%d: %.1f ms (%.2f tok/s)\n", t->kind == ENG_BENCH_PP ? "pp" : "tg",
+            t->n, t->depth, rep + 1, b->reps, ms, t->n / (ms / 1e3));
+}
+
+static const char *basename_of(const char *p)
+{
+    const char *s = strrchr(p, '/');
+    return s ? s + 1 : p;
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"model", required_argument, 0, 'm'}, {"prefill", required_argument, 0, 'p'},
+        {"decode", required_argument, 0, 'n'}, {"depth", required_argument, 0, 'd'},
+        {"reps", required_argument, 0, 'r'}, {"threads", required_argument, 0, 't'},
+        {"ubatch", required_argument, 0, 'b'}, {"attn-policy", required_argument, 0, 'P'},
+        {"json", no_argument, 0, 'J'}, {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    const char *path = NULL;
+    int32_t pp[16] = {512}, tg[16] = {128}, depths[16] = {0};
+    int n_pp = 1, n_tg = 1, n_depth = 1, reps = 3, threads = 0, ubatch = 512, json = 0, quiet = 0;
+    be_attn_policy policy = {0};
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "m:p:n:d:r:t:b:qh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'm': path = optarg; break;
+        case 'p': if (parse_list("-p", optarg, pp, 16, &n_pp)) return 2; break;
+        case 'n': if (parse_list("-n", optarg, tg, 16, &n_tg)) return 2; break;
+        case 'd': if (parse_list("-d", optarg, depths, 16, &n_depth)) return 2; break;
+        case 'r': reps = atoi(optarg); break;
+        case 't': threads = atoi(optarg); break;
+        case 'b': ubatch = atoi(optarg); break;
+        case 'P':
+            if (parse_policy(optarg, &policy)) {
+                fprintf(stderr, "wick bench: --attn-policy '%s': expected dense or approx[:G,W,T]\n", optarg);
+                return 2;
+            }
+            break;
+        case 'J': json = 1; break;
+        case 'q': quiet = 1; break;
+        case 'h': bench_usage(stdout); return 0;
+        default: bench_usage(stderr); return 2;
+        }
+    }
+    if (!path || optind < argc) {
+        if (!path) fprintf(stderr, "wick bench: -m FILE is required\n\n");
+        else fprintf(stderr, "wick bench: unexpected argument '%s'\n\n", argv[optind]);
+        bench_usage(stderr);
+        return 2;
+    }
+    if (reps < 1 || reps > 1000 || ubatch < 1) {
+        fprintf(stderr, "wick bench: -r must be in 1..1000 and -b >= 1\n");
+        return 2;
+    }
+    if (threads <= 0) threads = wk_physical_cores();
+
+    /* Tests, grouped by depth (each depth is prefilled once). */
+    eng_bench_test tests[16 * 32];
+    int32_t n_tests = 0, max_ctx = 1;
+    for (int di = 0; di < n_depth; di++) {
+        for (int i = 0; i < n_pp; i++)
+            if (pp[i] > 0) tests[n_tests++] = (eng_bench_test){ENG_BENCH_PP, pp[i], depths[di]};
+        for (int i = 0; i < n_tg; i++)
+            if (tg[i] > 0) tests[n_tests++] = (eng_bench_test){ENG_BENCH_TG, tg[i], depths[di]};
+    }
+    if (n_tests == 0) {
+        fprintf(stderr, "wick bench: nothing to measure (all sizes are 0)\n");
+        return 2;
+    }
+    for (int32_t i = 0; i < n_tests; i++)
+        if (tests[i].depth + tests[i].n + 1 > max_ctx) max_ctx = tests[i].depth + tests[i].n + 1;
+
+    wk_error err = {0};
+    model *m = NULL;
+    if (model_load(&m, path, &err)) {
+        fprintf(stderr, "wick bench: %s\n", err.msg);
+        return 1;
+    }
+    eng_options eo;
+    eng_options_default(&eo);
+    eo.n_threads = threads;
+    eo.n_ctx = max_ctx;
+    eo.n_ubatch = ubatch;
+    eo.policy = policy;
+    eng_ctx *ctx = NULL;
+    if (eng_ctx_new(&ctx, m, &eo, &err)) {
+        fprintf(stderr, "wick bench: %s\n", err.msg);
+        model_free(m);
+        return 1;
+    }
+    eng_bench_costs costs;
+    eng_bench_model_costs(m, &costs);
+    uint64_t model_bytes = gguf_file_size(m->file);
+    char pol[64];
+    policy_name(&policy, pol, sizeof pol);
+    const char *arch = model_arch_name(m->arch);
+    if (!json) {
+        printf("model: %s (%s), %.2f MiB, %.2f M params, %.3f bits/weight\n", basename_of(path), arch,
+               (double)model_bytes / (1 << 20), (double)costs.n_params / 1e6, costs.bits_per_weight);
+        printf("threads: %d, ubatch: %d, attention: %s, cpu kernels: %s, reps: %d\n\n", threads, ubatch, pol,
+               wk_cpu_level_name(), reps);
+        printf("| test | depth | t/s median | t/s min | t/s max | ms/rep | rate |\n");
+        printf("|---|---:|---:|---:|---:|---:|---:|\n");
+        fflush(stdout);
+    }
+    bench_cli bc = {.quiet = quiet, .reps = reps};
+    int rc = 0;
+    for (int32_t g = 0; g < n_tests && rc == 0;) {
+        int32_t e = g;
+        while (e < n_tests && tests[e].depth == tests[g].depth) e++;
+        eng_bench_result res[16 * 32];
+        rc = eng_bench_run(ctx, tests + g, e - g, reps, res, on_rep, &bc, &err);
+        if (rc) {
+            fprintf(stderr, "wick bench: %s\n", err.msg);
+            break;
+        }
+        for (int32_t i = 0; i < e - g; i++) {
+            const eng_bench_result *r = &res[i];
+            char test[32];
+            snprintf(test, sizeof test, "%s%d", r->test.kind == ENG_BENCH_PP ? "pp" : "tg", r->test.n);
+            if (json) {
+                printf("{\"test\": \"%s\", \"depth\": %d, \"n\": %d, \"reps\": %d, \"tok_per_s_median\": %.4f, "
+                       "\"tok_per_s_min\": %.4f, \"tok_per_s_max\": %.4f, \"ms_median\": %.3f, \"threads\": %d, "
+                       "\"model_bytes\": %llu, \"bpw\": %.4f, \"params\": %llu, ",
+                       test, r->test.depth, r->test.n, r->reps, r->tok_per_s_median, r->tok_per_s_min,
+                       r->tok_per_s_max, r->ms_median, threads, (unsigned long long)model_bytes,
+                       costs.bits_per_weight, (unsigned long long)costs.n_params);
+                if (r->test.kind == ENG_BENCH_TG) printf("\"gbytes_per_s\": %.3f, ", r->gbytes_per_s);
+                else printf("\"gflop_per_s\": %.3f, ", r->gflop_per_s);
+                printf("\"peak_rss_bytes\": %llu, \"attn_policy\": \"%s\", \"ubatch\": %d, \"arch\": \"%s\", "
+                       "\"model\": \"%s\", \"engine\": \"wick\"}\n",
+                       (unsigned long long)peak_rss_bytes(), pol, ubatch, arch, basename_of(path));
+            } else {
+                char rate[48];
+                if (r->test.kind == ENG_BENCH_TG) snprintf(rate, sizeof rate, "%.1f GB/s", r->gbytes_per_s);
+                else snprintf(rate, sizeof rate, "%.1f GFLOP/s", r->gflop_per_s);
+                printf("| %s | %d | %.2f | %.2f | %.2f | %.1f | %s |\n", test, r->test.depth, r->tok_per_s_median,
+                       r->tok_per_s_min, r->tok_per_s_max, r->ms_median, rate);
+            }
+            fflush(stdout);
+        }
+        g = e;
+    }
+    if (!json && rc == 0)
+        printf("\npeak RSS: %.1f MiB (model file %.1f MiB, mapped)\n", (double)peak_rss_bytes() / (1 << 20),
+               (double)model_bytes / (1 << 20));
+    eng_ctx_free(ctx);
+    model_free(m);
+    return rc ? 1 : 0;
+}

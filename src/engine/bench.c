@@ -1,0 +1,188 @@
+/* Benchmark harness: see bench.h. */
+#include "engine/bench.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/sequence.h"
+#include "quant/qtypes.h"
+#include "util/timeutil.h"
+
+void eng_bench_tokens(int32_t *out, int32_t n, int32_t n_vocab, uint32_t seed)
+{
+    uint32_t s = seed;
+    for (int32_t i = 0; i < n; i++) {
+        s = s * 1664525u + 1013904223u;
+        out[i] = 3 + (int32_t)((s >> 8) % (uint32_t)(n_vocab - 3));
+    }
+}
+
+static int name_has(const gguf_tensor *t, const char *s) { return strstr(t->name_z, s) != NULL; }
+
+void eng_bench_model_costs(const model *m, eng_bench_costs *c)
+{
+    memset(c, 0, sizeof *c);
+    const model_hparams *hp = &m->hp;
+    double expert_frac = hp->n_expert ? (double)hp->n_expert_used / (double)hp->n_expert : 1.0;
+    for (size_t i = 0; i < gguf_tensor_count(m->file); i++) {
+        const gguf_tensor *t = gguf_tensor_at(m->file, i);
+        c->n_params += t->n_elements;
+        c->tensor_bytes += t->n_bytes;
+        double bytes = (double)t->n_bytes, params = (double)t->n_elements;
+        if (strcmp(t->name_z, "token_embd.weight") == 0) {
+            /* one row looked up per token, unless it is also the LM head */
+            c->weight_bytes_per_token += hp->tied_output ? bytes : bytes / (double)t->ne[1];
+            continue;
+        }
+        if (strcmp(t->name_z, "output.weight") == 0) {
+            c->weight_bytes_per_token += bytes;
+            continue;
+        }
+        if (name_has(t, "_exps")) {
+            bytes *= expert_frac;
+            params *= expert_frac;
+        }
+        c->weight_bytes_per_token += bytes;
+        if (t->n_dims >= 2) c->matmul_params_per_token += params;
+    }
+    c->bits_per_weight = c->n_params ? 8.0 * (double)c->tensor_bytes / (double)c->n_params : 0.0;
+    c->lm_head_params = (double)hp->n_embd * (double)hp->n_vocab;
+    c->kv_bytes_per_pos = (double)hp->n_attn_layers * hp->n_head_kv * (hp->d_k + hp->d_v) * 2.0;
+    c->attn_flops_per_pair = 2.0 * hp->n_head * (double)(hp->d_k + hp->d_v) * hp->n_attn_layers;
+    if (hp->n_rec_layers) {
+        c->rec_state_bytes = (double)hp->n_rec_layers * (double)(model_conv_elems(m) + model_ssm_elems(m)) * 4.0;
+        /* decay, S^T k, rank-1 update, S^T q: ~4 multiply-adds per state element */
+        c->rec_flops_per_token = 8.0 * hp->n_rec_layers * hp->ssm_n_hv * (double)hp->ssm_d_k * hp->ssm_d_v;
+    }
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int32_t argmax(const float *v, int32_t n)
+{
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (v[i] > v[best]) best = i;
+    return best;
+}
+
+/* One timed repetition: the sequence stands at the depth snapshot. */
+static int run_once(eng_ctx *ctx, eng_seq *seq, const eng_bench_test *t, const int32_t *tokens, double *ms,
+                    wk_error *err)
+{
+    int32_t n_vocab = eng_n_vocab(ctx);
+    double t0 = wk_now_ms();
+    int rc = 0;
+    if (t->kind == ENG_BENCH_PP) {
+        rc = eng_prefill(ctx, seq, tokens, t->n, NULL, err);
+    } else {
+        int32_t tok = tokens[0];
+        for (int32_t i = 0; i < t->n && rc == 0; i++) {
+            rc = eng_decode(ctx, seq, tok, err);
+            if (rc == 0) tok = argmax(eng_logits(ctx), n_vocab);
+        }
+    }
+    *ms = wk_now_ms() - t0;
+    return rc;
+}
+
+int eng_bench_run(eng_ctx *ctx, const eng_bench_test *tests, int32_t n_tests, int32_t reps,
+                  eng_bench_result *results, eng_bench_progress_fn progress, void *user, wk_error *err)
+{
+    if (n_tests <= 0 || reps <= 0) return wk_fail(err, WK_EINVAL, "bench: need at least one test and one repetition");
+    int32_t n_vocab = eng_n_vocab(ctx), max_n = 1, max_depth = 0, cap = 1;
+    for (int32_t i = 0; i < n_tests; i++) {
+        if (tests[i].n <= 0 || tests[i].depth < 0)
+            return wk_fail(err, WK_EINVAL, "bench: test %d has n %d, depth %d", i, tests[i].n, tests[i].depth);
+        if (tests[i].n > max_n) max_n = tests[i].n;
+        if (tests[i].depth > max_depth) max_depth = tests[i].depth;
+        if (tests[i].depth + tests[i].n + 1 > cap) cap = tests[i].depth + tests[i].n + 1;
+    }
+    eng_bench_costs costs;
+    eng_bench_model_costs(eng_ctx_model(ctx), &costs);
+    int32_t *depth_tokens = malloc((size_t)(max_depth > 0 ? max_depth : 1) * sizeof *depth_tokens);
+    int32_t *new_tokens = malloc((size_t)max_n * sizeof *new_tokens);
+    double *ms = malloc((size_t)reps * sizeof *ms);
+    eng_seq *seq = NULL;
+    eng_snapshot snap = {0};
+    bool *done = calloc((size_t)n_tests, sizeof *done);
+    int rc = 0;
+    if (!depth_tokens || !new_tokens || !ms || !done) {
+        rc = wk_fail(err, WK_ENOMEM, "bench: out of memory");
+        goto out;
+    }
+    eng_bench_tokens(depth_tokens, max_depth, n_vocab, 12345);
+    eng_bench_tokens(new_tokens, max_n, n_vocab, 777);
+    rc = eng_seq_new(&seq, ctx, cap, err);
+    if (rc) goto out;
+
+    bool warmed = false;
+    for (int32_t g = 0; g < n_tests; g++) {
+        if (done[g]) continue;
+        int32_t depth = tests[g].depth;
+        /* Bring the sequence to this depth once, then snapshot. */
+        eng_seq_clear(seq);
+        if (depth > 0 && (rc = eng_prefill(ctx, seq, depth_tokens, depth, NULL, err))) {
+            wk_fail_prefix(err, "bench: prefill to depth %d", depth);
+            goto out;
+        }
+        if ((rc = seq_snapshot(seq, &snap, err))) goto out;
+        if (!warmed) {
+            /* touch every weight (page faults, caches) before the first timing */
+            if ((rc = eng_prefill(ctx, seq, new_tokens, max_n < 16 ? max_n : 16, NULL, err)) ||
+                (rc = eng_decode(ctx, seq, new_tokens[0], err)) || (rc = seq_restore(seq, &snap, err))) {
+                wk_fail_prefix(err, "bench: warm-up");
+                goto out;
+            }
+            warmed = true;
+        }
+        for (int32_t i = g; i < n_tests; i++) {
+            if (done[i] || tests[i].depth != depth) continue;
+            const eng_bench_test *t = &tests[i];
+            for (int32_t r = 0; r < reps; r++) {
+                if ((rc = seq_restore(seq, &snap, err))) goto out;
+                if ((rc = run_once(ctx, seq, t, new_tokens, &ms[r], err))) {
+                    wk_fail_prefix(err, "bench: %s%d at depth %d", t->kind == ENG_BENCH_PP ? "pp" : "tg", t->n,
+                                   depth);
+                    goto out;
+                }
+                if (progress) progress(user, t, r, ms[r]);
+            }
+            qsort(ms, (size_t)reps, sizeof *ms, cmp_double);
+            double med = reps % 2 ? ms[reps / 2] : 0.5 * (ms[reps / 2 - 1] + ms[reps / 2]);
+            eng_bench_result *res = &results[i];
+            memset(res, 0, sizeof *res);
+            res->test = *t;
+            res->reps = reps;
+            res->ms_median = med;
+            res->tok_per_s_median = t->n / (med / 1e3);
+            res->tok_per_s_min = t->n / (ms[reps - 1] / 1e3);
+            res->tok_per_s_max = t->n / (ms[0] / 1e3);
+            double n = t->n, d = depth;
+            if (t->kind == ENG_BENCH_TG) {
+                double mean_pos = d + (n + 1.0) / 2.0; /* keys attended per step, averaged */
+                double bytes = costs.weight_bytes_per_token + costs.kv_bytes_per_pos * mean_pos +
+                               2.0 * costs.rec_state_bytes;
+                res->gbytes_per_s = bytes * res->tok_per_s_median / 1e9;
+            } else {
+                double pairs = n * d + n * (n + 1.0) / 2.0; /* causal query-key pairs */
+                double flops = 2.0 * costs.matmul_params_per_token * n + 2.0 * costs.lm_head_params +
+                               costs.attn_flops_per_pair * pairs + costs.rec_flops_per_token * n;
+                res->gflop_per_s = flops / (med / 1e3) / 1e9;
+            }
+            done[i] = true;
+        }
+    }
+out:
+    eng_snapshot_free(&snap);
+    if (seq) eng_seq_free(seq);
+    free(depth_tokens);
+    free(new_tokens);
+    free(ms);
+    free(done);
+    return rc;
+}

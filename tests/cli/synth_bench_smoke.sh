@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# CI smoke test for `wick synth` + `wick bench`: synthesize the tiny preset,
+# run a tiny benchmark, check the JSON lines parse and carry the documented
+# fields. No timing assertions.
+set -euo pipefail
+WICK_BIN=${WICK_BIN:?WICK_BIN not set}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+"$WICK_BIN" synth --help >"$tmp/help.txt"
+grep -q -- "--preset" "$tmp/help.txt"
+"$WICK_BIN" synth --list >"$tmp/list.txt"
+grep -q "qwen3.5-35b-a3b" "$tmp/list.txt"
+"$WICK_BIN" synth -q --preset tiny -o "$tmp/tiny.gguf"
+test -s "$tmp/tiny.gguf"
+# unknown preset and bad type fail with a message
+if "$WICK_BIN" synth -q --preset no-such-model -o "$tmp/x.gguf" 2>"$tmp/err"; then
+    echo "FAIL: unknown preset accepted"; exit 1
+fi
+grep -q "unknown preset" "$tmp/err"
+if "$WICK_BIN" synth -q --type q9_x -o "$tmp/x.gguf" 2>"$tmp/err"; then
+    echo "FAIL: unknown type accepted"; exit 1
+fi
+
+"$WICK_BIN" bench -m "$tmp/tiny.gguf" -p 32 -n 8 -d 0,16 -r 1 -t 2 --json -q >"$tmp/bench.jsonl"
+python3 - "$tmp/bench.jsonl" <<'PY'
+import json, math, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+tests = sorted((r["test"], r["depth"]) for r in rows)
+assert tests == [("pp32", 0), ("pp32", 16), ("tg8", 0), ("tg8", 16)], tests
+for r in rows:
+    for k in ("test", "depth", "n", "reps", "tok_per_s_median", "tok_per_s_min", "tok_per_s_max",
+              "threads", "model_bytes", "bpw"):
+        assert k in r, (k, r)
+    assert r["reps"] == 1 and r["threads"] == 2
+    assert r["n"] == int(r["test"][2:])
+    assert r["tok_per_s_median"] > 0 and math.isfinite(r["tok_per_s_median"])
+    assert r["tok_per_s_min"] <= r["tok_per_s_median"] <= r["tok_per_s_max"]
+    assert 8.0 < r["bpw"] < 9.0, r["bpw"]  # Q8_0 weights + F32 norms
+    assert ("gflop_per_s" in r) == r["test"].startswith("pp")
+    assert ("gbytes_per_s" in r) == r["test"].startswith("tg")
+print("bench JSON ok:", len(rows), "rows")
+PY
+# the table form
+"$WICK_BIN" bench -m "$tmp/tiny.gguf" -p 16 -n 4 -r 1 -t 1 -q >"$tmp/table.md"
+grep -q "^| pp16 | 0 |" "$tmp/table.md"
+grep -q "^| tg4 | 0 |" "$tmp/table.md"
+echo "PASS"

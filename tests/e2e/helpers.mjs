@@ -1,0 +1,157 @@
+// Shared helpers for the end-to-end tests: start/stop a real `wick serve`
+// on 127.0.0.1 with an OS-chosen port, raw HTTP over sockets, SSE parsing.
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+export const sourceDir = process.env.WICK_SOURCE_DIR || path.resolve(here, '../..');
+
+export function wickBin() {
+  if (process.env.WICK_BIN) return process.env.WICK_BIN;
+  for (const d of ['build-test', 'build-srv', 'build']) {
+    const p = path.join(sourceDir, d, 'wick');
+    if (fs.existsSync(p)) return p;
+  }
+  throw new Error('wick binary not found: set WICK_BIN');
+}
+
+// The demo model is made once per cache dir (wick serve without -m); all test
+// files share one dir so it is written once.
+export function cacheDir() {
+  const d = process.env.WICK_E2E_CACHE || path.join(os.tmpdir(), 'wick-e2e-cache');
+  fs.mkdirSync(d, { recursive: true });
+  return d;
+}
+
+// Starts `wick serve` with extra args; resolves once /health answers 200.
+export async function startServer(args = [], { env = {}, waitHealth = true } = {}) {
+  const proc = spawn(wickBin(), ['serve', '--port', '0', '-t', '1', ...args], {
+    env: { ...process.env, XDG_CACHE_HOME: cacheDir(), ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let log = '';
+  proc.stdout.on('data', (d) => (log += d));
+  proc.stderr.on('data', (d) => (log += d));
+  const exited = new Promise((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));
+  const port = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('server did not start in 120 s:\n' + log)), 120000);
+    const check = () => {
+      const m = /listening on http:\/\/[^:]+:(\d+)/.exec(log);
+      if (m) {
+        clearTimeout(timer);
+        resolve(Number(m[1]));
+      }
+    };
+    proc.stderr.on('data', check);
+    exited.then(({ code }) => {
+      clearTimeout(timer);
+      reject(new Error(`server exited with ${code} before listening:\n${log}`));
+    });
+  });
+  const url = `http://127.0.0.1:${port}`;
+  const server = {
+    proc,
+    port,
+    url,
+    log: () => log,
+    exited,
+    async stop() {
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGTERM');
+      const r = await Promise.race([exited, new Promise((res) => setTimeout(() => res(null), 20000))]);
+      if (r === null) {
+        proc.kill('SIGKILL');
+        await exited;
+        throw new Error('server did not stop on SIGTERM within 20 s');
+      }
+      return r;
+    },
+  };
+  if (waitHealth) {
+    for (let i = 0; i < 200; i++) {
+      try {
+        const r = await fetch(url + '/health');
+        if (r.status === 200) break;
+      } catch {}
+      await sleep(100);
+    }
+  }
+  return server;
+}
+
+export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// Sends raw bytes, returns { status, headers, body } (connection: close).
+export function rawRequest(port, bytes, { timeoutMs = 30000 } = {}) {
+  return new Promise((resolve, reject) => {
+    const sock = net.connect(port, '127.0.0.1');
+    const chunks = [];
+    const timer = setTimeout(() => {
+      sock.destroy();
+      reject(new Error('raw request timed out'));
+    }, timeoutMs);
+    sock.on('connect', () => sock.write(bytes));
+    sock.on('data', (d) => chunks.push(d));
+    sock.on('error', (e) => {
+      clearTimeout(timer);
+      reject(e);
+    });
+    sock.on('close', () => {
+      clearTimeout(timer);
+      const text = Buffer.concat(chunks).toString('latin1');
+      const m = /^HTTP\/1\.[01] (\d{3})/.exec(text);
+      const sep = text.indexOf('\r\n\r\n');
+      resolve({ status: m ? Number(m[1]) : 0, head: text.slice(0, sep), body: sep >= 0 ? text.slice(sep + 4) : '' });
+    });
+  });
+}
+
+// POST with a Buffer/string body and Connection: close.
+export function rawPost(port, pathName, body, headers = {}) {
+  const buf = Buffer.isBuffer(body) ? body : Buffer.from(body);
+  let head = `POST ${pathName} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\n` +
+    `Content-Length: ${buf.length}\r\nConnection: close\r\n`;
+  for (const [k, v] of Object.entries(headers)) head += `${k}: ${v}\r\n`;
+  return rawRequest(port, Buffer.concat([Buffer.from(head + '\r\n'), buf]));
+}
+
+// Parses an SSE body into { events: [objects], done: bool, comments: n }.
+export function parseSse(text) {
+  const events = [];
+  let done = false;
+  let comments = 0;
+  for (const block of text.split('\n\n')) {
+    if (!block.trim()) continue;
+    for (const line of block.split('\n')) {
+      if (line.startsWith(':')) comments++;
+      else if (line === 'data: [DONE]') done = true;
+      else if (line.startsWith('data: ')) events.push(JSON.parse(line.slice(6)));
+      else throw new Error('unexpected SSE line: ' + JSON.stringify(line));
+    }
+  }
+  return { events, done, comments };
+}
+
+// Checks Prometheus text exposition: every sample line is NAME{labels} VALUE.
+export function parsePrometheus(text) {
+  const samples = new Map();
+  const types = new Map();
+  for (const line of text.split('\n')) {
+    if (!line) continue;
+    if (line.startsWith('# TYPE ')) {
+      const [, name, type] = line.split(' ').slice(1);
+      types.set(line.split(' ')[2], line.split(' ')[3]);
+      void name;
+      void type;
+      continue;
+    }
+    if (line.startsWith('#')) continue;
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (-?[0-9.eE+-]+|\+Inf|NaN)$/.exec(line);
+    if (!m) throw new Error('bad Prometheus line: ' + JSON.stringify(line));
+    samples.set(m[1] + (m[2] || ''), Number(m[3]));
+  }
+  return { samples, types };
+}
