@@ -33,6 +33,7 @@ static void usage(FILE *out)
             "      --file FILE      prompt text (UTF-8)\n"
             "      --fresh          ask the server not to reuse its cache ({\"wick\":{\"fresh\":true}})\n"
             "      --max-tokens N   tokens to generate (default 64)\n"
+            "      --ignore-eos     generate exactly N tokens (the server ignores end-of-generation)\n"
             "      --model ID       model field of the request (default: the server's)\n"
             "      --api-key KEY    bearer key (default: env WICK_API_KEY)\n"
             "      --show-answer    print the streamed answer\n"
@@ -160,15 +161,16 @@ static double num(const json_t *o, const char *k) { return json_number_value(jso
 
 int cmd_measure(int argc, char **argv)
 {
-    enum { O_URL = 1000, O_FILE, O_FRESH, O_MAX, O_SHOW, O_JSON, O_KEY, O_MODEL };
+    enum { O_URL = 1000, O_FILE, O_FRESH, O_MAX, O_SHOW, O_JSON, O_KEY, O_MODEL, O_NOEOS };
     static const struct option opts[] = {
         {"url", required_argument, 0, O_URL},        {"file", required_argument, 0, O_FILE},
         {"fresh", no_argument, 0, O_FRESH},          {"max-tokens", required_argument, 0, O_MAX},
         {"show-answer", no_argument, 0, O_SHOW},     {"json", no_argument, 0, O_JSON},
         {"api-key", required_argument, 0, O_KEY},    {"model", required_argument, 0, O_MODEL},
-        {"help", no_argument, 0, 'h'},               {0, 0, 0, 0}};
+        {"ignore-eos", no_argument, 0, O_NOEOS},     {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
     const char *url = NULL, *file = NULL, *key = getenv("WICK_API_KEY"), *model = NULL;
-    bool fresh = false, show = false, as_json = false;
+    bool fresh = false, show = false, as_json = false, ignore_eos = false;
     long max_tokens = 64;
     int c;
     optind = 1;
@@ -177,6 +179,7 @@ int cmd_measure(int argc, char **argv)
         case O_URL: url = optarg; break;
         case O_FILE: file = optarg; break;
         case O_FRESH: fresh = true; break;
+        case O_NOEOS: ignore_eos = true; break;
         case O_MAX: {
             char *end;
             max_tokens = strtol(optarg, &end, 10);
@@ -235,6 +238,7 @@ int cmd_measure(int argc, char **argv)
     json_object_set_new(req, "stream", json_true());
     json_object_set_new(req, "stream_options", json_pack("{s:b}", "include_usage", 1));
     if (fresh) json_object_set_new(req, "wick", json_pack("{s:b}", "fresh", 1));
+    if (ignore_eos) json_object_set_new(req, "ignore_eos", json_true());
     char *body = json_dumps(req, JSON_COMPACT);
     json_decref(req);
 

@@ -165,3 +165,14 @@ void eng_snapshot_free(eng_snapshot *snap)
     free(snap->state);
     memset(snap, 0, sizeof *snap);
 }
+
+int eng_seq_adopt(eng_seq *s, const int32_t *tokens, int32_t n, uint64_t policy_fp, wk_error *err)
+{
+    if (n < 0 || n > s->st.n_ctx)
+        return wk_fail(err, WK_ERANGE, "adopt: %d tokens for a sequence of capacity %d", n, s->st.n_ctx);
+    zero_recurrent(s);
+    if (n) memcpy(s->tokens, tokens, sizeof(int32_t) * (size_t)n);
+    s->st.n_past = n;
+    s->policy_fp = policy_fp;
+    return 0;
+}

@@ -67,4 +67,11 @@ int seq_restore(eng_seq *s, const eng_snapshot *snap, wk_error *err);
 /* Frees snap->state and zeroes the struct. */
 void eng_snapshot_free(eng_snapshot *snap);
 
+/* For the disk archive (cache/): the caller has written the KV of positions
+ * < n through eng_seq_state(); this records the n token ids, the position
+ * and the policy fingerprint the KV was computed with. The recurrent state
+ * is zeroed: restore a snapshot next (seq_restore). WK_ERANGE if n exceeds
+ * the capacity. */
+int eng_seq_adopt(eng_seq *s, const int32_t *tokens, int32_t n, uint64_t policy_fp, wk_error *err);
+
 #endif

@@ -105,7 +105,13 @@ int tok_encode_append(const tok_vocab *v, const char *text, size_t len, bool add
     if (add_special && v->add_bos && v->bos != TOK_NULL && tok_ids_push(&out, v->bos)) goto oom;
     if (len) {
         if (partition(v, text, len, parse_special, &frags)) goto oom;
-        bool prev_special = true; /* SPM: a raw fragment at the start or after a token gets "▁" */
+        /* SPM: a raw fragment at the start or after a special token gets "▁";
+         * appending continues the caller's sequence, so look at its last id */
+        bool prev_special = true;
+        if (out.n > 0 && out.v[out.n - 1] >= 0 && out.v[out.n - 1] < v->n_tokens) {
+            uint8_t t = v->types[out.v[out.n - 1]];
+            prev_special = t == TOK_TYPE_CONTROL || t == TOK_TYPE_USER_DEFINED || t == TOK_TYPE_UNKNOWN;
+        }
         for (size_t i = 0; i < frags.n; i++) {
             frag f = frags.v[i];
             if (f.id >= 0) {

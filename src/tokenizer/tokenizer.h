@@ -52,7 +52,9 @@ void tok_free(tok_vocab *v);
  *   flags say (tokenizer.ggml.add_bos_token, defaults per spec §6).
  * parse_special: recognise CONTROL/UNKNOWN token text (e.g. "<|im_start|>")
  *   in the text. Pass false for user-supplied content. USER_DEFINED tokens
- *   are always recognised (spec §3).
+ *   are always recognised (spec §3, as llama.cpp and HF do): in Qwen3 files
+ *   that includes <think>, </think>, <tool_call>, <tool_response> and their
+ *   closing forms, so a user's literal "<think>" becomes that token.
  * On success *ids is a malloc'd array of *n_ids ids (NULL when 0; caller
  * frees). Errors: WK_ENOMEM, WK_EINVAL (NULL args). */
 int tok_encode(const tok_vocab *v, const char *text, size_t len, bool add_special,
@@ -60,7 +62,10 @@ int tok_encode(const tok_vocab *v, const char *text, size_t len, bool add_specia
 
 /* Same, appending to a caller-owned growable array: (*ids, *n_ids, *cap) is
  * grown with realloc as needed. Lets chat code tokenize segment by segment
- * into one buffer. */
+ * into one buffer. The append continues the sequence: for SentencePiece the
+ * "▁" space prefix is added only when the array is empty or ends with a
+ * special token, as whole-text encoding would. (BPE merges never cross a call
+ * boundary, so cut segments at special tokens to get whole-text results.) */
 int tok_encode_append(const tok_vocab *v, const char *text, size_t len, bool add_special,
                       bool parse_special, int32_t **ids, size_t *n_ids, size_t *cap,
                       wk_error *err);
@@ -130,7 +135,7 @@ typedef struct tok_decoder tok_decoder;
 tok_decoder *tok_decoder_new(const tok_vocab *v, unsigned flags);
 /* Feeds one id. *text / *len receive the newly completed text (possibly
  * empty), borrowed from the decoder and valid until the next call on it.
- * WK_EINVAL for an out-of-range id (state unchanged). */
+ * WK_EINVAL for an out-of-range id (state unchanged), WK_ENOMEM. */
 int tok_decoder_feed(tok_decoder *d, int32_t id, const char **text, size_t *len);
 /* Ends the stream: returns held-back bytes (an incomplete sequence becomes
  * U+FFFD) and resets the decoder for reuse. */

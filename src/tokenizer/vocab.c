@@ -44,16 +44,16 @@ static int get_arr(const gguf_file *f, const char *key, enum gguf_value_type wan
     return 0;
 }
 
-/* Optional special id: TOK_NULL when absent; out-of-range ids are ignored as
- * llama.cpp does (a warning there), so that a bad id cannot index past the table. */
+/* Optional special id: TOK_NULL when absent, negative (some converters store
+ * -1 for "none") or out of range (llama.cpp ignores those with a warning), so
+ * that a bad id can never index past the token table. */
 static int get_id(const gguf_file *f, const char *key, int32_t n_tokens, int32_t *out, wk_error *err)
 {
-    const gguf_kv *kv = gguf_find_kv(f, key);
-    if (!kv) return 0;
-    uint64_t v;
-    int rc = gguf_get_u64(f, key, &v, err);
+    if (!gguf_find_kv(f, key)) return 0;
+    int64_t v;
+    int rc = gguf_get_i64(f, key, &v, err);
     if (rc) return rc;
-    *out = v < (uint64_t)n_tokens ? (int32_t)v : TOK_NULL;
+    *out = (v >= 0 && v < n_tokens) ? (int32_t)v : TOK_NULL;
     return 0;
 }
 

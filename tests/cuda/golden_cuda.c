@@ -159,8 +159,8 @@ int main(int argc, char **argv)
         return 2;
     }
     wk_error err = {0};
-    be_backend *cuda = NULL, *cpu = NULL;
-    if (be_cuda_new(&cuda, 0, &err) || be_cpu_new(&cpu, 4, &err)) {
+    be_backend *cpu = NULL;
+    if (be_cpu_new(&cpu, 4, &err)) {
         fprintf(stderr, "golden_cuda: %s\n", err.msg);
         return 2;
     }
@@ -187,7 +187,15 @@ int main(int argc, char **argv)
             continue;
         }
         double cp = NAN, cg = NAN, up = NAN, ug = NAN;
+        /* one backend per model: the backend keys uploaded weights by their
+         * host address, which the next model's mapping may reuse */
+        be_backend *cuda = NULL;
+        if (be_cuda_new(&cuda, 0, &err)) {
+            fprintf(stderr, "golden_cuda: %s\n", err.msg);
+            return 2;
+        }
         int rc_cuda = run_case(dir, &c, m, cuda, 1, ref_p, ref_g, &cp, &cg, &err);
+        be_free(cuda);
         char cuda_msg[WK_ERROR_MSG_CAP];
         snprintf(cuda_msg, sizeof cuda_msg, "%s", rc_cuda ? err.msg : "");
         int rc_cpu = run_case(dir, &c, m, cpu, 0, ref_p, ref_g, &up, &ug, &err);
@@ -202,7 +210,6 @@ int main(int argc, char **argv)
         free(ref_g);
     }
     fclose(f);
-    be_free(cuda);
     be_free(cpu);
     printf("golden on cuda: %d passed, %d failed (max |logit diff| vs llama.cpp CPU, prompt = one 64-token batch, gen = 16 decode steps)\n",
            n_pass, n_fail);

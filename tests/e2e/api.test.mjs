@@ -289,3 +289,35 @@ test('/metrics is Prometheus text with request, token and histogram series', asy
     m.samples.get('wick_cached_tokens_total') + m.samples.get('wick_recomputed_tokens_total'));
   assert.ok(m.samples.get('wick_prefill_seconds_bucket{le="+Inf"}') === m.samples.get('wick_prefill_seconds_count'));
 });
+
+test('wick measure reports server counters, TTFT, streamed speed and the file hash', async () => {
+  const { execFile } = await import('node:child_process');
+  const { createHash } = await import('node:crypto');
+  const fs = await import('node:fs');
+  const os = await import('node:os');
+  const path = await import('node:path');
+  const { wickBin } = await import('./helpers.mjs');
+  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'wick-measure-')), 'prompt.txt');
+  fs.writeFileSync(file, 'Measure me: a short document about prefill and decode speed. '.repeat(20));
+  const run = (...extra) => new Promise((resolve, reject) =>
+    execFile(wickBin(), ['measure', '--url', srv.url, '--file', file, '--max-tokens', '6', '--ignore-eos', '--json', ...extra],
+      { timeout: 120000 }, (err, stdout, stderr) => (err ? reject(new Error(stderr || err.message)) : resolve(JSON.parse(stdout)))));
+  const a = await run('--fresh');
+  assert.equal(a.sha256, createHash('sha256').update(fs.readFileSync(file)).digest('hex'));
+  assert.ok(a.prompt_tokens > 100);
+  assert.equal(a.cached_tokens, 0);
+  assert.equal(a.recomputed_tokens, a.prompt_tokens);
+  assert.equal(a.completion_tokens, 6);
+  assert.ok(a.prefill_ms > 0 && a.prefill_tok_per_s > 0);
+  assert.ok(a.ttft_ms > 0 && a.ttft_ms >= a.server_ttft_ms * 0.5);
+  assert.ok(a.stream_tok_per_s > 0);
+  assert.equal(a.finish_reason, 'length');
+  const b = await run('--show-answer');
+  assert.equal(b.cached_tokens, b.prompt_tokens - 1, 'same file again: all but the last token reused');
+  assert.equal(typeof b.answer, 'string');
+  // Human-readable form names the numbers.
+  const text = await new Promise((resolve, reject) =>
+    execFile(wickBin(), ['measure', '--url', srv.url, '--file', file, '--max-tokens', '2'], (err, out) => (err ? reject(err) : resolve(out))));
+  assert.match(text, /prompt +\d+ tokens: \d+ cached, \d+ recomputed/);
+  assert.match(text, /sha256 +[0-9a-f]{64}/);
+});

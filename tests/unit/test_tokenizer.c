@@ -345,6 +345,32 @@ static void test_eog_set_contains_eos_and_end_texts(void **state)
 
 /* ---- decoder ---- */
 
+static tok_vocab *write_and_load(const char *pre, const char *const *tokens, size_t n_tokens,
+                                 const char *const *merges, size_t n_merges, int *rc_out);
+
+/* GPT-2 byte-level form of a byte string (what a vocab stores). */
+static size_t byte_level(const char *s, size_t n, char *out)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned b = (unsigned char)s[i], cp = b;
+        bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
+        if (!printable) {
+            unsigned rank = 0;
+            for (unsigned x = 0; x < b; x++)
+                if (!((x >= 0x21 && x <= 0x7E) || (x >= 0xA1 && x <= 0xAC) || (x >= 0xAE))) rank++;
+            cp = 0x100 + rank;
+        }
+        if (cp < 0x80) out[o++] = (char)cp;
+        else {
+            out[o++] = (char)(0xC0 | (cp >> 6));
+            out[o++] = (char)(0x80 | (cp & 0x3F));
+        }
+    }
+    out[o] = '\0';
+    return o;
+}
+
 /* Single-byte token of the GPT-2 vocabulary for a raw byte. */
 static int32_t gpt2_byte_token(const tok_vocab *v, uint8_t b)
 {
@@ -388,41 +414,114 @@ static bool valid_utf8(const char *s, size_t n)
 static void test_decoder_holds_back_characters_split_at_every_position(void **state)
 {
     (void)state;
+    /* A vocabulary whose tokens are every byte substring of the test
+     * characters, so that each character can be fed split at any position. */
+    static const char *const chars[] = {"é", "Ж", "€", "世", "𝄞", "🎉"};
+    enum { N_CHARS = sizeof chars / sizeof chars[0] };
+    char *tokens[N_CHARS * 10 + 2];
+    size_t n_tokens = 0;
+    for (size_t c = 0; c < N_CHARS; c++) {
+        size_t len = strlen(chars[c]);
+        for (size_t a = 0; a < len; a++)
+            for (size_t b = a + 1; b <= len; b++) {
+                tokens[n_tokens] = malloc(16);
+                byte_level(chars[c] + a, b - a, tokens[n_tokens]);
+                n_tokens++;
+            }
+    }
+    tokens[n_tokens++] = strdup("a");
+    tokens[n_tokens++] = strdup("b");
+    static const char *const merges[] = {"a b"};
+    int rc;
+    tok_vocab *v = write_and_load("gpt-2", (const char *const *)tokens, n_tokens, merges, 1, &rc);
+    assert_int_equal(rc, 0);
+    tok_decoder *d = tok_decoder_new(v, 0);
+    assert_non_null(d);
+    char bl[32];
+    const char *t;
+    size_t tl;
+    for (size_t c = 0; c < N_CHARS; c++) {
+        const char *s = chars[c];
+        size_t len = strlen(s);
+        for (size_t p = 1; p < len; p++) {
+            int32_t head = tok_find(v, bl, byte_level(s, p, bl));
+            int32_t tail = tok_find(v, bl, byte_level(s + p, len - p, bl));
+            assert_true(head >= 0 && tail >= 0);
+            assert_int_equal(tok_decoder_feed(d, head, &t, &tl), 0);
+            assert_int_equal(tl, 0); /* nothing until the character is complete */
+            assert_int_equal(tok_decoder_pending(d), p);
+            assert_int_equal(tok_decoder_feed(d, tail, &t, &tl), 0);
+            assert_int_equal(tl, len);
+            assert_memory_equal(t, s, len);
+            assert_int_equal(tok_decoder_pending(d), 0);
+            /* and a three-way split for 3- and 4-byte characters */
+            for (size_t q = p + 1; q < len; q++) {
+                int32_t mid = tok_find(v, bl, byte_level(s + p, q - p, bl));
+                int32_t end = tok_find(v, bl, byte_level(s + q, len - q, bl));
+                assert_int_equal(tok_decoder_feed(d, head, &t, &tl), 0);
+                assert_int_equal(tl, 0);
+                assert_int_equal(tok_decoder_feed(d, mid, &t, &tl), 0);
+                assert_int_equal(tl, 0);
+                assert_int_equal(tok_decoder_pending(d), q);
+                assert_int_equal(tok_decoder_feed(d, end, &t, &tl), 0);
+                assert_int_equal(tl, len);
+                assert_memory_equal(t, s, len);
+            }
+        }
+    }
+    /* a piece that completes one character and starts the next: "é" + first byte of "€" */
+    int32_t e_full = tok_find(v, bl, byte_level("é", 2, bl));
+    int32_t euro_head = tok_find(v, bl, byte_level("€", 1, bl));
+    int32_t euro_tail = tok_find(v, bl, byte_level("€" + 1, 2, bl));
+    assert_int_equal(tok_decoder_feed(d, e_full, &t, &tl), 0);
+    assert_int_equal(tl, 2);
+    assert_int_equal(tok_decoder_feed(d, euro_head, &t, &tl), 0);
+    assert_int_equal(tl, 0);
+    /* flush mid-character: the incomplete sequence becomes U+FFFD, decoder resets */
+    tok_decoder_flush(d, &t, &tl);
+    assert_int_equal(tl, 3);
+    assert_memory_equal(t, "\xEF\xBF\xBD", 3);
+    assert_int_equal(tok_decoder_feed(d, euro_tail, &t, &tl), 0);
+    assert_int_equal(tl, 6); /* two lone continuation bytes: two U+FFFD */
+    assert_int_equal(tok_decoder_feed(d, tok_n_vocab(v), &t, &tl), WK_EINVAL);
+    tok_decoder_free(d);
+    tok_free(v);
+    for (size_t i = 0; i < n_tokens; i++) free(tokens[i]);
+}
+
+static void test_decoder_streams_real_tokens_that_split_characters(void **state)
+{
+    (void)state;
     GOLDEN_OR_SKIP(golden);
     tok_vocab *v = load_golden_vocab(golden, "gpt-2", NULL);
     assert_non_null(v);
-    /* 2-, 3- and 4-byte characters, and a ZWJ emoji sequence */
-    static const char *const chars[] = {"é", "Ж", "€", "世", "𝄞", "🎉", "👨‍👩‍👧"};
     tok_decoder *d = tok_decoder_new(v, 0);
-    assert_non_null(d);
-    for (size_t c = 0; c < sizeof chars / sizeof chars[0]; c++) {
-        const char *s = chars[c];
-        size_t len = strlen(s);
-        /* split the character's bytes at every position p: bytes [0, p) then the rest */
-        for (size_t p = 1; p < len; p++) {
-            char got[64];
-            size_t gn = 0;
-            const char *t;
-            size_t tl;
-            assert_int_equal(tok_decoder_feed(d, gpt2_byte_token(v, 'a'), &t, &tl), 0);
-            assert_int_equal(tl, 1);
-            for (size_t i = 0; i < len; i++) {
-                assert_int_equal(tok_decoder_feed(d, gpt2_byte_token(v, (uint8_t)s[i]), &t, &tl), 0);
-                assert_true(valid_utf8(t, tl));
-                if (i + 1 == p) assert_true(tok_decoder_pending(d) > 0 || tl > 0);
-                memcpy(got + gn, t, tl);
-                gn += tl;
-            }
-            tok_decoder_flush(d, &t, &tl);
-            assert_int_equal(tl, 0);
-            assert_int_equal(gn, len);
-            assert_memory_equal(got, s, len);
-        }
-    }
-    /* a 4-byte character: nothing comes out until the last byte */
-    const char *clef = "𝄞";
     const char *t;
     size_t tl;
+    /* GPT-2 encodes CJK and emoji as byte pieces that split characters */
+    const char *text = "漢字 and emoji 🎉👨‍👩‍👧 ok Ж€𝄞";
+    size_t n;
+    int32_t *ids = encode(v, text, strlen(text), false, false, &n);
+    char out[256];
+    size_t on = 0;
+    bool held_back = false;
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(tok_decoder_feed(d, ids[i], &t, &tl), 0);
+        assert_true(valid_utf8(t, tl));
+        if (tok_decoder_pending(d)) held_back = true;
+        memcpy(out + on, t, tl);
+        on += tl;
+    }
+    assert_true(held_back);
+    tok_decoder_flush(d, &t, &tl);
+    memcpy(out + on, t, tl);
+    on += tl;
+    assert_int_equal(on, strlen(text));
+    assert_memory_equal(out, text, on);
+    free(ids);
+
+    /* 4-byte character fed byte by byte */
+    const char *clef = "𝄞";
     for (int i = 0; i < 3; i++) {
         assert_int_equal(tok_decoder_feed(d, gpt2_byte_token(v, (uint8_t)clef[i]), &t, &tl), 0);
         assert_int_equal(tl, 0);
@@ -431,26 +530,6 @@ static void test_decoder_holds_back_characters_split_at_every_position(void **st
     assert_int_equal(tok_decoder_feed(d, gpt2_byte_token(v, (uint8_t)clef[3]), &t, &tl), 0);
     assert_int_equal(tl, 4);
     assert_memory_equal(t, clef, 4);
-
-    /* real tokens that split characters: GPT-2 encodes CJK and emoji in byte pieces */
-    const char *text = "漢字 and emoji 🎉👨‍👩‍👧 ok";
-    size_t n;
-    int32_t *ids = encode(v, text, strlen(text), false, false, &n);
-    char out[256];
-    size_t on = 0;
-    for (size_t i = 0; i < n; i++) {
-        assert_int_equal(tok_decoder_feed(d, ids[i], &t, &tl), 0);
-        assert_true(valid_utf8(t, tl));
-        memcpy(out + on, t, tl);
-        on += tl;
-    }
-    tok_decoder_flush(d, &t, &tl);
-    memcpy(out + on, t, tl);
-    on += tl;
-    assert_int_equal(on, strlen(text));
-    assert_memory_equal(out, text, on);
-    free(ids);
-    assert_int_equal(tok_decoder_feed(d, tok_n_vocab(v), &t, &tl), WK_EINVAL);
     tok_decoder_free(d);
     tok_free(v);
 }
@@ -502,6 +581,47 @@ static void test_invalid_utf8_input_reads_as_replacement_character(void **state)
     assert_memory_equal(a, b, n1 * sizeof *a);
     free(a);
     free(b);
+    tok_free(v);
+}
+
+static void test_encode_append_extends_the_callers_array(void **state)
+{
+    (void)state;
+    GOLDEN_OR_SKIP(golden);
+    tok_vocab *v = load_golden_vocab(golden, "gpt-2", NULL);
+    const char *a = "Hello world", *b = " and more text";
+    int32_t *ids = NULL;
+    size_t n = 0, cap = 0;
+    wk_error err = {0};
+    assert_int_equal(tok_encode_append(v, a, strlen(a), false, false, &ids, &n, &cap, &err), 0);
+    size_t n_a = n;
+    assert_int_equal(tok_encode_append(v, b, strlen(b), false, false, &ids, &n, &cap, &err), 0);
+    size_t n1, n2;
+    int32_t *ea = encode(v, a, strlen(a), false, false, &n1);
+    int32_t *eb = encode(v, b, strlen(b), false, false, &n2);
+    assert_int_equal(n, n1 + n2);
+    assert_int_equal(n_a, n1);
+    assert_memory_equal(ids, ea, n1 * sizeof *ids);
+    assert_memory_equal(ids + n1, eb, n2 * sizeof *ids);
+    assert_true(cap >= n);
+    free(ids);
+    free(ea);
+    free(eb);
+    tok_free(v);
+
+    /* SentencePiece: the space prefix only at the start or after a special token */
+    v = load_golden_vocab(golden, "llama-spm", NULL);
+    const char *whole = "<s>Hello world</s> again";
+    int32_t *w = encode(v, whole, strlen(whole), false, true, &n1);
+    ids = NULL;
+    n = cap = 0;
+    const char *parts[] = {"<s>", "Hello", " world", "</s>", " again"};
+    for (size_t i = 0; i < 5; i++)
+        assert_int_equal(tok_encode_append(v, parts[i], strlen(parts[i]), false, true, &ids, &n, &cap, &err), 0);
+    assert_int_equal(n, n1);
+    assert_memory_equal(ids, w, n * sizeof *ids);
+    free(ids);
+    free(w);
     tok_free(v);
 }
 
@@ -620,7 +740,9 @@ int main(void)
         cmocka_unit_test(test_add_special_follows_vocab_flags),
         cmocka_unit_test(test_eog_set_contains_eos_and_end_texts),
         cmocka_unit_test(test_decoder_holds_back_characters_split_at_every_position),
+        cmocka_unit_test(test_decoder_streams_real_tokens_that_split_characters),
         cmocka_unit_test(test_decoder_replaces_invalid_bytes),
+        cmocka_unit_test(test_encode_append_extends_the_callers_array),
         cmocka_unit_test(test_invalid_utf8_input_reads_as_replacement_character),
         cmocka_unit_test(test_bpe_merges_follow_rank_not_position),
         cmocka_unit_test(test_long_prompt_encodes_in_linear_time),

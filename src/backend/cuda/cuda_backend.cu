@@ -252,9 +252,17 @@ static const cuda_qweight *dev_weight(cuda_be *b, const be_weight *w, wk_error *
     size_t h = ptr_hash(w->data, b->cap_weights);
     while (b->weights[h].host && b->weights[h].host != w->data) h = (h + 1) & (b->cap_weights - 1);
     weight_ent *e = &b->weights[h];
-    if (e->host) return &e->w;
-
     const int64_t cols = w->ne[0], rows = w->ne[1], n_mat = w->ne[2] > 0 ? w->ne[2] : 1;
+    if (e->host) {
+        if (e->w.cols == cols && e->w.rows == rows && e->w.n_mat == n_mat) return &e->w;
+        /* same address, other shape: not the tensor we uploaded (the caller
+         * broke the immutability contract); take the new one */
+        cudaStreamSynchronize(b->ctx.stream);
+        cuda_qw_free(&e->w);
+        e->host = NULL;
+        b->n_weights--;
+    }
+
     const size_t nb2 = n_mat > 1 ? w->nb2 : w->nb1 * (size_t)rows;
     int rc;
     if (cuda_qw_row_bytes(w->type, cols)) {

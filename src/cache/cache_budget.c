@@ -1,0 +1,96 @@
+/* RAM budget: idle slots' KV + checkpoint states, and eviction. Eviction
+ * keeps the newest checkpoint of every cached conversation as long as
+ * anything else can go, and takes from the longest-idle conversation first;
+ * whole slots go last, longest idle first (the archive keeps them when a
+ * disk folder is set). */
+#include "cache/cache_impl.h"
+#include "util/log.h"
+
+static size_t ckpt_state_total(const cache_slot *s)
+{
+    size_t b = 0;
+    for (int i = 0; i < s->n_ck; i++) b += ckpt_bytes(&s->ck[i]);
+    return b;
+}
+
+size_t cache_ram_bytes(const ckpt_cache *c)
+{
+    size_t b = 0;
+    for (int i = 0; i < c->cfg.max_slots; i++) {
+        if (!c->slots[i].seq) continue;
+        b += c->kv_bytes_per_slot + ckpt_state_total(&c->slots[i]);
+    }
+    return b;
+}
+
+/* What counts against the budget: the working sequence of the request in
+ * progress is not cache, its checkpoints are. */
+static size_t budget_bytes(const ckpt_cache *c)
+{
+    size_t b = 0;
+    for (int i = 0; i < c->cfg.max_slots; i++) {
+        if (!c->slots[i].seq) continue;
+        if (i != c->active) b += c->kv_bytes_per_slot;
+        b += ckpt_state_total(&c->slots[i]);
+    }
+    return b;
+}
+
+/* Least valuable checkpoint of s other than its newest: lowest kind, then
+ * oldest position. -1 if none. */
+static int least_valuable(const cache_slot *s, bool need_bytes)
+{
+    int best = -1;
+    for (int i = 0; i < s->n_ck - 1; i++) {
+        if (need_bytes && !ckpt_bytes(&s->ck[i])) continue;
+        if (best < 0 || s->ck[i].kind < s->ck[best].kind) best = i;
+    }
+    return best;
+}
+
+void cache_trim_slot(ckpt_cache *c, cache_slot *s)
+{
+    while (s->n_ck > c->cfg.max_ckpts_per_slot) {
+        int i = least_valuable(s, false);
+        if (i < 0) break;
+        slot_remove_ckpt(s, i);
+        c->st.evictions++;
+    }
+}
+
+void cache_enforce_budget(ckpt_cache *c)
+{
+    const size_t budget = c->cfg.mem_bytes;
+    while (budget_bytes(c) > budget) {
+        /* 1. checkpoints, longest-idle conversation first (the active one last) */
+        int vs = -1, vi = -1;
+        for (int i = 0; i < c->cfg.max_slots; i++) {
+            cache_slot *s = &c->slots[i];
+            if (!s->seq) continue;
+            int k = least_valuable(s, true);
+            if (k < 0) continue;
+            bool older = vs < 0 || (i != c->active && (vs == c->active || s->last_used_ms < c->slots[vs].last_used_ms));
+            if (older) {
+                vs = i;
+                vi = k;
+            }
+        }
+        if (vs >= 0) {
+            WK_DEBUG("cache: evicting checkpoint at %d (%s) of slot %d", c->slots[vs].ck[vi].snap.pos,
+                     ckpt_kind_name(c->slots[vs].ck[vi].kind), vs);
+            slot_remove_ckpt(&c->slots[vs], vi);
+            c->st.evictions++;
+            continue;
+        }
+        /* 2. whole idle slots, longest idle first */
+        int victim = -1;
+        for (int i = 0; i < c->cfg.max_slots; i++) {
+            if (!c->slots[i].seq || i == c->active) continue;
+            if (victim < 0 || c->slots[i].last_used_ms < c->slots[victim].last_used_ms) victim = i;
+        }
+        if (victim < 0) break; /* only the working sequence is left */
+        WK_DEBUG("cache: evicting slot %d (%d tokens)", victim, eng_seq_pos(c->slots[victim].seq));
+        slot_release(c, victim);
+        c->st.evictions++;
+    }
+}
