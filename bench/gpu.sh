@@ -6,6 +6,10 @@
 #   bench/gpu.sh            build + tests + full benchmarks
 #   bench/gpu.sh quick      fewer benchmark shapes
 #   bench/gpu.sh test       build + tests only
+#   WICK_E2E="qwen3.5-27b q4_k 32768" bench/gpu.sh quick
+#                           also synthesizes that model (in /tmp, when missing) and
+#                           times pp512/pp4096/tg128 at depth 0 and pp512/tg128 at
+#                           the depth through model_forward on the CUDA backend
 # When a golden folder is present (WICK_GOLDEN, else .golden or ../shared/golden,
 # holding cases.txt — see tests/cuda/golden_cuda.c), the tiny golden models are
 # also run end to end through model_forward on the CUDA backend; that step
@@ -63,7 +67,8 @@ if [ -n "$golden" ]; then
   fi
   mkdir -p "$B/core"
   pids=()
-  for f in src/util/*.c src/gguf/*.c src/quant/*.c src/backend/cpu/*.c src/model/*.c tests/cuda/golden_cuda.c; do
+  for f in src/util/*.c src/gguf/*.c src/quant/*.c src/backend/cpu/*.c src/model/*.c tests/cuda/golden_cuda.c \
+           tests/cuda/e2e_cuda.c; do
     extra=""
     case "$f" in
       *_avx2.c) extra="-mavx2 -mfma -mf16c" ;;
@@ -79,7 +84,9 @@ if [ -n "$golden" ]; then
     for l in "$B"/core/*.log; do grep -q -i error "$l" && { echo "--- $l"; cat "$l"; }; done
     echo "core build failed"; exit 1
   fi
-  "$NVCC" $ARCH -o "$B/golden_cuda" "$B"/core/*.o $kern_all -lcublas -lcrypto $xlib -lpthread -lm
+  core=$(ls "$B"/core/*.o | grep -v -e golden_cuda.o -e e2e_cuda.o)
+  "$NVCC" $ARCH -o "$B/golden_cuda" $core "$B/core/tests_cuda_golden_cuda.o" $kern_all -lcublas -lcrypto $xlib -lpthread -lm
+  "$NVCC" $ARCH -o "$B/e2e_cuda" $core "$B/core/tests_cuda_e2e_cuda.o" $kern_all -lcublas -lcrypto $xlib -lpthread -lm
 fi
 
 log=${OUT:-$B}
@@ -98,6 +105,11 @@ set -e
 [ "$mode" = test ] && exit "$trc"
 echo "== benchmarks"
 "$B/bench_cuda" $([ "$mode" = quick ] && echo quick) 2>&1 | tee "$log/bench_cuda.log"
+if [ -n "${WICK_E2E:-}" ] && [ -x "$B/e2e_cuda" ]; then
+  set -- $WICK_E2E
+  echo "== end to end: $*"
+  "$B/e2e_cuda" "/tmp/wick-e2e-$1-$2.gguf" "$1" "$2" "${3:-0}" 2>&1 | tee "$log/e2e_cuda.log" || true
+fi
 echo "tests: $(tail -n 1 "$log/test_cuda.log")"
 [ -n "$golden" ] && echo "$(tail -n 1 "$log/golden_cuda.log")"
 exit "$trc"

@@ -18,7 +18,9 @@ static void usage(FILE *out)
             "      prints the token ids of TEXT (or of FILE's bytes; '-' = stdin) on one line.\n"
             "      --split SEP    the input is cases each ended by SEP (C escapes allowed, e.g.\n"
             "                     '\\n__ggml_vocab_test__\\n'): one line of ids per case\n"
-            "      --special      recognise special-token text such as <|im_start|>\n"
+            "      (default: like llama.cpp, only user-defined tokens such as <think> are matched)\n"
+            "      --special      also recognise control-token text such as <|im_start|>\n"
+            "      --plain        match no token text at all (how wick tokenizes chat content)\n"
             "      --add-special  add BOS/EOS as the vocabulary asks (tokenizer.ggml.add_bos_token ...)\n"
             "      --pieces       one line per token: id, then the token text (C-escaped)\n"
             "  wick tokenizer decode -m FILE.gguf [--special] [ID ...]\n"
@@ -126,11 +128,13 @@ static int tokenizer_encode(int argc, char **argv)
 {
     const char *model = NULL, *file = NULL, *text = NULL;
     char *split = NULL;
-    bool special = false, add_special = false, pieces = false;
+    int special = TOK_SPECIAL_USER_DEFINED;
+    bool add_special = false, pieces = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-m") == 0 && i + 1 < argc) model = argv[++i];
         else if (strcmp(argv[i], "-f") == 0 && i + 1 < argc) file = argv[++i];
-        else if (strcmp(argv[i], "--special") == 0) special = true;
+        else if (strcmp(argv[i], "--special") == 0) special = TOK_SPECIAL_ALL;
+        else if (strcmp(argv[i], "--plain") == 0) special = TOK_SPECIAL_NONE;
         else if (strcmp(argv[i], "--add-special") == 0) add_special = true;
         else if (strcmp(argv[i], "--pieces") == 0) pieces = true;
         else if (strcmp(argv[i], "--split") == 0 && i + 1 < argc) split = argv[++i];

@@ -15,6 +15,7 @@ static const cli_command k_commands[] = {
     {"synth", cmd_synth, "write a random-weight GGUF with real model dimensions (benchmarks, tests)"},
     {"info", cmd_info, "show what a GGUF model file holds (types, bits per weight, shape, KV size)"},
     {"tokenizer", cmd_tokenizer, "encode, decode or inspect with a GGUF vocabulary; import a HF tokenizer.json"},
+    {"eval", cmd_eval, "scripted checks against a running server (eval cache: prefix cache reuse + correctness)"},
     {"measure", cmd_measure, "stream a file as a prompt to a server; report cache use, prefill, TTFT, speed"},
 };
 

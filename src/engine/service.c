@@ -472,7 +472,13 @@ json_t *eng_service_model_info(eng_service *svc)
 }
 
 bool eng_service_ready(eng_service *svc) { return atomic_load(&svc->ready); }
-int eng_service_n_ctx(eng_service *svc) { return svc->n_ctx; }
+int eng_service_n_ctx(eng_service *svc)
+{
+    pthread_rwlock_rdlock(&svc->model_lock);
+    int n = svc->n_ctx;
+    pthread_rwlock_unlock(&svc->model_lock);
+    return n;
+}
 const char *eng_service_model_id(eng_service *svc) { return svc->model_id; }
 
 void eng_service_load(eng_service *svc, int *queue_depth, int *busy)
@@ -557,6 +563,7 @@ json_t *eng_service_state(eng_service *svc)
     json_t *st = json_object();
     json_object_set_new(st, "model", eng_service_model_info(svc));
     double now = wk_now_ms();
+    int n_ctx = eng_service_n_ctx(svc);
     pthread_mutex_lock(&svc->lock);
     json_t *active = json_array();
     if (svc->active) json_array_append_new(active, active_row(svc->active, now));
@@ -569,15 +576,18 @@ json_t *eng_service_state(eng_service *svc)
     json_object_set_new(st, "max_queue", json_integer(svc->q_cap));
     json_t *cache = json_object();
     json_object_set_new(cache, "tokens", json_integer(svc->seq_pos_snapshot));
-    json_object_set_new(cache, "capacity", json_integer(svc->n_ctx));
+    json_object_set_new(cache, "capacity", json_integer(n_ctx));
     json_object_set_new(cache, "hits", json_integer((json_int_t)svc->cache_hits));
     json_object_set_new(cache, "misses", json_integer((json_int_t)svc->cache_misses));
     json_object_set_new(st, "cache", cache);
     pthread_mutex_unlock(&svc->lock);
+    pthread_rwlock_rdlock(&svc->model_lock);
+    size_t wb = svc->weight_bytes, sb = svc->state_bytes;
+    pthread_rwlock_unlock(&svc->model_lock);
     json_t *mem = json_object();
-    json_object_set_new(mem, "weights_bytes", json_integer((json_int_t)svc->weight_bytes));
-    json_object_set_new(mem, "state_bytes", json_integer((json_int_t)svc->state_bytes));
-    json_object_set_new(mem, "total_bytes", json_integer((json_int_t)(svc->weight_bytes + svc->state_bytes)));
+    json_object_set_new(mem, "weights_bytes", json_integer((json_int_t)wb));
+    json_object_set_new(mem, "state_bytes", json_integer((json_int_t)sb));
+    json_object_set_new(mem, "total_bytes", json_integer((json_int_t)(wb + sb)));
     json_object_set_new(st, "memory", mem);
     json_object_set_new(st, "ready", json_boolean(atomic_load(&svc->ready)));
     return st;

@@ -57,7 +57,7 @@ static int split_on_token(const char *text, const char *tt, size_t tl, int32_t i
     return 0;
 }
 
-static int partition(const tok_vocab *v, const char *text, size_t len, bool parse_special,
+static int partition(const tok_vocab *v, const char *text, size_t len, int special,
                      frag_list *out)
 {
     frag_list tmp = {0};
@@ -65,7 +65,9 @@ static int partition(const tok_vocab *v, const char *text, size_t len, bool pars
     for (size_t s = 0; !rc && s < v->n_specials; s++) {
         int32_t id = v->specials[s].id;
         uint8_t ty = v->types[id];
-        if (!parse_special && (ty == TOK_TYPE_CONTROL || ty == TOK_TYPE_UNKNOWN)) continue;
+        if (special == TOK_SPECIAL_NONE) break;
+        if (special == TOK_SPECIAL_USER_DEFINED && (ty == TOK_TYPE_CONTROL || ty == TOK_TYPE_UNKNOWN))
+            continue;
         size_t tl = v->specials[s].len;
         const char *tt = v->text_arena + v->text_off[id];
         if (tl == 0 || tl > len) continue;
@@ -78,7 +80,7 @@ static int partition(const tok_vocab *v, const char *text, size_t len, bool pars
 }
 
 int tok_encode_append(const tok_vocab *v, const char *text, size_t len, bool add_special,
-                      bool parse_special, int32_t **ids, size_t *n_ids, size_t *cap, wk_error *err)
+                      int special, int32_t **ids, size_t *n_ids, size_t *cap, wk_error *err)
 {
     if (!v || (!text && len) || !ids || !n_ids || !cap)
         return wk_fail(err, WK_EINVAL, "tok_encode: NULL argument");
@@ -104,7 +106,7 @@ int tok_encode_append(const tok_vocab *v, const char *text, size_t len, bool add
 
     if (add_special && v->add_bos && v->bos != TOK_NULL && tok_ids_push(&out, v->bos)) goto oom;
     if (len) {
-        if (partition(v, text, len, parse_special, &frags)) goto oom;
+        if (partition(v, text, len, special, &frags)) goto oom;
         /* SPM: a raw fragment at the start or after a special token gets "▁";
          * appending continues the caller's sequence, so look at its last id */
         bool prev_special = true;
@@ -143,12 +145,12 @@ done:
 }
 
 int tok_encode(const tok_vocab *v, const char *text, size_t len, bool add_special,
-               bool parse_special, int32_t **ids, size_t *n_ids, wk_error *err)
+               int special, int32_t **ids, size_t *n_ids, wk_error *err)
 {
     if (!ids || !n_ids) return wk_fail(err, WK_EINVAL, "tok_encode: NULL argument");
     int32_t *buf = NULL;
     size_t n = 0, cap = 0;
-    int rc = tok_encode_append(v, text, len, add_special, parse_special, &buf, &n, &cap, err);
+    int rc = tok_encode_append(v, text, len, add_special, special, &buf, &n, &cap, err);
     if (rc) {
         free(buf);
         *ids = NULL;

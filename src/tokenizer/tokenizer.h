@@ -47,18 +47,28 @@ typedef struct tok_vocab tok_vocab;
 int tok_load_from_gguf(tok_vocab **out, const gguf_file *f, wk_error *err);
 void tok_free(tok_vocab *v);
 
+/* Which token texts are recognised inside the text being encoded. */
+enum tok_special_mode {
+    /* Plain text: no token text is matched, not even USER_DEFINED ones such
+     * as Qwen3's <think> or <tool_call>. Use for user-supplied content, so a
+     * pasted "<|im_start|>" or "<think>" can never forge a control token. */
+    TOK_SPECIAL_NONE = 0,
+    /* CONTROL, UNKNOWN and USER_DEFINED token text is matched (template markers). */
+    TOK_SPECIAL_ALL = 1,
+    /* llama.cpp's parse_special=false: only USER_DEFINED token text is matched
+     * (spec §3; how llama.cpp's and HF's test vectors were made). */
+    TOK_SPECIAL_USER_DEFINED = 2,
+};
+
 /* Encodes len bytes of text (UTF-8; invalid sequences are read as U+FFFD).
  * add_special: add BOS / EOS around the result as the vocab's add_bos/add_eos
  *   flags say (tokenizer.ggml.add_bos_token, defaults per spec §6).
- * parse_special: recognise CONTROL/UNKNOWN token text (e.g. "<|im_start|>")
- *   in the text. Pass false for user-supplied content. USER_DEFINED tokens
- *   are always recognised (spec §3, as llama.cpp and HF do): in Qwen3 files
- *   that includes <think>, </think>, <tool_call>, <tool_response> and their
- *   closing forms, so a user's literal "<think>" becomes that token.
+ * special: an enum tok_special_mode (false = TOK_SPECIAL_NONE, true =
+ *   TOK_SPECIAL_ALL).
  * On success *ids is a malloc'd array of *n_ids ids (NULL when 0; caller
  * frees). Errors: WK_ENOMEM, WK_EINVAL (NULL args). */
 int tok_encode(const tok_vocab *v, const char *text, size_t len, bool add_special,
-               bool parse_special, int32_t **ids, size_t *n_ids, wk_error *err);
+               int special, int32_t **ids, size_t *n_ids, wk_error *err);
 
 /* Same, appending to a caller-owned growable array: (*ids, *n_ids, *cap) is
  * grown with realloc as needed. Lets chat code tokenize segment by segment
@@ -67,7 +77,7 @@ int tok_encode(const tok_vocab *v, const char *text, size_t len, bool add_specia
  * special token, as whole-text encoding would. (BPE merges never cross a call
  * boundary, so cut segments at special tokens to get whole-text results.) */
 int tok_encode_append(const tok_vocab *v, const char *text, size_t len, bool add_special,
-                      bool parse_special, int32_t **ids, size_t *n_ids, size_t *cap,
+                      int special, int32_t **ids, size_t *n_ids, size_t *cap,
                       wk_error *err);
 
 /* ---- queries ---- */

@@ -243,6 +243,18 @@ int main(int argc, char **argv)
     bench_ceilings();
     /* Qwen3.5-27B shapes: ffn up/gate 5120->17408, ffn down 17408->5120, vocab 5120->248320 */
     static const uint32_t types[] = {QT_Q4_K, QT_Q5_K, QT_Q6_K, QT_Q8_0, QT_Q4_0, QT_IQ4_NL, QT_F16};
+    /* matvec launch variants on two types (rows per warp, grid cap per SM) */
+    static const int variants[][2] = {{1, 0}, {2, 0}, {1, 4}, {2, 3}};
+    for (int v = 0; v < 4; v++) {
+        g_ctx.mv_rows = variants[v][0];
+        g_ctx.mv_blocks_per_sm = variants[v][1];
+        char label[32];
+        snprintf(label, sizeof label, "R%d cap%d", variants[v][0], variants[v][1]);
+        bench_matvec(QT_Q4_K, 17408, 5120, label);
+        bench_matvec(QT_Q8_0, 17408, 5120, label);
+    }
+    g_ctx.mv_rows = 2;
+    g_ctx.mv_blocks_per_sm = 0;
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         bench_matvec(types[i], 17408, 5120, "ffn_up ");
         if (!quick) bench_matvec(types[i], 5120, 17408, "ffn_down");

@@ -227,3 +227,17 @@ test('a full queue answers 429 and recovers', async () => {
   assert.equal(limited.body.error.type, 'rate_limit_error');
   await healthyChat(tiny);
 });
+
+test('answers that take longer than the idle timeout still arrive (plain and streamed)', async () => {
+  // srv closes idle connections after 2 s; these requests keep the engine busy longer.
+  const body = chatBody({ max_tokens: 450, ignore_eos: true, wick: { fresh: true } });
+  const t0 = Date.now();
+  const plain = await fetch(srv.url + '/v1/chat/completions', { method: 'POST', body });
+  assert.equal(plain.status, 200);
+  assert.equal((await plain.json()).usage.completion_tokens, 450);
+  const streamed = await fetch(srv.url + '/v1/chat/completions', { method: 'POST', body: chatBody({ max_tokens: 450, ignore_eos: true, stream: true }) });
+  assert.equal(streamed.status, 200);
+  const text = await streamed.text();
+  assert.ok(text.endsWith('data: [DONE]\n\n'));
+  if (Date.now() - t0 < 2500) console.log('# note: this machine was fast enough that the idle timeout was not exercised');
+});

@@ -120,6 +120,9 @@ static void test_out_of_range_values_are_refused(void **state)
     assert_int_equal(chat_status_simple("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":100000}", &err), 400);
     assert_string_equal(err.code, "context_length_exceeded");
     assert_int_equal(chat_status_simple("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":2}", &err), 400);
+    /* ignore_eos without a token limit would run to the end of the context. */
+    assert_int_equal(chat_status_simple("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"ignore_eos\":true}", &err), 400);
+    assert_int_equal(chat_status_simple("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"wick\":{\"stale\":1}}", &err), 400);
     assert_int_equal(chat_status_simple("{\"messages\":[]}", &err), 400);
     assert_int_equal(chat_status_simple("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
                                         "\"stream_options\":{\"include_usage\":true}}", &err), 400);

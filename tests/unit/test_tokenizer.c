@@ -57,11 +57,11 @@ static tok_vocab *load_golden_vocab(const char *golden, const char *name, int *r
 }
 
 static int32_t *encode(const tok_vocab *v, const char *text, size_t len, bool add_special,
-                       bool parse_special, size_t *n)
+                       int special, size_t *n)
 {
     wk_error err = {0};
     int32_t *ids = NULL;
-    int rc = tok_encode(v, text, len, add_special, parse_special, &ids, n, &err);
+    int rc = tok_encode(v, text, len, add_special, special, &ids, n, &err);
     if (rc) fail_msg("tok_encode: %s", err.msg);
     return ids;
 }
@@ -95,7 +95,8 @@ static int run_pair(const tok_vocab *v, const char *name, const char *inp_path, 
         assert_non_null(eol);
         *eol = '\0';
         size_t n;
-        int32_t *ids = encode(v, p, len, false, false, &n);
+        /* llama.cpp's vectors were made with parse_special=false */
+        int32_t *ids = encode(v, p, len, false, TOK_SPECIAL_USER_DEFINED, &n);
         char got[1 << 16];
         size_t o = 0;
         got[0] = '\0';
@@ -218,18 +219,22 @@ static void test_imported_qwen3_tokenizer_matches_qwen2_golden(void **state)
     assert_int_equal(bad, 0);
     assert_int_equal(n_rt, 0);
 
-    /* user content: special text stays text, USER_DEFINED <think> is split out */
+    /* llama.cpp's parse_special=false: special text stays text, USER_DEFINED
+     * <think> is split out; plain mode (user content) matches nothing */
     const char *t = "<|im_start|>user\n<think>hi</think><|im_end|>";
     size_t n;
-    int32_t *a = encode(v, t, strlen(t), true, true, &n);
+    int32_t *a = encode(v, t, strlen(t), true, TOK_SPECIAL_ALL, &n);
     assert_int_equal(a[0], 151644);
     assert_int_equal(a[n - 1], 151645);
     free(a);
-    a = encode(v, t, strlen(t), true, false, &n);
+    a = encode(v, t, strlen(t), true, TOK_SPECIAL_USER_DEFINED, &n);
     assert_false(contains(a, n, 151644));
     assert_false(contains(a, n, 151645));
     assert_true(contains(a, n, 151667));
     assert_true(contains(a, n, 151668));
+    free(a);
+    a = encode(v, t, strlen(t), true, TOK_SPECIAL_NONE, &n);
+    for (size_t i = 0; i < n; i++) assert_true(a[i] < 151643); /* no added token at all */
     free(a);
     tok_free(v);
 }
@@ -272,8 +277,12 @@ static void test_special_tokens_are_parsed_only_when_asked(void **state)
     v = load_golden_vocab(golden, "phi-3", NULL);
     assert_non_null(v);
     t = "x</s>y<|end|>";
-    ids = encode(v, t, strlen(t), false, false, &n);
+    ids = encode(v, t, strlen(t), false, TOK_SPECIAL_USER_DEFINED, &n);
     assert_true(contains(ids, n, 2));
+    assert_false(contains(ids, n, 32007));
+    free(ids);
+    ids = encode(v, t, strlen(t), false, TOK_SPECIAL_NONE, &n); /* plain: neither */
+    assert_false(contains(ids, n, 2));
     assert_false(contains(ids, n, 32007));
     free(ids);
     ids = encode(v, t, strlen(t), false, true, &n);

@@ -7,6 +7,7 @@
  * loop is where an attention policy decides which tiles to visit: dense
  * visits every tile up to the causal limit. */
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "backend/cpu/cpu_backend.h"
@@ -14,12 +15,21 @@
 #define ATTN_BQ 32 /* query tokens per work item: enough reuse of a K tile, enough items for threads */
 #define ATTN_BK 64 /* keys per tile: a 64×128 F32 tile (32 KiB) stays in L1/L2 */
 
+/* Numerics follow llama.cpp's CPU flash attention, the reference the golden
+ * logits come from: batches of fewer than 64 queries (its Q tile) take its
+ * one-chunk kernel — Q rounded to F16, keys visited one by one, the V
+ * accumulator rounded to F16 after every update — and larger batches its tiled
+ * kernel with F32 accumulators. Mirroring both keeps decode rows within
+ * llama.cpp's own noise (an F32 decode drifts ~4x further from it). */
+#define ATTN_F16_ACC_BELOW 64
+
 typedef struct attn_job {
     const be_attn_args *a;
     cpu_backend *cb;
     int32_t n_qblocks;
     int32_t ratio; /* query heads per kv head */
     size_t q_head_stride;
+    bool f16_acc; /* one-chunk numerics (see ATTN_F16_ACC_BELOW) */
 } attn_job;
 
 /* Whether the key tile [k0, k1) must be visited by the queries [q0, q1) (positions).
@@ -37,10 +47,15 @@ static bool tile_visible(const be_attn_policy *policy, int32_t q0, int32_t q1, i
 static size_t attn_scratch_floats(const be_attn_args *a, int32_t ratio)
 {
     size_t rows = (size_t)ratio * ATTN_BQ;
-    return (size_t)ATTN_BK * a->d_k + (size_t)ATTN_BK * a->d_v + rows * a->d_v + 2 * rows + ATTN_BK;
+    return (size_t)ATTN_BK * a->d_k + (size_t)ATTN_BK * a->d_v + rows * a->d_v + 2 * rows + ATTN_BK +
+           rows * a->d_k;
 }
 
-static void attn_item(attn_job *j, int32_t g, int32_t qb, float *scratch)
+/* One work item: queries of block qb for every query head of kv head g, over
+ * keys [kb, ke) ∩ causal range. partial == NULL: normalized output to a->out;
+ * else the unnormalized (M, S, acc[d_v]) of each row go to partial + row·(2 + d_v). */
+static void attn_item(attn_job *j, int32_t g, int32_t qb, int32_t kb, int32_t ke, float *scratch,
+                      float *partial)
 {
     const be_attn_args *a = j->a;
     const cpu_vec_fns *vec = j->cb->vec;
@@ -56,18 +71,28 @@ static void attn_item(attn_job *j, int32_t g, int32_t qb, float *scratch)
     float *m = acc + (size_t)ratio * ATTN_BQ * d_v;
     float *l = m + (size_t)ratio * ATTN_BQ;
     float *s = l + (size_t)ratio * ATTN_BQ;
+    float *qrows = s + ATTN_BK; /* query rows of this item, contiguous (F16-rounded in f16_acc mode) */
 
     for (int32_t r = 0; r < rows; r++) {
         m[r] = -INFINITY;
         l[r] = 0.0f;
     }
     memset(acc, 0, sizeof(float) * (size_t)rows * d_v);
+    for (int32_t r = 0; r < rows; r++) {
+        int32_t i = i0 + r / ratio, h = g * ratio + r % ratio;
+        const float *q = a->q + (size_t)i * a->q_stride + (size_t)h * j->q_head_stride;
+        if (j->f16_acc)
+            vec->round_h(qrows + (size_t)r * d_k, q, d_k);
+        else
+            memcpy(qrows + (size_t)r * d_k, q, sizeof(float) * d_k);
+    }
 
     const uint16_t *kh = a->k + (size_t)g * a->kv_head_stride;
     const uint16_t *vh = a->v + (size_t)g * a->kv_head_stride;
-    const int32_t key_end = a->q_pos0 + i1; /* exclusive: last query sees keys < key_end */
+    int32_t key_end = a->q_pos0 + i1; /* exclusive: last query sees keys < key_end */
+    if (key_end > ke) key_end = ke;
 
-    for (int32_t k0 = 0; k0 < key_end; k0 += ATTN_BK) {
+    for (int32_t k0 = kb; k0 < key_end; k0 += ATTN_BK) {
         int32_t k1 = k0 + ATTN_BK < key_end ? k0 + ATTN_BK : key_end;
         if (!tile_visible(a->policy, a->q_pos0 + i0, a->q_pos0 + i1, k0, k1)) continue;
         int32_t nk = k1 - k0;
@@ -76,17 +101,36 @@ static void attn_item(attn_job *j, int32_t g, int32_t qb, float *scratch)
             vec->f16_to_f32(vt + (size_t)t * d_v, vh + (size_t)(k0 + t) * d_v, d_v);
         }
         for (int32_t r = 0; r < rows; r++) {
-            int32_t i = i0 + r / ratio, h = g * ratio + r % ratio;
+            int32_t i = i0 + r / ratio;
             int32_t limit = a->q_pos0 + i + 1; /* causal: keys < limit */
             if (limit <= k0) continue;
             int32_t kend = (limit < k1 ? limit : k1) - k0;
-            const float *q = a->q + (size_t)i * a->q_stride + (size_t)h * j->q_head_stride;
+            const float *q = qrows + (size_t)r * d_k;
+            float *ar = acc + (size_t)r * d_v;
+            if (j->f16_acc) {
+                /* key by key, accumulator in F16 precision */
+                for (int32_t t = 0; t < kend; t++) {
+                    float sc = vec->dot(q, kt + (size_t)t * d_k, d_k) * a->scale;
+                    if (sc > m[r]) {
+                        float ms = expf(m[r] - sc);
+                        m[r] = sc;
+                        vec->scale_h(ar, ms, d_v);
+                        vec->axpy_h(ar, 1.0f, vt + (size_t)t * d_v, d_v);
+                        l[r] = l[r] * ms + 1.0f;
+                    } else {
+                        float vs = expf(sc - m[r]);
+                        vec->axpy_h(ar, vs, vt + (size_t)t * d_v, d_v);
+                        l[r] += vs;
+                    }
+                }
+                continue;
+            }
+            /* tile at once: scores, one rescale per tile, F32 accumulator */
             float mx = -INFINITY;
             for (int32_t t = 0; t < kend; t++) {
                 s[t] = vec->dot(q, kt + (size_t)t * d_k, d_k) * a->scale;
                 if (s[t] > mx) mx = s[t];
             }
-            float *ar = acc + (size_t)r * d_v;
             if (mx > m[r]) {
                 float corr = expf(m[r] - mx); /* 0 on the first tile (m = -inf) */
                 l[r] *= corr;
@@ -102,6 +146,15 @@ static void attn_item(attn_job *j, int32_t g, int32_t qb, float *scratch)
             l[r] += sum;
         }
     }
+    if (partial) {
+        for (int32_t r = 0; r < rows; r++) {
+            float *p = partial + (size_t)r * (2 + d_v);
+            p[0] = m[r];
+            p[1] = l[r];
+            memcpy(p + 2, acc + (size_t)r * d_v, sizeof(float) * d_v);
+        }
+        return;
+    }
     for (int32_t r = 0; r < rows; r++) {
         int32_t i = i0 + r / ratio, h = g * ratio + r % ratio;
         float *o = a->out + (size_t)i * a->out_stride + (size_t)h * d_v;
@@ -111,38 +164,6 @@ static void attn_item(attn_job *j, int32_t g, int32_t qb, float *scratch)
     }
 }
 
-#include <stdlib.h>
-#include "util/f16.h"
-/* EXPERIMENT: llama.cpp one_chunk numerics (Q and V accumulation in F16). */
-static void attn_row_llamacpp(attn_job *j, int32_t i, int32_t h)
-{
-    const be_attn_args *a = j->a;
-    int32_t g = h / j->ratio, d_k = a->d_k, d_v = a->d_v;
-    const float *q = a->q + (size_t)i * a->q_stride + (size_t)h * j->q_head_stride;
-    float qh[512], acc[512];
-    int emu = atoi(getenv("WICK_FA_EMU"));
-    for (int c = 0; c < d_k; c++) qh[c] = (emu & 1) ? wk_f16_to_f32(wk_f32_to_f16(q[c])) : q[c];
-    for (int c = 0; c < d_v; c++) acc[c] = 0;
-    const uint16_t *kh = a->k + (size_t)g * a->kv_head_stride;
-    const uint16_t *vh = a->v + (size_t)g * a->kv_head_stride;
-    float M = -INFINITY, S = 0;
-    int32_t limit = a->q_pos0 + i + 1;
-    for (int32_t t = 0; t < limit; t++) {
-        float s = 0;
-        for (int c = 0; c < d_k; c++) s += qh[c] * wk_f16_to_f32(kh[(size_t)t * d_k + c]);
-        s *= a->scale;
-        float ms = 1, vs = 1;
-        if (s > M) {
-            float Mold = M; M = s; ms = expf(Mold - M);
-            for (int c = 0; c < d_v; c++) acc[c] = (emu & 2) ? wk_f16_to_f32(wk_f32_to_f16(acc[c] * ms)) : acc[c] * ms;
-        } else vs = expf(s - M);
-        for (int c = 0; c < d_v; c++) { float nv = acc[c] + wk_f16_to_f32(vh[(size_t)t * d_v + c]) * vs; acc[c] = (emu & 2) ? wk_f16_to_f32(wk_f32_to_f16(nv)) : nv; }
-        S = S * ms + vs;
-    }
-    float *o = a->out + (size_t)i * a->out_stride + (size_t)h * d_v;
-    for (int c = 0; c < d_v; c++) o[c] = acc[c] * (1.0f / S);
-}
-
 static void attn_worker(void *p, int worker, int n_workers)
 {
     attn_job *j = p;
@@ -150,7 +171,56 @@ static void attn_worker(void *p, int worker, int n_workers)
     wk_split(n_items, worker, n_workers, &b, &e);
     float *scratch = j->cb->work[worker].p;
     for (long it = b; it < e; it++)
-        attn_item(j, (int32_t)(it % j->a->n_head_kv), (int32_t)(it / j->a->n_head_kv), scratch);
+        attn_item(j, (int32_t)(it % j->a->n_head_kv), (int32_t)(it / j->a->n_head_kv), 0, INT32_MAX, scratch,
+                  NULL);
+}
+
+/* Decode over a long cache splits the keys across the workers, each producing
+ * partial (M, S, acc) per head, merged afterwards in F32 — llama.cpp's split-KV
+ * decode path, which this mirrors (threshold and split points included: its
+ * cache view is padded to 256 cells). */
+#define ATTN_SPLIT_KV_MIN 512
+#define ATTN_KV_PAD 256
+
+typedef struct split_job {
+    attn_job *j;
+    int32_t chunk, n_chunks;
+    float *partials; /* [n_chunks][n_head][2 + d_v] */
+} split_job;
+
+static void split_worker(void *p, int worker, int n_workers)
+{
+    split_job *sj = p;
+    const be_attn_args *a = sj->j->a;
+    for (int32_t c = worker; c < sj->n_chunks; c += n_workers) {
+        int32_t kb = c * sj->chunk, ke = kb + sj->chunk;
+        for (int32_t g = 0; g < a->n_head_kv; g++) {
+            float *part = sj->partials + ((size_t)c * a->n_head + (size_t)g * sj->j->ratio) * (2 + a->d_v);
+            attn_item(sj->j, g, 0, kb, ke, sj->j->cb->work[worker].p, part);
+        }
+    }
+}
+
+static void split_reduce(const split_job *sj)
+{
+    const be_attn_args *a = sj->j->a;
+    const int32_t d_v = a->d_v;
+    for (int32_t h = 0; h < a->n_head; h++) {
+        float *o = a->out + (size_t)h * d_v;
+        float M = -INFINITY, S = 0.0f;
+        memset(o, 0, sizeof(float) * d_v);
+        for (int32_t c = 0; c < sj->n_chunks; c++) {
+            const float *p = sj->partials + ((size_t)c * a->n_head + h) * (2 + d_v);
+            if (p[1] == 0.0f) continue;
+            float Mn = fmaxf(M, p[0]);
+            float so = expf(M - Mn), sn = expf(p[0] - Mn);
+            for (int32_t d = 0; d < d_v; d++) o[d] = o[d] * so + p[2 + d] * sn;
+            S = S * so + p[1] * sn;
+            M = Mn;
+        }
+        if (S != 0.0f)
+            for (int32_t d = 0; d < d_v; d++) o[d] *= 1.0f / S;
+    }
 }
 
 int cpu_op_attention(be_backend *be, const be_attn_args *a, wk_error *err)
@@ -164,21 +234,29 @@ int cpu_op_attention(be_backend *be, const be_attn_args *a, wk_error *err)
         return wk_fail(err, WK_EINVAL, "attention: queries at %d..%d beyond %d cached keys",
                        a->q_pos0, a->q_pos0 + a->n_q - 1, a->n_kv);
     attn_job j = {a, cb, (a->n_q + ATTN_BQ - 1) / ATTN_BQ, a->n_head / a->n_head_kv,
-                  a->q_head_stride ? a->q_head_stride : (size_t)a->d_k};
+                  a->q_head_stride ? a->q_head_stride : (size_t)a->d_k, a->n_q < ATTN_F16_ACC_BELOW};
     size_t need = attn_scratch_floats(a, j.ratio);
     int n_workers = cb->n_threads;
     for (int w = 0; w < n_workers; w++)
         if (cpu_buf_reserve(&cb->work[w], need))
             return wk_fail(err, WK_ENOMEM, "attention: out of memory for scratch");
-    if (getenv("WICK_FA_EMU") && a->n_q < 64) {
-        for (int32_t i = 0; i < a->n_q; i++)
-            for (int32_t h = 0; h < a->n_head; h++) attn_row_llamacpp(&j, i, h);
-        return 0;
+    if (a->n_q == 1 && n_workers > 1) {
+        int32_t padded = (a->n_kv + ATTN_KV_PAD - 1) / ATTN_KV_PAD * ATTN_KV_PAD;
+        if (padded >= ATTN_SPLIT_KV_MIN) {
+            split_job sj = {&j, (padded + n_workers - 1) / n_workers, n_workers, NULL};
+            if (cpu_buf_reserve(&cb->shared, (size_t)n_workers * a->n_head * (2 + a->d_v)))
+                return wk_fail(err, WK_ENOMEM, "attention: out of memory for partials");
+            sj.partials = cb->shared.p;
+            wk_pool_run(cb->pool, split_worker, &sj);
+            split_reduce(&sj);
+            return 0;
+        }
     }
     long n_items = (long)a->n_head_kv * j.n_qblocks;
     if (n_items == 1 || n_workers == 1)
         for (long it = 0; it < n_items; it++)
-            attn_item(&j, (int32_t)(it % a->n_head_kv), (int32_t)(it / a->n_head_kv), cb->work[0].p);
+            attn_item(&j, (int32_t)(it % a->n_head_kv), (int32_t)(it / a->n_head_kv), 0, INT32_MAX,
+                      cb->work[0].p, NULL);
     else
         wk_pool_run(cb->pool, attn_worker, &j);
     return 0;

@@ -31,9 +31,27 @@ static void f32_to_f16_scalar(uint16_t *dst, const float *src, int n)
     for (int i = 0; i < n; i++) dst[i] = wk_f32_to_f16(src[i]);
 }
 
+static inline float rh(float x) { return wk_f16_to_f32(wk_f32_to_f16(x)); }
+
+static void axpy_h_scalar(float *y, float s, const float *x, int n)
+{
+    for (int i = 0; i < n; i++) y[i] = rh(y[i] + s * x[i]);
+}
+
+static void scale_h_scalar(float *y, float s, int n)
+{
+    for (int i = 0; i < n; i++) y[i] = rh(y[i] * s);
+}
+
+static void round_h_scalar(float *y, const float *x, int n)
+{
+    for (int i = 0; i < n; i++) y[i] = rh(x[i]);
+}
+
 /* These tables are immutable constants, not mutable state. */
 const cpu_vec_fns cpu_vec_scalar = {"scalar", dot_scalar, axpy_scalar, scale_scalar,
-                                    f16_to_f32_scalar, f32_to_f16_scalar};
+                                    f16_to_f32_scalar, f32_to_f16_scalar, axpy_h_scalar,
+                                    scale_h_scalar, round_h_scalar};
 
 const cpu_vec_fns *cpu_vec_select(int max_level)
 {

@@ -16,6 +16,12 @@ typedef struct cpu_vec_fns {
     void (*scale)(float *y, float s, int n);
     void (*f16_to_f32)(float *dst, const uint16_t *src, int n);
     void (*f32_to_f16)(uint16_t *dst, const float *src, int n);
+    /* y[i] = f16(y[i] + s·x[i]) and y[i] = f16(y[i]·s): an F32 buffer that
+     * holds F16-rounded values, like llama.cpp's F16 attention accumulator */
+    void (*axpy_h)(float *y, float s, const float *x, int n);
+    void (*scale_h)(float *y, float s, int n);
+    /* y[i] = f16(x[i]) */
+    void (*round_h)(float *y, const float *x, int n);
 } cpu_vec_fns;
 
 /* Kernel levels: 0 scalar, 1 AVX2, 2 AVX-512. Returns the table for the

@@ -62,5 +62,32 @@ static void f32_to_f16_avx2(uint16_t *dst, const float *src, int n)
     for (; i < n; i++) dst[i] = wk_f32_to_f16(src[i]);
 }
 
+static inline __m256 rh8(__m256 v) { return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT)); }
+static inline float rh1(float x) { return wk_f16_to_f32(wk_f32_to_f16(x)); }
+
+static void axpy_h_avx2(float *y, float s, const float *x, int n)
+{
+    __m256 vs = _mm256_set1_ps(s);
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, rh8(_mm256_fmadd_ps(vs, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i))));
+    for (; i < n; i++) y[i] = rh1(y[i] + s * x[i]);
+}
+
+static void scale_h_avx2(float *y, float s, int n)
+{
+    __m256 vs = _mm256_set1_ps(s);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, rh8(_mm256_mul_ps(vs, _mm256_loadu_ps(y + i))));
+    for (; i < n; i++) y[i] = rh1(y[i] * s);
+}
+
+static void round_h_avx2(float *y, const float *x, int n)
+{
+    int i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, rh8(_mm256_loadu_ps(x + i)));
+    for (; i < n; i++) y[i] = rh1(x[i]);
+}
+
 const cpu_vec_fns cpu_vec_avx2 = {"avx2", dot_avx2, axpy_avx2, scale_avx2, f16_to_f32_avx2,
-                                  f32_to_f16_avx2};
+                                  f32_to_f16_avx2, axpy_h_avx2, scale_h_avx2, round_h_avx2};

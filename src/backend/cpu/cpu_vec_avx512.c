@@ -59,5 +59,32 @@ static void f32_to_f16_avx512(uint16_t *dst, const float *src, int n)
     for (; i < n; i++) dst[i] = wk_f32_to_f16(src[i]);
 }
 
+static inline __m512 rh16(__m512 v) { return _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT)); }
+static inline float rh1(float x) { return wk_f16_to_f32(wk_f32_to_f16(x)); }
+
+static void axpy_h_avx512(float *y, float s, const float *x, int n)
+{
+    __m512 vs = _mm512_set1_ps(s);
+    int i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(y + i, rh16(_mm512_fmadd_ps(vs, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i))));
+    for (; i < n; i++) y[i] = rh1(y[i] + s * x[i]);
+}
+
+static void scale_h_avx512(float *y, float s, int n)
+{
+    __m512 vs = _mm512_set1_ps(s);
+    int i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, rh16(_mm512_mul_ps(vs, _mm512_loadu_ps(y + i))));
+    for (; i < n; i++) y[i] = rh1(y[i] * s);
+}
+
+static void round_h_avx512(float *y, const float *x, int n)
+{
+    int i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, rh16(_mm512_loadu_ps(x + i)));
+    for (; i < n; i++) y[i] = rh1(x[i]);
+}
+
 const cpu_vec_fns cpu_vec_avx512 = {"avx512", dot_avx512, axpy_avx512, scale_avx512,
-                                    f16_to_f32_avx512, f32_to_f16_avx512};
+                                    f16_to_f32_avx512, f32_to_f16_avx512, axpy_h_avx512, scale_h_avx512, round_h_avx512};

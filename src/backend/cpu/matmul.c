@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cpu/matmul_amx.h"
+#include "backend/cpu/matmul_panel.h"
 #include "backend/cpu/matmul_impl.h"
 #include "quant/quant.h"
 #include "util/cpu.h"
@@ -151,8 +151,8 @@ static uint8_t *scratch_get(cpu_scratch *s, size_t bytes, void **owned)
     return *owned;
 }
 
-/* WICK_NO_AMX=1 turns the AMX path off (benchmarks and tests compare it
- * with the AVX-512 path); read per call, prefill calls take milliseconds. */
+/* WICK_NO_AMX=1 turns the AMX kernel off (benchmarks and tests compare it
+ * with the AVX-512 VNNI one); read per call, prefill calls take milliseconds. */
 static int amx_disabled(void)
 {
     const char *v = getenv("WICK_NO_AMX");
@@ -205,9 +205,11 @@ static int matmul_core(wk_pool *pool, const cpu_weight *w, const float *x, int64
                        size_t extra_bytes, float **extra, wk_error *err)
 {
     const int threads = pool ? wk_pool_size(pool) : 1;
-    const int use_amx = n > DECODE_MAX_N && cpu_amx_usable(w->type) && !amx_disabled();
+    enum cpu_panel_kernel kernel = n > DECODE_MAX_N ? cpu_panel_kernel_for(w->type) : CPU_PANEL_NONE;
+    if (kernel == CPU_PANEL_AMX && amx_disabled()) kernel = CPU_PANEL_VNNI;
     const size_t act_stride = (qt_act_row_bytes(w->type, w->cols) + ACT_ALIGN - 1) / ACT_ALIGN * ACT_ALIGN;
-    const size_t need = use_amx ? cpu_amx_scratch_bytes(w->type, n, w->cols, threads) : act_stride * (size_t)n;
+    const size_t need = kernel != CPU_PANEL_NONE ? cpu_panel_scratch_bytes(w->type, n, w->cols, threads)
+                                                 : act_stride * (size_t)n;
     extra_bytes = (extra_bytes + ACT_ALIGN - 1) / ACT_ALIGN * ACT_ALIGN;
     void *owned;
     uint8_t *buf = scratch_get(scratch, extra_bytes + need, &owned);
@@ -217,7 +219,8 @@ static int matmul_core(wk_pool *pool, const cpu_weight *w, const float *x, int64
         y = *extra;
     }
     uint8_t *act = buf + extra_bytes;
-    if (!use_amx || cpu_matmul_amx(pool, w, x, x_stride, x_rows, n, y, y_stride, act, need) != 0)
+    if (kernel == CPU_PANEL_NONE ||
+        cpu_matmul_panel(pool, kernel, w, x, x_stride, x_rows, n, y, y_stride, act, need) != 0)
         matmul_quantized(pool, w, x, x_stride, x_rows, n, y, y_stride, act, act_stride);
     free(owned);
     return 0;

@@ -1,17 +1,7 @@
-/* Prefill matmul on AMX int8 tiles (Sapphire Rapids and later).
- *
- * Every block-quantized weight type is "int8 codes × per-G scale − per-G min"
- * with G = 32 (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q4_K, Q5_K, IQ4_XS) or
- * G = 16 (Q2_K, Q3_K, Q6_K). A panel of 16 weight rows is unpacked into that
- * form once (codes row-major: the AMX A operand), the activations are
- * quantized to the partner format (bit-exact, as everywhere) and re-laid out
- * in VNNI order (the B operand, 16 activation rows per tile). For each G
- * block one TDPBSSD gives the 16×16 integer block dot products exactly as the
- * scalar kernels form them; they are converted to F32 and accumulated with
- * scale_w·scale_a (and min_w·sum_a) per block, like llama.cpp's kernels.
- *
- * Results per output do not depend on how rows are grouped into tiles or
- * threads (padding rows/columns are zero and never mix with real ones). */
+/* AMX int8 tile kernel of the panel matmul (see matmul_panel_avx512.c for
+ * the data layout): per G block one TDPBSSD forms the 16×16 integer block
+ * dot products of 16 activation rows and 16 weight rows; the vector unit
+ * scales and accumulates them while the tile unit works on the next blocks. */
 #pragma GCC target("amx-tile,amx-int8")
 
 #include <immintrin.h>
@@ -19,382 +9,17 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "backend/cpu/matmul_amx.h"
-#include "quant/blocks.h"
-#include "quant/quant.h"
-#include "util/cpu.h"
-#include "util/f16.h"
+#include "backend/cpu/matmul_panel.h"
 
 #define ARCH_REQ_XCOMP_PERM 0x1023
 #define XFEATURE_XTILEDATA 18
-#define TILE 16 /* rows of an AMX tile; also activation rows per B tile */
+#define TILE CPU_PANEL_ROWS
 
-static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
-
-/* ---- support ------------------------------------------------------------ */
-
-int cpu_amx_group(enum qt_type type)
+int cpu_amx_request(void)
 {
-    switch (type) {
-    case QT_Q4_0: case QT_Q4_1: case QT_Q5_0: case QT_Q5_1: case QT_Q8_0: case QT_IQ4_NL:
-    case QT_Q4_K: case QT_Q5_K: case QT_IQ4_XS:
-        return 32;
-    case QT_Q2_K: case QT_Q3_K: case QT_Q6_K:
-        return 16;
-    default:
-        return 0;
-    }
-}
-
-static int has_min(enum qt_type type)
-{
-    return type == QT_Q4_1 || type == QT_Q5_1 || type == QT_Q4_K || type == QT_Q5_K || type == QT_Q2_K;
-}
-
-int cpu_amx_usable(enum qt_type type)
-{
-    const wk_cpu_features *f = wk_cpu();
-    if (!f->amx_int8 || !f->avx512f || !f->avx512bw || !f->avx512vl || !cpu_amx_group(type)) return 0;
     /* Linux hands out the 8 KiB tile state only on request (idempotent, cheap). */
     return syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
 }
-
-/* Scratch layout (all parts 64-byte aligned):
- *   acts:   groups × blocks × (16·G code bytes)      A tiles, 16 rows of G
- *   ascale: groups × blocks × 16 floats              activation scale
- *   asum:   groups × blocks × 16 floats              activation sum term (min types)
- *   panels: threads × (blocks × (2·16·G + 2·16·4))   unpacked weight panels (B tiles)
- *   qbufs:  threads × one quantized activation row    */
-typedef struct {
-    int64_t groups, blocks;
-    size_t acts, ascale, asum, panels, panel_bytes, qbufs, qbuf_bytes, total;
-} amx_layout;
-
-static size_t align64(size_t v) { return (v + 63) & ~(size_t)63; }
-
-static amx_layout layout_of(enum qt_type type, int G, int64_t n, int64_t k, int threads)
-{
-    amx_layout L;
-    L.groups = (n + TILE - 1) / TILE;
-    L.blocks = k / G;
-    size_t tiles = (size_t)(L.groups * L.blocks);
-    L.acts = 0;
-    L.ascale = align64(tiles * TILE * (size_t)G);
-    L.asum = L.ascale + align64(tiles * TILE * sizeof(float));
-    L.panels = L.asum + align64(tiles * TILE * sizeof(float));
-    /* VNNI codes + scales + mins, then the row-major staging codes */
-    L.panel_bytes = align64((size_t)L.blocks * (2 * TILE * (size_t)G + 2 * TILE * sizeof(float)));
-    L.qbufs = L.panels + L.panel_bytes * (size_t)threads;
-    L.qbuf_bytes = align64(qt_act_row_bytes(type, k));
-    L.total = L.qbufs + L.qbuf_bytes * (size_t)threads;
-    return L;
-}
-
-size_t cpu_amx_scratch_bytes(enum qt_type type, int64_t n, int64_t k, int threads)
-{
-    int G = cpu_amx_group(type);
-    return G ? layout_of(type, G, n, k, threads).total : 0;
-}
-
-/* ---- weight unpackers: one row → codes[b*16*G + j], scale[b*16], min[b*16] */
-
-static void unpack_row(enum qt_type type, const void *src, int64_t k, int8_t *codes, float *scale, float *minv)
-{
-    const int G = cpu_amx_group(type);
-    const size_t cs = TILE * (size_t)G; /* code stride between blocks */
-    switch (type) {
-    case QT_Q8_0: {
-        const blk_q8_0 *b = src;
-        for (int64_t i = 0; i < k / 32; i++) {
-            memcpy(codes + i * cs, b[i].qs, 32);
-            scale[i * TILE] = h2f(b[i].d);
-            minv[i * TILE] = 0;
-        }
-        break;
-    }
-    case QT_Q4_0:
-    case QT_IQ4_NL: {
-        const blk_q4_0 *b = src; /* same layout as blk_iq4_nl */
-        const __m128i m4 = _mm_set1_epi8(0x0F);
-        const __m128i book = type == QT_Q4_0 ? _mm_setr_epi8(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7)
-                                             : _mm_loadu_si128((const __m128i *)k_iq4nl_values);
-        for (int64_t i = 0; i < k / 32; i++) {
-            __m128i q = _mm_loadu_si128((const __m128i *)b[i].qs);
-            _mm_storeu_si128((__m128i *)(codes + i * cs), _mm_shuffle_epi8(book, _mm_and_si128(q, m4)));
-            _mm_storeu_si128((__m128i *)(codes + i * cs + 16),
-                             _mm_shuffle_epi8(book, _mm_and_si128(_mm_srli_epi16(q, 4), m4)));
-            scale[i * TILE] = h2f(b[i].d);
-            minv[i * TILE] = 0;
-        }
-        break;
-    }
-    case QT_Q4_1: {
-        const blk_q4_1 *b = src;
-        const __m128i m4 = _mm_set1_epi8(0x0F);
-        for (int64_t i = 0; i < k / 32; i++) {
-            __m128i q = _mm_loadu_si128((const __m128i *)b[i].qs);
-            _mm_storeu_si128((__m128i *)(codes + i * cs), _mm_and_si128(q, m4));
-            _mm_storeu_si128((__m128i *)(codes + i * cs + 16), _mm_and_si128(_mm_srli_epi16(q, 4), m4));
-            scale[i * TILE] = h2f(b[i].d);
-            minv[i * TILE] = -h2f(b[i].m); /* + m·s enters as − min·sum */
-        }
-        break;
-    }
-    case QT_Q5_0:
-    case QT_Q5_1: {
-        const int is1 = type == QT_Q5_1;
-        for (int64_t i = 0; i < k / 32; i++) {
-            const uint8_t *qs, *qhp;
-            uint16_t d, m = 0;
-            if (is1) {
-                const blk_q5_1 *b = (const blk_q5_1 *)src + i;
-                qs = b->qs, qhp = b->qh, d = b->d, m = b->m;
-            } else {
-                const blk_q5_0 *b = (const blk_q5_0 *)src + i;
-                qs = b->qs, qhp = b->qh, d = b->d;
-            }
-            uint32_t qh;
-            memcpy(&qh, qhp, 4);
-            int8_t *c = codes + i * cs;
-            const int off = is1 ? 0 : 16;
-            for (int j = 0; j < 16; j++) {
-                c[j] = (int8_t)((int)((qs[j] & 0xF) | (((qh >> j) & 1) << 4)) - off);
-                c[j + 16] = (int8_t)((int)((qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) - off);
-            }
-            scale[i * TILE] = h2f(d);
-            minv[i * TILE] = is1 ? -h2f(m) : 0.0f;
-        }
-        break;
-    }
-    case QT_Q4_K:
-    case QT_Q5_K: {
-        const int is5 = type == QT_Q5_K;
-        const __m256i m4 = _mm256_set1_epi8(0x0F);
-        for (int64_t i = 0; i < k / 256; i++) {
-            const uint8_t *qs, *sc12, *qh = NULL;
-            float d, dmin;
-            if (is5) {
-                const blk_q5_K *b = (const blk_q5_K *)src + i;
-                qs = b->qs, sc12 = b->scales, qh = b->qh, d = h2f(b->d), dmin = h2f(b->dmin);
-            } else {
-                const blk_q4_K *b = (const blk_q4_K *)src + i;
-                qs = b->qs, sc12 = b->scales, d = h2f(b->d), dmin = h2f(b->dmin);
-            }
-            __m256i hv = is5 ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
-            for (int g = 0; g < 4; g++) {
-                __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * g));
-                __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-                if (is5) {
-                    const __m256i b16 = _mm256_set1_epi8(0x10);
-                    lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hv, 2 * g), 4), b16));
-                    hi = _mm256_or_si256(hi,
-                                         _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hv, 2 * g + 1), 4), b16));
-                }
-                int64_t s0 = i * 8 + 2 * g;
-                _mm256_storeu_si256((__m256i *)(codes + s0 * cs), lo);
-                _mm256_storeu_si256((__m256i *)(codes + (s0 + 1) * cs), hi);
-                for (int h = 0; h < 2; h++) {
-                    uint8_t sc, mn;
-                    k_scale_min(2 * g + h, sc12, &sc, &mn);
-                    scale[(s0 + h) * TILE] = d * (float)sc;
-                    minv[(s0 + h) * TILE] = dmin * (float)mn;
-                }
-            }
-        }
-        break;
-    }
-    case QT_IQ4_XS: {
-        const blk_iq4_xs *b = src;
-        const __m128i m4 = _mm_set1_epi8(0x0F);
-        const __m128i book = _mm_loadu_si128((const __m128i *)k_iq4nl_values);
-        for (int64_t i = 0; i < k / 256; i++) {
-            const float d = h2f(b[i].d);
-            for (int ib = 0; ib < 8; ib++) {
-                int64_t s = i * 8 + ib;
-                __m128i q = _mm_loadu_si128((const __m128i *)(b[i].qs + 16 * ib));
-                _mm_storeu_si128((__m128i *)(codes + s * cs), _mm_shuffle_epi8(book, _mm_and_si128(q, m4)));
-                _mm_storeu_si128((__m128i *)(codes + s * cs + 16),
-                                 _mm_shuffle_epi8(book, _mm_and_si128(_mm_srli_epi16(q, 4), m4)));
-                scale[s * TILE] = d * (float)(iq4xs_scale(ib, &b[i]) - 32);
-                minv[s * TILE] = 0;
-            }
-        }
-        break;
-    }
-    case QT_Q6_K: {
-        const blk_q6_K *b = src;
-        const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32);
-        for (int64_t i = 0; i < k / 256; i++) {
-            const float d = h2f(b[i].d);
-            for (int h = 0; h < 2; h++) {
-                const uint8_t *ql = b[i].ql + 64 * h;
-                __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
-                __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
-                __m256i qh = _mm256_loadu_si256((const __m256i *)(b[i].qh + 32 * h));
-                __m256i u[4];
-                u[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
-                u[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
-                u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m30));
-                u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                       _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
-                for (int q = 0; q < 4; q++) {
-                    /* 32 codes = sub-blocks s (first 16) and s+1 */
-                    int64_t s = i * 16 + 8 * h + 2 * q;
-                    __m256i c = _mm256_sub_epi8(u[q], k32);
-                    _mm_storeu_si128((__m128i *)(codes + s * cs), _mm256_castsi256_si128(c));
-                    _mm_storeu_si128((__m128i *)(codes + (s + 1) * cs), _mm256_extracti128_si256(c, 1));
-                    scale[s * TILE] = d * (float)b[i].scales[8 * h + 2 * q];
-                    scale[(s + 1) * TILE] = d * (float)b[i].scales[8 * h + 2 * q + 1];
-                    minv[s * TILE] = minv[(s + 1) * TILE] = 0;
-                }
-            }
-        }
-        break;
-    }
-    case QT_Q3_K: {
-        const blk_q3_K *b = src;
-        for (int64_t i = 0; i < k / 256; i++) {
-            const float d = h2f(b[i].d);
-            for (int h = 0; h < 2; h++)
-                for (int p = 0; p < 4; p++) {
-                    const uint8_t m = (uint8_t)(1u << (4 * h + p));
-                    for (int half = 0; half < 2; half++) {
-                        int sb = 8 * h + 2 * p + half;
-                        int8_t *c = codes + (i * 16 + sb) * cs;
-                        for (int l = 0; l < 16; l++) {
-                            int li = 16 * half + l;
-                            c[l] = (int8_t)(((b[i].qs[32 * h + li] >> (2 * p)) & 3) - ((b[i].hmask[li] & m) ? 0 : 4));
-                        }
-                        scale[(i * 16 + sb) * TILE] = d * (float)q3k_scale(sb, b[i].scales);
-                        minv[(i * 16 + sb) * TILE] = 0;
-                    }
-                }
-        }
-        break;
-    }
-    case QT_Q2_K: {
-        const blk_q2_K *b = src;
-        for (int64_t i = 0; i < k / 256; i++) {
-            const float d = h2f(b[i].d), dmin = h2f(b[i].dmin);
-            for (int h = 0; h < 2; h++)
-                for (int p = 0; p < 4; p++)
-                    for (int half = 0; half < 2; half++) {
-                        int sb = 8 * h + 2 * p + half;
-                        int8_t *c = codes + (i * 16 + sb) * cs;
-                        const uint8_t *q = b[i].qs + 32 * h + 16 * half;
-                        for (int l = 0; l < 16; l++) c[l] = (int8_t)((q[l] >> (2 * p)) & 3);
-                        scale[(i * 16 + sb) * TILE] = d * (float)(b[i].scales[sb] & 0xF);
-                        minv[(i * 16 + sb) * TILE] = dmin * (float)(b[i].scales[sb] >> 4);
-                    }
-        }
-        break;
-    }
-    default:
-        break;
-    }
-}
-
-/* Unpacks weight rows [r0, r0+nv) into a panel of 16 (missing rows zero):
- * codes in VNNI order (B tiles: G/4 rows of 16 weights × 4 bytes), then the
- * per-block scales and mins of the 16 rows. */
-static void unpack_panel(const cpu_weight *w, int64_t r0, int nv, int G, int64_t blocks, uint8_t *panel)
-{
-    const size_t tb = TILE * (size_t)G;
-    int8_t *codes = (int8_t *)panel;
-    float *scale = (float *)(panel + (size_t)blocks * tb);
-    float *minv = scale + blocks * TILE;
-    int8_t *stage = (int8_t *)(minv + blocks * TILE); /* [block][row][G] */
-    const uint8_t *base = w->data;
-    for (int i = 0; i < TILE; i++) {
-        if (i < nv) {
-            unpack_row(w->type, base + (size_t)(r0 + i) * w->row_bytes, w->cols, stage + i * G, scale + i, minv + i);
-        } else {
-            for (int64_t b = 0; b < blocks; b++) {
-                memset(stage + b * tb + i * G, 0, (size_t)G);
-                scale[b * TILE + i] = 0;
-                minv[b * TILE + i] = 0;
-            }
-        }
-    }
-    /* [row][4r..4r+3] → [r][row·4 ..]: a 16 × G/4 transpose of 32-bit words */
-    for (int64_t b = 0; b < blocks; b++) {
-        const uint32_t *src = (const uint32_t *)(stage + b * tb);
-        uint32_t *dst = (uint32_t *)(codes + b * tb);
-        for (int i = 0; i < TILE; i++)
-            for (int r = 0; r < G / 4; r++) dst[r * TILE + i] = src[i * (G / 4) + r];
-    }
-}
-
-/* ---- activations --------------------------------------------------------- */
-
-typedef struct {
-    const cpu_weight *w;
-    const float *x;
-    int64_t x_stride, n;
-    const int32_t *x_rows;
-    uint8_t *scratch;
-    amx_layout L;
-    int G;
-    /* output */
-    float *y;
-    int64_t y_stride;
-    long n_panels, n_chunks, chunk_groups;
-} amx_job;
-
-/* Quantizes activation row `row` (bit-exact partner format) and scatters it
- * into the VNNI-ordered B tiles of its group. */
-static void pack_act_row(const amx_job *job, int64_t row, uint8_t *qbuf)
-{
-    const int G = job->G;
-    const int64_t k = job->w->cols, blocks = job->L.blocks;
-    const int64_t g = row / TILE, j = row % TILE;
-    uint8_t *acts = job->scratch + job->L.acts;
-    float *ascale = (float *)(job->scratch + job->L.ascale), *asum = (float *)(job->scratch + job->L.asum);
-    const size_t tile_bytes = TILE * (size_t)G;
-    if (row >= job->n) { /* padding column: zero codes and scales */
-        for (int64_t b = 0; b < blocks; b++) {
-            memset(acts + (size_t)(g * blocks + b) * tile_bytes + j * G, 0, (size_t)G);
-            ascale[(g * blocks + b) * TILE + j] = 0;
-            asum[(g * blocks + b) * TILE + j] = 0;
-        }
-        return;
-    }
-    int64_t src = job->x_rows ? job->x_rows[row] : row;
-    qt_quantize_act(job->w->type, job->x + src * job->x_stride, qbuf, k);
-    enum qt_type at = qt_traits_of(job->w->type)->vec_dot;
-    for (int64_t b = 0; b < blocks; b++) {
-        const int8_t *q;
-        float sc, sum;
-        if (at == QT_Q8_0) {
-            const blk_q8_0 *a = (const blk_q8_0 *)qbuf + b;
-            q = a->qs, sc = h2f(a->d), sum = 0;
-        } else if (at == QT_Q8_1) {
-            const blk_q8_1 *a = (const blk_q8_1 *)qbuf + b;
-            q = a->qs, sc = h2f(a->d), sum = h2f(a->s);
-        } else { /* Q8_K: G-element slice of a 256 block */
-            const blk_q8_K *a = (const blk_q8_K *)qbuf + (b * G) / 256;
-            int off = (int)((b * G) % 256);
-            q = a->qs + off;
-            sc = a->d;
-            int bs = G == 32 ? a->bsums[off / 16] + a->bsums[off / 16 + 1] : a->bsums[off / 16];
-            sum = a->d * (float)bs;
-        }
-        memcpy(acts + (size_t)(g * blocks + b) * tile_bytes + j * G, q, (size_t)G);
-        ascale[(g * blocks + b) * TILE + j] = sc;
-        asum[(g * blocks + b) * TILE + j] = sum;
-    }
-}
-
-static void pack_body(void *ctx, int worker, int n_workers)
-{
-    const amx_job *job = ctx;
-    long b, e;
-    wk_split((long)(job->L.groups * TILE), worker, n_workers, &b, &e);
-    uint8_t *qbuf = job->scratch + job->L.qbufs + job->L.qbuf_bytes * (size_t)worker;
-    for (long r = b; r < e; r++) pack_act_row(job, r, qbuf);
-}
-
-/* ---- the tile kernel ------------------------------------------------------ */
 
 typedef struct {
     uint8_t palette, start_row, reserved[14];
@@ -404,7 +29,7 @@ typedef struct {
 
 /* tiles 0,1: C (16 activations × 16 weights, int32); 2,4: A = activation
  * codes (16 rows × G bytes); 3,5: B = weight codes (G/4 rows × 64 bytes) */
-static void amx_configure(int G)
+void cpu_amx_begin(int G)
 {
     amx_cfg c;
     memset(&c, 0, sizeof c);
@@ -414,6 +39,8 @@ static void amx_configure(int G)
     c.rows[3] = c.rows[5] = (uint8_t)(G / 4), c.colsb[3] = c.colsb[5] = 64;
     _tile_loadconfig(&c);
 }
+
+void cpu_amx_end(void) { _tile_release(); }
 
 /* acc[j] (lanes = 16 weight rows) += C[j] · (scale_a[j] · scale_w) − sum_a[j] · min_w */
 static inline __attribute__((always_inline)) void post_block(__m512 *acc, const int32_t *cbuf, const float *ws,
@@ -477,74 +104,9 @@ static inline __attribute__((always_inline)) void tile_gemm(const uint8_t *panel
     for (int i = 0; i < TILE; i++) _mm512_store_ps(out[i], acc[i]);
 }
 
-static void gemm_body(void *ctx, int worker, int n_workers)
+void cpu_amx_tile(const uint8_t *panel, const uint8_t *acts, const float *ascale, const float *asum, int64_t blocks,
+                  int G, float out[CPU_PANEL_ROWS][CPU_PANEL_ROWS], int with_min)
 {
-    const amx_job *job = ctx;
-    const amx_layout *L = &job->L;
-    const int G = job->G;
-    const int with_min = has_min(job->w->type);
-    uint8_t *panel = job->scratch + L->panels + L->panel_bytes * (size_t)worker;
-    const size_t tile_bytes = TILE * (size_t)G;
-    long items = job->n_panels * job->n_chunks, b, e;
-    wk_split(items, worker, n_workers, &b, &e);
-    if (b >= e) return;
-    amx_configure(G);
-    long have_panel = -1;
-    float out[TILE][TILE] __attribute__((aligned(64)));
-    for (long it = b; it < e; it++) {
-        long p = it / job->n_chunks, c = it % job->n_chunks;
-        int64_t r0 = p * TILE;
-        int nv = (int)(job->w->rows - r0 < TILE ? job->w->rows - r0 : TILE);
-        if (have_panel != p) {
-            unpack_panel(job->w, r0, nv, G, L->blocks, panel);
-            have_panel = p;
-        }
-        int64_t g0 = c * job->chunk_groups, g1 = g0 + job->chunk_groups < L->groups ? g0 + job->chunk_groups : L->groups;
-        for (int64_t g = g0; g < g1; g++) {
-            const size_t t0 = (size_t)(g * L->blocks);
-            const uint8_t *acts = job->scratch + L->acts + t0 * tile_bytes;
-            const float *as = (const float *)(job->scratch + L->ascale) + t0 * TILE;
-            const float *am = (const float *)(job->scratch + L->asum) + t0 * TILE;
-            if (with_min) tile_gemm(panel, acts, as, am, L->blocks, G, out, 1);
-            else tile_gemm(panel, acts, as, am, L->blocks, G, out, 0);
-            int64_t nj = job->n - g * TILE < TILE ? job->n - g * TILE : TILE;
-            const __mmask16 keep = (__mmask16)((1u << nv) - 1);
-            for (int64_t j = 0; j < nj; j++)
-                _mm512_mask_storeu_ps(job->y + (g * TILE + j) * job->y_stride + r0, keep, _mm512_load_ps(out[j]));
-        }
-    }
-    _tile_release();
-}
-
-int cpu_matmul_amx(wk_pool *pool, const cpu_weight *w, const float *x, int64_t x_stride, const int32_t *x_rows,
-                   int64_t n, float *y, int64_t y_stride, void *scratch, size_t scratch_bytes)
-{
-    const int G = cpu_amx_group(w->type);
-    int threads = pool ? wk_pool_size(pool) : 1;
-    amx_job job;
-    memset(&job, 0, sizeof job);
-    job.w = w;
-    job.x = x;
-    job.x_stride = x_stride;
-    job.n = n;
-    job.x_rows = x_rows;
-    job.scratch = scratch;
-    job.G = G;
-    job.L = layout_of(w->type, G, n, w->cols, threads);
-    job.y = y;
-    job.y_stride = y_stride;
-    if (!G || scratch_bytes < job.L.total || ((uintptr_t)scratch & 63)) return -1;
-    if (pool && threads > 1 && n >= 8) wk_pool_run(pool, pack_body, &job);
-    else pack_body(&job, 0, 1);
-    job.n_panels = (long)((w->rows + TILE - 1) / TILE);
-    job.chunk_groups = job.L.groups;
-    job.n_chunks = 1;
-    /* few panels: split the activation groups too so every thread has work */
-    while (job.n_panels * job.n_chunks < 4L * threads && job.chunk_groups > 1) {
-        job.chunk_groups = (job.chunk_groups + 1) / 2;
-        job.n_chunks = (long)((job.L.groups + job.chunk_groups - 1) / job.chunk_groups);
-    }
-    if (pool && threads > 1) wk_pool_run(pool, gemm_body, &job);
-    else gemm_body(&job, 0, 1);
-    return 0;
+    if (with_min) tile_gemm(panel, acts, ascale, asum, blocks, G, out, 1);
+    else tile_gemm(panel, acts, ascale, asum, blocks, G, out, 0);
 }

@@ -236,49 +236,61 @@ fa_prefill_kernel(const cuda_attn a, float qscale)
 /* ---- decode: split-K ---------------------------------------------------------------- */
 
 #define FD_WARPS 4
-#define FD_CHUNK 128 /* keys per block: keeps static shared memory under 48 KB at d = 256 */
+#define FD_CHUNK 128 /* keys per sub-chunk of a block: keeps static shared memory under 48 KB at d = 256 */
 #define FD_MAXG 8    /* query heads per kv head */
 
 template <int D>
 __global__ void __launch_bounds__(FD_WARPS * 32)
-fa_decode_kernel(const cuda_attn a, float qscale, int n_split, float *part_o, float *part_ml)
+fa_decode_kernel(const cuda_attn a, float qscale, int n_split, int split_len, float *part_o, float *part_ml)
 {
     constexpr int E = D / 32; /* dims per lane */
     __shared__ float qs[FD_MAXG][D];
     __shared__ float sc[FD_MAXG][FD_CHUNK];
     __shared__ float red[FD_WARPS][FD_MAXG][D];
-    __shared__ float mrow[FD_MAXG], lrow[FD_MAXG];
+    __shared__ float m_run[FD_MAXG], l_run[FD_MAXG], corr_s[FD_MAXG];
 
     const int split = blockIdx.x, g_kv = blockIdx.y, qi = blockIdx.z;
     const int G = a.n_head / a.n_head_kv;
     const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
     const int p = a.q_pos0 + qi;
-    const int j0 = split * FD_CHUNK;
-    const int j1 = min(j0 + FD_CHUNK, min(p + 1, a.n_kv)); /* exclusive */
     const size_t qhs = a.q_head_stride ? a.q_head_stride : (size_t)D;
+    /* this block's keys: [b0, b1) */
+    const int b0 = split * split_len;
+    const int b1 = min(b0 + split_len, min(p + 1, a.n_kv));
 
     for (int idx = threadIdx.x; idx < G * D; idx += FD_WARPS * 32) {
         const int g = idx / D, c = idx % D;
         qs[g][c] = a.q[(size_t)qi * a.q_stride + (size_t)(g_kv * G + g) * qhs + c] * qscale;
     }
+    if (threadIdx.x < FD_MAXG) {
+        m_run[threadIdx.x] = -INFINITY;
+        l_run[threadIdx.x] = 0.0f;
+    }
     __syncthreads();
+    float qr[FD_MAXG][E];
+#pragma unroll
+    for (int g = 0; g < FD_MAXG; g++)
+#pragma unroll
+        for (int e = 0; e < E; e++) qr[g][e] = g < G ? qs[g][lane * E + e] : 0.0f;
+    float acc[FD_MAXG][E];
+#pragma unroll
+    for (int g = 0; g < FD_MAXG; g++)
+#pragma unroll
+        for (int e = 0; e < E; e++) acc[g][e] = 0.0f;
 
-    const bool live = j0 < j1 && tile_needed(a.mask, p, p, j0, j1 - 1);
     const uint16_t *kh = a.k + (size_t)g_kv * a.kv_head_stride;
     const uint16_t *vh = a.v + (size_t)g_kv * a.kv_head_stride;
-    if (live) {
-        float qr[FD_MAXG][E];
-#pragma unroll
-        for (int g = 0; g < FD_MAXG; g++)
-#pragma unroll
-            for (int e = 0; e < E; e++) qr[g][e] = g < G ? qs[g][lane * E + e] : 0.0f;
+    for (int j0 = b0; j0 < b1; j0 += FD_CHUNK) {
+        const int j1 = min(j0 + FD_CHUNK, b1);
+        if (!tile_needed(a.mask, p, p, j0, j1 - 1)) continue; /* uniform over the block */
+        /* scores: one key per warp step, lanes split the head dim */
+#pragma unroll 2
         for (int j = j0 + warp; j < j1; j += FD_WARPS) {
             float kf[E];
             const uint16_t *kr = kh + (size_t)j * D + lane * E;
 #pragma unroll
             for (int e = 0; e < E; e += 2) {
-                __half2 h2 = *(const __half2 *)(kr + e);
-                float2 f = __half22float2(h2);
+                float2 f = __half22float2(*(const __half2 *)(kr + e));
                 kf[e] = f.x;
                 kf[e + 1] = f.y;
             }
@@ -286,41 +298,43 @@ fa_decode_kernel(const cuda_attn a, float qscale, int n_split, float *part_o, fl
 #pragma unroll
             for (int g = 0; g < FD_MAXG; g++) {
                 if (g >= G) break;
-                float acc = 0.0f;
+                float t = 0.0f;
 #pragma unroll
-                for (int e = 0; e < E; e++) acc += qr[g][e] * kf[e];
-                acc = warp_sum(acc);
-                if (lane == 0) sc[g][j - j0] = ok ? acc : -INFINITY;
+                for (int e = 0; e < E; e++) t += qr[g][e] * kf[e];
+                t = warp_sum(t);
+                if (lane == 0) sc[g][j - j0] = ok ? t : -INFINITY;
             }
         }
-    }
-    __syncthreads();
-    /* per-head max and exp over the chunk: warp w handles heads w, w+4 */
-    for (int g = warp; g < G; g += FD_WARPS) {
-        float mx = -INFINITY;
-        if (live)
+        __syncthreads();
+        /* online softmax per head: warp w takes heads w, w+4 */
+        for (int g = warp; g < G; g += FD_WARPS) {
+            float mx = -INFINITY;
             for (int j = lane; j < j1 - j0; j += 32) mx = fmaxf(mx, sc[g][j]);
-        mx = warp_max(mx);
-        float sum = 0.0f;
-        if (live)
+            mx = warp_max(mx);
+            const float m_new = fmaxf(m_run[g], mx);
+            float sum = 0.0f;
             for (int j = lane; j < j1 - j0; j += 32) {
-                float e = mx == -INFINITY ? 0.0f : exp2f(sc[g][j] - mx);
+                const float e = m_new == -INFINITY ? 0.0f : exp2f(sc[g][j] - m_new);
                 sc[g][j] = e;
                 sum += e;
             }
-        sum = warp_sum(sum);
-        if (lane == 0) {
-            mrow[g] = mx;
-            lrow[g] = sum;
+            sum = warp_sum(sum);
+            if (lane == 0) {
+                const float corr = m_new == -INFINITY ? 1.0f : exp2f(m_run[g] - m_new);
+                corr_s[g] = corr;
+                l_run[g] = l_run[g] * corr + sum;
+                m_run[g] = m_new;
+            }
         }
-    }
-    __syncthreads();
-    float acc[FD_MAXG][E];
+        __syncthreads();
 #pragma unroll
-    for (int g = 0; g < FD_MAXG; g++)
+        for (int g = 0; g < FD_MAXG; g++) {
+            if (g >= G) break;
+            const float corr = corr_s[g];
 #pragma unroll
-        for (int e = 0; e < E; e++) acc[g][e] = 0.0f;
-    if (live)
+            for (int e = 0; e < E; e++) acc[g][e] *= corr;
+        }
+#pragma unroll 2
         for (int j = j0 + warp; j < j1; j += FD_WARPS) {
             float vf[E];
             const uint16_t *vr = vh + (size_t)j * D + lane * E;
@@ -338,6 +352,8 @@ fa_decode_kernel(const cuda_attn a, float qscale, int n_split, float *part_o, fl
                 for (int e = 0; e < E; e++) acc[g][e] += pj * vf[e];
             }
         }
+        __syncthreads(); /* sc is rewritten by the next sub-chunk */
+    }
 #pragma unroll
     for (int g = 0; g < FD_MAXG; g++) {
         if (g >= G) break;
@@ -348,14 +364,14 @@ fa_decode_kernel(const cuda_attn a, float qscale, int n_split, float *part_o, fl
     const size_t base = ((size_t)qi * a.n_head + (size_t)g_kv * G) * n_split + split;
     for (int idx = threadIdx.x; idx < G * D; idx += FD_WARPS * 32) {
         const int g = idx / D, c = idx % D;
-        float s = 0.0f;
+        float t = 0.0f;
 #pragma unroll
-        for (int w = 0; w < FD_WARPS; w++) s += red[w][g][c];
-        part_o[(base + (size_t)g * n_split) * D + c] = s;
+        for (int w = 0; w < FD_WARPS; w++) t += red[w][g][c];
+        part_o[(base + (size_t)g * n_split) * D + c] = t;
     }
     if (threadIdx.x < G) {
-        part_ml[(base + (size_t)threadIdx.x * n_split) * 2] = live ? mrow[threadIdx.x] : -INFINITY;
-        part_ml[(base + (size_t)threadIdx.x * n_split) * 2 + 1] = live ? lrow[threadIdx.x] : 0.0f;
+        part_ml[(base + (size_t)threadIdx.x * n_split) * 2] = m_run[threadIdx.x];
+        part_ml[(base + (size_t)threadIdx.x * n_split) * 2 + 1] = l_run[threadIdx.x];
     }
 }
 
@@ -402,17 +418,23 @@ template <int D> static int fa_decode(cuda_ctx *c, const cuda_attn *a, wk_error 
     if (G > FD_MAXG)
         return wk_fail(err, WK_EUNSUPPORTED, "attention: %d query heads per kv head (decode kernel takes %d)", G,
                        FD_MAXG);
-    const int last = a->q_pos0 + a->n_q; /* keys < last can be visible */
-    const int n_split = (min(last, a->n_kv) + FD_CHUNK - 1) / FD_CHUNK;
+    const int last = min(a->q_pos0 + a->n_q, a->n_kv); /* keys < last can be visible */
+    /* enough blocks for ~3 per multiprocessor, each a whole number of sub-chunks */
+    const int want = max(1, 3 * c->sm_count / (a->n_head_kv * a->n_q));
+    const int n_sub = (last + FD_CHUNK - 1) / FD_CHUNK;
+    const int sub_per_split = (n_sub + want - 1) / want;
+    const int split_len = sub_per_split * FD_CHUNK;
+    const int n_split = (last + split_len - 1) / split_len;
     const size_t rows = (size_t)a->n_q * a->n_head * n_split;
     void *scr;
     int rc = cuda_ctx_scratch(c, rows * (D + 2) * sizeof(float), &scr, err);
     if (rc) return rc;
     float *part_o = (float *)scr, *part_ml = part_o + rows * D;
     dim3 grid(n_split, a->n_head_kv, a->n_q);
-    fa_decode_kernel<D><<<grid, FD_WARPS * 32, 0, c->stream>>>(*a, a->scale * LOG2E, n_split, part_o, part_ml);
+    fa_decode_kernel<D><<<grid, FD_WARPS * 32, 0, c->stream>>>(*a, a->scale * LOG2E, n_split, split_len, part_o,
+                                                                part_ml);
     CU_CHECK_LAUNCH(err, "attention (decode)");
-    fa_combine_kernel<<<dim3(a->n_head, a->n_q), 128, 0, c->stream>>>(*a, n_split, D, part_o, part_ml);
+    fa_combine_kernel<<<dim3(a->n_head, a->n_q), D, 0, c->stream>>>(*a, n_split, D, part_o, part_ml);
     CU_CHECK_LAUNCH(err, "attention (combine)");
     return 0;
 }

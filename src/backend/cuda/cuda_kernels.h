@@ -35,6 +35,8 @@ typedef struct cuda_ctx {
     void *scratch;        /* device; grows in cuda_ctx_scratch */
     size_t scratch_bytes;
     int sm_count;
+    int mv_rows;          /* matvec: rows per warp at a time (1 or 2) */
+    int mv_blocks_per_sm; /* matvec: grid cap in blocks per multiprocessor (0 = one warp per row group) */
 } cuda_ctx;
 
 int cuda_ctx_init(cuda_ctx *c, int device, wk_error *err);

@@ -3,7 +3,7 @@
  * The value columns of a head's state are independent given the token's
  * k, q, β and decay: column c of S_j only needs k·S[:,c] and its own v_c.
  * So a block owns GDN_COLS columns of one value head, keeps that slice of the
- * state in registers for the whole scan (4 threads per column, d_k/4 key
+ * state in registers for the whole scan (d_k/16 threads per column, 16 key
  * rows each) and walks the tokens in order; k and q of a run of tokens are staged
  * in shared memory once per block. A first pass normalizes q/k and forms the
  * gates for all tokens in parallel.
@@ -45,22 +45,22 @@ __global__ void gdn_prep_kernel(const cuda_gdn a, float *qn, float *kn, float *g
     }
 }
 
-template <int DK>
-__global__ void __launch_bounds__(GDN_COLS * 4)
+template <int DK, int TPC>
+__global__ void __launch_bounds__(GDN_COLS * TPC)
 gdn_scan_kernel(const cuda_gdn a, const float *__restrict__ qn, const float *__restrict__ kn,
                 const float *__restrict__ gates)
 {
-    constexpr int RPT = DK / 4;         /* key rows per thread */
+    constexpr int RPT = DK / TPC;       /* key rows per thread */
     constexpr int RSTRIDE = RPT + 4;    /* padded run */
-    __shared__ __align__(16) float ks[GDN_TC][4 * RSTRIDE];
-    __shared__ __align__(16) float qsh[GDN_TC][4 * RSTRIDE];
+    __shared__ __align__(16) float ks[GDN_TC][TPC * RSTRIDE];
+    __shared__ __align__(16) float qsh[GDN_TC][TPC * RSTRIDE];
     __shared__ float vs[GDN_TC][GDN_COLS];
     __shared__ float gs[GDN_TC][2];
 
     const int j = blockIdx.x;                 /* value head */
     const int c0 = blockIdx.y * GDN_COLS;     /* first column of this block */
     const int hk = j % a.n_hk;                /* GGUF order: value head j reads key head j mod n_hk */
-    const int col = threadIdx.x >> 2, r = threadIdx.x & 3;
+    const int col = threadIdx.x / TPC, r = threadIdx.x % TPC;
     const int c = c0 + col;
     float *S = a.state + (size_t)j * DK * a.d_v;
 
@@ -94,8 +94,8 @@ gdn_scan_kernel(const cuda_gdn a, const float *__restrict__ qn, const float *__r
                 const float4 k4 = kr[q4];
                 kv += s[4 * q4] * k4.x + s[4 * q4 + 1] * k4.y + s[4 * q4 + 2] * k4.z + s[4 * q4 + 3] * k4.w;
             }
-            kv += __shfl_xor_sync(0xffffffffu, kv, 1);
-            kv += __shfl_xor_sync(0xffffffffu, kv, 2);
+#pragma unroll
+            for (int o = 1; o < TPC; o <<= 1) kv += __shfl_xor_sync(0xffffffffu, kv, o);
             const float delta = beta * (vs[tt][col] - decay * kv);
             const float4 *qr = (const float4 *)&qsh[tt][r * RSTRIDE];
             float o = 0.0f;
@@ -108,8 +108,8 @@ gdn_scan_kernel(const cuda_gdn a, const float *__restrict__ qn, const float *__r
                 s[4 * q4 + 3] = fmaf(s[4 * q4 + 3], decay, k4.w * delta);
                 o += s[4 * q4] * qq.x + s[4 * q4 + 1] * qq.y + s[4 * q4 + 2] * qq.z + s[4 * q4 + 3] * qq.w;
             }
-            o += __shfl_xor_sync(0xffffffffu, o, 1);
-            o += __shfl_xor_sync(0xffffffffu, o, 2);
+#pragma unroll
+            for (int m = 1; m < TPC; m <<= 1) o += __shfl_xor_sync(0xffffffffu, o, m);
             if (r == 0) a.out[(size_t)(t0 + tt) * a.out_stride + (size_t)j * a.d_v + c] = o;
         }
     }
@@ -131,8 +131,9 @@ extern "C" int cuda_gdn_scan(cuda_ctx *c, const cuda_gdn *a, wk_error *err)
     gdn_prep_kernel<<<a->n_t, 256, 0, c->stream>>>(*a, qn, kn, gates);
     CU_CHECK_LAUNCH(err, "gdn (prepare)");
     const dim3 grid(a->n_hv, a->d_v / GDN_COLS);
-    if (a->d_k == 128) gdn_scan_kernel<128><<<grid, GDN_COLS * 4, 0, c->stream>>>(*a, qn, kn, gates);
-    else gdn_scan_kernel<64><<<grid, GDN_COLS * 4, 0, c->stream>>>(*a, qn, kn, gates);
+    /* 16 key rows per thread: more threads in flight for the latency-bound token loop */
+    if (a->d_k == 128) gdn_scan_kernel<128, 8><<<grid, GDN_COLS * 8, 0, c->stream>>>(*a, qn, kn, gates);
+    else gdn_scan_kernel<64, 4><<<grid, GDN_COLS * 4, 0, c->stream>>>(*a, qn, kn, gates);
     CU_CHECK_LAUNCH(err, "gdn (scan)");
     return 0;
 }

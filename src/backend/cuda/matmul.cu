@@ -107,7 +107,10 @@ extern "C" int cuda_quantize_act(cuda_ctx *c, const float *x, int64_t n_rows, in
 
 #define MV_WARPS 8 /* rows per block: one warp each */
 
-template <int T>
+/* R rows per warp at a time (independent accumulators: more loads in flight,
+ * shared activation loads); warps stride over row groups so a grid sized to
+ * the machine covers any M. */
+template <int T, int R>
 __global__ void __launch_bounds__(MV_WARPS * 32)
 matvec_q_kernel(const uint8_t *__restrict__ W, size_t row_bytes, size_t mat_bytes, int64_t M, int64_t K,
                 const int8_t *__restrict__ xq, const float *__restrict__ xd, int64_t slots_per_x,
@@ -115,22 +118,35 @@ matvec_q_kernel(const uint8_t *__restrict__ W, size_t row_bytes, size_t mat_byte
 {
     typedef qdev<T> Q;
     const int lane = threadIdx.x & 31;
-    const int64_t row = (int64_t)blockIdx.x * MV_WARPS + threadIdx.x / 32;
     const int64_t s = blockIdx.y;
-    if (row >= M) return;
     const int64_t e = ids ? ids[s] : 0;
-    const uint8_t *wr = W + e * mat_bytes + row * row_bytes;
     const int64_t xr = s / slots_per_x;
     const int8_t *xqr = xq + xr * K;
     const float *xdr = xd + xr * (K / 32);
     const int64_t nb = K / Q::QK;
     constexpr int BPI = 32 / Q::TPB; /* blocks per warp iteration */
     const int t = lane % Q::TPB;
-    float acc = 0.0f;
+    const int64_t n_groups = (M + R - 1) / R;
+    const int64_t stride = (int64_t)gridDim.x * MV_WARPS;
+    for (int64_t grp = (int64_t)blockIdx.x * MV_WARPS + threadIdx.x / 32; grp < n_groups; grp += stride) {
+        const uint8_t *wr[R];
+        float acc[R];
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const int64_t row = min(grp * R + r, M - 1); /* duplicates the last row when M % R != 0 */
+            wr[r] = W + e * mat_bytes + row * row_bytes;
+            acc[r] = 0.0f;
+        }
 #pragma unroll 4
-    for (int64_t ib = lane / Q::TPB; ib < nb; ib += BPI) acc += Q::dot(wr, nb, ib, t, xqr, xdr);
-    acc = warp_sum(acc);
-    if (lane == 0) y[s * M + row] = acc;
+        for (int64_t ib = lane / Q::TPB; ib < nb; ib += BPI)
+#pragma unroll
+            for (int r = 0; r < R; r++) acc[r] += Q::dot(wr[r], nb, ib, t, xqr, xdr);
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const float v = warp_sum(acc[r]);
+            if (lane == 0 && grp * R + r < M) y[s * M + grp * R + r] = v;
+        }
+    }
 }
 
 /* Float weights (F32/F16/BF16) with F32 activations: 8 elements per lane step. */
@@ -190,9 +206,19 @@ extern "C" int cuda_matvec(cuda_ctx *c, const cuda_qweight *w, const int8_t *xq,
     dim3 grid(cdiv(w->rows, MV_WARPS), (unsigned)n_slots);
     dim3 block(MV_WARPS * 32);
     const uint8_t *W = (const uint8_t *)w->data;
+    const int R = c->mv_rows == 2 ? 2 : 1;
+    dim3 qgrid(cdiv(cdiv(w->rows, R), MV_WARPS), (unsigned)n_slots);
+    if (c->mv_blocks_per_sm > 0 && qgrid.x > (unsigned)(c->mv_blocks_per_sm * c->sm_count))
+        qgrid.x = (unsigned)(c->mv_blocks_per_sm * c->sm_count);
 #define MVQ(T)                                                                                      \
-    matvec_q_kernel<T><<<grid, block, 0, c->stream>>>(W, w->row_bytes, w->mat_bytes, w->rows, w->cols, xq, \
-                                                       xd, slots_per_x, ids, y)
+    do {                                                                                            \
+        if (R == 2)                                                                                 \
+            matvec_q_kernel<T, 2><<<qgrid, block, 0, c->stream>>>(W, w->row_bytes, w->mat_bytes, w->rows, \
+                                                                   w->cols, xq, xd, slots_per_x, ids, y); \
+        else                                                                                        \
+            matvec_q_kernel<T, 1><<<qgrid, block, 0, c->stream>>>(W, w->row_bytes, w->mat_bytes, w->rows, \
+                                                                   w->cols, xq, xd, slots_per_x, ids, y); \
+    } while (0)
 #define MVF(T)                                                                                      \
     matvec_f_kernel<T><<<grid, block, 0, c->stream>>>(W, w->row_bytes, w->mat_bytes, w->rows, w->cols, xf, \
                                                        slots_per_x, ids, y)

@@ -1,0 +1,228 @@
+/* The cache's side of the disk archive: scanning the folder at start,
+ * choosing an archived entry, loading it lazily into a slot, archiving a
+ * slot after a request and keeping the folder under its size cap. */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cache/cache_impl.h"
+#include "util/log.h"
+
+/* Checkpoints one archive file keeps: the newest few, which are the ones the
+ * next turn of a conversation resumes from (generation start, prompt end,
+ * end of generation, last user turn). */
+#define ARCHIVE_CKPTS 4
+
+static int find_disk(const ckpt_cache *c, int64_t key)
+{
+    for (int i = 0; i < c->n_disk; i++)
+        if (c->disk[i].key == key) return i;
+    return -1;
+}
+
+static void remove_disk(ckpt_cache *c, int i, bool unlink_file)
+{
+    if (unlink_file) unlink(c->disk[i].info.path);
+    pidx_remove(c->ix, c->disk[i].key);
+    ckpt_archive_info_free(&c->disk[i].info);
+    c->disk[i] = c->disk[--c->n_disk];
+}
+
+/* Takes info (moved) into the table and the index, replacing an entry of
+ * the same conversation. */
+static int add_disk(ckpt_cache *c, ckpt_archive_info *info, wk_error *err)
+{
+    for (int i = 0; i < c->n_disk; i++)
+        if (c->disk[i].info.conversation == info->conversation) {
+            remove_disk(c, i, false);
+            break;
+        }
+    if (c->n_disk == c->cap_disk) {
+        int cap = c->cap_disk ? 2 * c->cap_disk : 16;
+        disk_entry *d = realloc(c->disk, sizeof *d * (size_t)cap);
+        if (!d) return wk_fail(err, WK_ENOMEM, "cache: out of memory");
+        c->disk = d;
+        c->cap_disk = cap;
+    }
+    disk_entry *e = &c->disk[c->n_disk];
+    e->key = CACHE_DISK_KEY + c->next_disk_key++;
+    int rc = pidx_put(c->ix, e->key, info->tokens, info->n_tokens, err);
+    if (rc) return rc;
+    e->info = *info;
+    memset(info, 0, sizeof *info);
+    c->n_disk++;
+    return 0;
+}
+
+static bool has_suffix(const char *s, const char *suf)
+{
+    size_t n = strlen(s), k = strlen(suf);
+    return n >= k && !strcmp(s + n - k, suf);
+}
+
+int cache_disk_scan(ckpt_cache *c, wk_error *err)
+{
+    if (mkdir(c->dir, 0755) && errno != EEXIST)
+        return wk_fail(err, WK_EIO, "cache folder %s: %s", c->dir, strerror(errno));
+    DIR *d = opendir(c->dir);
+    if (!d) return wk_fail(err, WK_EIO, "cache folder %s: %s", c->dir, strerror(errno));
+    struct dirent *de;
+    int rc = 0;
+    while (!rc && (de = readdir(d))) {
+        if (!has_suffix(de->d_name, CKPT_ARCHIVE_EXT)) continue;
+        char path[4096 + 256];
+        snprintf(path, sizeof path, "%s/%s", c->dir, de->d_name);
+        ckpt_archive_info info;
+        wk_error e = {0};
+        int r = ckpt_archive_scan(path, &info, &e);
+        if (r == WK_EFORMAT) {
+            WK_WARN("cache: %s; deleted", e.msg);
+            unlink(path);
+            c->st.disk_corrupt++;
+            continue;
+        }
+        if (r) {
+            WK_WARN("cache: %s; skipped", e.msg);
+            continue;
+        }
+        if (info.model_id != c->m->model_id) { /* another model's file: leave it alone */
+            ckpt_archive_info_free(&info);
+            continue;
+        }
+        rc = add_disk(c, &info, err);
+        ckpt_archive_info_free(&info);
+    }
+    closedir(d);
+    if (!rc && c->n_disk) WK_INFO("cache: %d archived conversation(s) in %s", c->n_disk, c->dir);
+    return rc;
+}
+
+void cache_disk_free(ckpt_cache *c)
+{
+    for (int i = 0; i < c->n_disk; i++) ckpt_archive_info_free(&c->disk[i].info);
+    free(c->disk);
+    c->disk = NULL;
+    c->n_disk = 0;
+}
+
+size_t cache_disk_bytes(const ckpt_cache *c)
+{
+    size_t b = 0;
+    for (int i = 0; i < c->n_disk; i++) b += c->disk[i].info.file_bytes;
+    return b;
+}
+
+choice cache_disk_usable(ckpt_cache *c, int64_t key, const int32_t *ids, int32_t n, int32_t match)
+{
+    choice ch = {-1, -1, match, 0, -1, -1};
+    int di = find_disk(c, key);
+    if (di < 0) return ch;
+    const ckpt_archive_info *in = &c->disk[di].info;
+    int32_t limit = match < n - 1 ? match : n - 1;
+    if (limit <= 0 || in->policy_fp != cache_policy_now(c) || in->n_tokens > c->n_ctx) return ch;
+    ch.disk = di;
+    if (!c->recurrent) {
+        ch.start = limit;
+        ch.kind = CKPT_KV_PREFIX;
+        return ch;
+    }
+    for (int32_t i = 0; i < in->n_ckpt; i++) {
+        const ckpt_archive_ckpt *k = &in->ckpts[i];
+        if (k->pos <= 0 || k->pos > limit || k->pos <= ch.start) continue;
+        if (ckpt_prefix_hash(ids, k->pos) != k->prefix_hash) continue;
+        ch.start = k->pos;
+        ch.kind = k->kind;
+        ch.ck_index = i;
+    }
+    return ch;
+}
+
+int cache_disk_load(ckpt_cache *c, int di, int si, choice *ch)
+{
+    cache_slot *s = &c->slots[si];
+    ckpt_archive_info *in = &c->disk[di].info;
+    for (int i = 0; i < s->n_ck; i++) ckpt_free(&s->ck[i]);
+    s->n_ck = 0;
+    ckpt *loaded = calloc((size_t)in->n_ckpt + 1, sizeof *loaded);
+    wk_error err = {0};
+    int rc = loaded ? ckpt_archive_load(in, c->ctx, s->seq, loaded, &err) : WK_ENOMEM;
+    if (rc) {
+        WK_WARN("cache: %s", err.msg);
+        if (rc == WK_EFORMAT) {
+            WK_WARN("cache: deleting %s", in->path);
+            c->st.disk_corrupt++;
+            remove_disk(c, di, true);
+        }
+        free(loaded);
+        eng_seq_clear(s->seq);
+        return rc ? rc : WK_ENOMEM;
+    }
+    const int32_t want = ch->start;
+    ch->slot = si;
+    ch->ck_index = -1;
+    for (int32_t i = 0; i < in->n_ckpt; i++) {
+        if (slot_add_ckpt(s, &loaded[i])) ckpt_free(&loaded[i]);
+    }
+    for (int i = 0; i < s->n_ck; i++)
+        if (s->ck[i].snap.pos == want) ch->ck_index = i;
+    free(loaded);
+    s->conv = in->conversation;
+    c->st.disk_loads++;
+    WK_INFO("cache: loaded %d tokens of conversation %016llx from %s", in->n_tokens,
+            (unsigned long long)in->conversation, in->path);
+    if (c->recurrent && ch->ck_index < 0) return WK_ENOTFOUND; /* cannot happen: chosen from the same table */
+    return 0;
+}
+
+/* Deletes the oldest files (never `keep`) until the folder fits its cap. */
+static void enforce_disk_cap(ckpt_cache *c, uint64_t keep)
+{
+    while (cache_disk_bytes(c) > c->cfg.disk_bytes) {
+        int victim = -1;
+        for (int i = 0; i < c->n_disk; i++) {
+            if (c->disk[i].info.conversation == keep) continue;
+            if (victim < 0 || c->disk[i].info.mtime < c->disk[victim].info.mtime) victim = i;
+        }
+        if (victim < 0) break;
+        WK_DEBUG("cache: archive over its cap; deleting %s", c->disk[victim].info.path);
+        remove_disk(c, victim, true);
+        c->st.evictions++;
+    }
+}
+
+void cache_disk_archive(ckpt_cache *c, int si)
+{
+    cache_slot *s = &c->slots[si];
+    if (!s->seq || eng_seq_pos(s->seq) == 0) return;
+    const ckpt *pick[ARCHIVE_CKPTS];
+    int n = 0;
+    for (int i = s->n_ck - 1; i >= 0 && n < ARCHIVE_CKPTS; i--)
+        if (s->ck[i].complete && s->ck[i].snap.pos > 0 && s->ck[i].kind < CKPT_KIND_COUNT) pick[n++] = &s->ck[i];
+    /* oldest first in the file */
+    for (int i = 0; i < n / 2; i++) {
+        const ckpt *t = pick[i];
+        pick[i] = pick[n - 1 - i];
+        pick[n - 1 - i] = t;
+    }
+    wk_error err = {0};
+    size_t bytes = 0;
+    if (ckpt_archive_write(c->dir, s->conv, c->ctx, s->seq, pick, n, &bytes, &err)) {
+        WK_WARN("cache: %s", err.msg);
+        return;
+    }
+    c->st.disk_writes++;
+    char path[4096 + 64];
+    ckpt_archive_path(path, sizeof path, c->dir, s->conv);
+    ckpt_archive_info info;
+    if (ckpt_archive_scan(path, &info, &err) || add_disk(c, &info, &err)) {
+        WK_WARN("cache: re-reading %s: %s", path, err.msg);
+        ckpt_archive_info_free(&info);
+        return;
+    }
+    ckpt_archive_info_free(&info);
+    enforce_disk_cap(c, s->conv);
+}
