@@ -11,6 +11,8 @@ void eng_request_clear(eng_request *req)
     free(req->tool_choice_name);
     free(req->prompt);
     free(req->prompt_ids);
+    free(req->bias_ids);
+    free(req->bias_values);
     for (int i = 0; i < req->n_stop; i++) free(req->stop[i]);
     memset(req, 0, sizeof *req);
 }

@@ -54,6 +54,9 @@ typedef struct eng_request {
     char *stop[ENG_MAX_STOP];  /* owned strings */
     int n_stop;
     eng_sampling sampling;
+    int32_t *bias_ids;         /* OpenAI logit_bias: token ids (owned) ... */
+    float *bias_values;        /* ... and additive biases (owned); -100 bans */
+    int n_bias;
     bool fresh;                /* {"wick": {"fresh": true}}: do not reuse cached state */
     bool ignore_eos;           /* keep generating past end-of-generation tokens (benchmarks) */
     bool stream;               /* informational (monitor) */

@@ -251,6 +251,14 @@ void svc_run_job(eng_service *svc, eng_job *job)
         free(ids);
         return;
     }
+    for (int i = 0; i < req->n_bias; i++)
+        if (req->bias_ids[i] >= tok_n_vocab(svc->vocab)) {
+            snprintf(msg, sizeof msg, "logit_bias token %d is outside the vocabulary (%d tokens)", req->bias_ids[i],
+                     tok_n_vocab(svc->vocab));
+            fail_and_record(svc, job, 400, "invalid_request_error", msg, &c);
+            free(ids);
+            return;
+        }
     eng_event acc = {0};
     acc.type = ENG_EV_ACCEPTED;
     acc.counters = c;
@@ -328,6 +336,9 @@ void svc_run_job(eng_service *svc, eng_job *job)
         goto done;
     }
 
+    /* OpenAI: -100 bans a token, +100 all but forces it. */
+    for (int i = 0; i < req->n_bias; i++)
+        eng_sampler_set_bias(smp, req->bias_ids[i], req->bias_values[i] <= -100.0f ? -INFINITY : req->bias_values[i], NULL);
     if (req->ignore_eos) {
         /* Ban every end-of-generation token so exactly max_tokens come out. */
         const int32_t *eog;

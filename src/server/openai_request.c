@@ -205,6 +205,30 @@ static int parse_common(json_t *root, const srv_limits *lim, eng_request *req, s
         }
     }
 
+    const json_t *lb = json_object_get(root, "logit_bias");
+    if (lb && !json_is_null(lb)) {
+        if (!json_is_object(lb))
+            return srv_fail(err, 400, "logit_bias", "invalid_type", "'logit_bias' must be an object, got %s", type_name(lb));
+        size_t n = json_object_size(lb);
+        if (n > 1024) return srv_fail(err, 400, "logit_bias", "invalid_value", "at most 1024 logit_bias entries");
+        req->bias_ids = malloc((n ? n : 1) * sizeof *req->bias_ids);
+        req->bias_values = malloc((n ? n : 1) * sizeof *req->bias_values);
+        if (!req->bias_ids || !req->bias_values) return srv_fail(err, 500, NULL, NULL, "out of memory");
+        const char *k;
+        const json_t *v;
+        json_object_foreach((json_t *)lb, k, v) {
+            char *end;
+            long id = strtol(k, &end, 10);
+            if (!*k || *end || id < 0 || id > INT32_MAX)
+                return srv_fail(err, 400, "logit_bias", "invalid_value", "logit_bias key '%s' is not a token id", k);
+            double b = json_is_number(v) ? json_number_value(v) : NAN;
+            if (!(b >= -100.0 && b <= 100.0))
+                return srv_fail(err, 400, "logit_bias", "invalid_value", "logit_bias[%s] must be a number in [-100, 100]", k);
+            req->bias_ids[req->n_bias] = (int32_t)id;
+            req->bias_values[req->n_bias++] = (float)b;
+        }
+    }
+
     ro->stream = false;
     if (get_bool(root, "stream", &ro->stream, err)) return -1;
     req->stream = ro->stream;

@@ -176,6 +176,22 @@ test('tool definitions and a tool-call round trip are accepted and rendered', as
   assert.equal(none.usage.prompt_tokens, plain.usage.prompt_tokens);
 });
 
+test('logit_bias forces or bans tokens', async () => {
+  const tok = await fetch(srv.url + '/v1/tokenize', { method: 'POST', body: JSON.stringify({ content: 'Q' }) }).then((r) => r.json());
+  assert.equal(tok.tokens.length, 1);
+  const q = tok.tokens[0];
+  const forced = await client.chat.completions.create({ model, messages: user('anything'), max_tokens: 4, ...greedy, logit_bias: { [q]: 100 } });
+  assert.equal(forced.choices[0].message.content, 'QQQQ');
+  const base = await client.chat.completions.create({ model, messages: user('anything'), max_tokens: 4, ...greedy });
+  const first = (await fetch(srv.url + '/v1/tokenize', { method: 'POST', body: JSON.stringify({ content: base.choices[0].message.content }) }).then((r) => r.json())).tokens[0];
+  const banned = await client.chat.completions.create({ model, messages: user('anything'), max_tokens: 4, ...greedy, logit_bias: { [first]: -100 } });
+  assert.notEqual(banned.choices[0].message.content, base.choices[0].message.content);
+  await assert.rejects(
+    client.chat.completions.create({ model, messages: user('x'), max_tokens: 1, logit_bias: { 999999: 5 } }),
+    (e) => e.status === 400,
+  );
+});
+
 test('completions endpoint returns text_completion', async () => {
   const r = await client.completions.create({ model, prompt: 'Once upon a time', max_tokens: 5, temperature: 0 });
   assert.equal(r.object, 'text_completion');

@@ -270,13 +270,15 @@ static void test_chunked_prefill_matches_one_batch(void **state)
 }
 
 /* Chunks under 64 tokens switch to llama.cpp's decode numerics (F16
- * accumulation in attention, cpu_attention.c): still close to one batch. */
+ * accumulation in attention, cpu_attention.c), which moves logits of these
+ * random tiny models by up to ~0.03 (the golden tol of llama-F32 is 0.026);
+ * a state bug across chunk boundaries moves them by O(1). */
 static void test_small_chunks_stay_close_to_one_batch(void **state)
 {
     (void)state;
     GOLDEN_OR_SKIP(dir);
     for (size_t i = 0; i < sizeof k_f32_models / sizeof k_f32_models[0]; i++)
-        assert_true(chunking_diff(dir, k_f32_models[i], 200, 200, 13) <= 5e-3f);
+        assert_true(chunking_diff(dir, k_f32_models[i], 200, 200, 13) <= 5e-2f);
 }
 
 static void check_snapshot_restore(const char *dir, const char *model_rel)

@@ -123,6 +123,9 @@ static void test_out_of_range_values_are_refused(void **state)
     /* ignore_eos without a token limit would run to the end of the context. */
     assert_int_equal(chat_status_simple("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"ignore_eos\":true}", &err), 400);
     assert_int_equal(chat_status_simple("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"wick\":{\"stale\":1}}", &err), 400);
+    assert_int_equal(chat_status_simple("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\"abc\":1}}", &err), 400);
+    assert_int_equal(chat_status_simple("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\"5\":101}}", &err), 400);
+    assert_int_equal(chat_status_simple("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\"5\":-100}}", &err), 200);
     assert_int_equal(chat_status_simple("{\"messages\":[]}", &err), 400);
     assert_int_equal(chat_status_simple("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
                                         "\"stream_options\":{\"include_usage\":true}}", &err), 400);

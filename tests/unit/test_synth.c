@@ -607,16 +607,16 @@ static void run_and_check_logits(const synth_options *o, const char *what)
     if (model_load(&m, path, &err)) fail_msg("%s: model_load: %s", what, err.msg);
     eng_options eo;
     eng_options_default(&eo);
-    eo.n_threads = 2;
+    eo.n_threads = 1; /* spinning workers crawl on a loaded CI machine */
     eo.n_ctx = 64;
     eng_ctx *ctx = NULL;
     if (eng_ctx_new(&ctx, m, &eo, &err)) fail_msg("%s: eng_ctx_new: %s", what, err.msg);
     eng_seq *seq = NULL;
     assert_int_equal(eng_seq_new(&seq, ctx, 64, &err), 0);
-    int32_t n_vocab = eng_n_vocab(ctx), tokens[24];
-    for (int i = 0; i < 24; i++) tokens[i] = 3 + (i * 7919) % (n_vocab - 3);
-    if (eng_prefill(ctx, seq, tokens, 24, NULL, &err)) fail_msg("%s: prefill: %s", what, err.msg);
-    for (int step = 0; step < 5; step++) {
+    int32_t n_vocab = eng_n_vocab(ctx), tokens[12];
+    for (int i = 0; i < 12; i++) tokens[i] = 3 + (i * 7919) % (n_vocab - 3);
+    if (eng_prefill(ctx, seq, tokens, 12, NULL, &err)) fail_msg("%s: prefill: %s", what, err.msg);
+    for (int step = 0; step < 3; step++) {
         const float *l = eng_logits(ctx);
         double s = 0, s2 = 0;
         int32_t best = 0;
@@ -628,7 +628,7 @@ static void run_and_check_logits(const synth_options *o, const char *what)
         }
         double sd = sqrt(s2 / n_vocab - (s / n_vocab) * (s / n_vocab));
         if (!(sd > 0.1 && sd < 100.0)) fail_msg("%s: step %d: logit std %f out of range", what, step, sd);
-        if (step < 4 && eng_decode(ctx, seq, best, &err)) fail_msg("%s: decode: %s", what, err.msg);
+        if (step < 2 && eng_decode(ctx, seq, best, &err)) fail_msg("%s: decode: %s", what, err.msg);
     }
     eng_seq_free(seq);
     eng_ctx_free(ctx);

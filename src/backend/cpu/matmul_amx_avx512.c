@@ -27,16 +27,19 @@ typedef struct {
     uint8_t rows[16];
 } amx_cfg;
 
-/* tiles 0,1: C (16 activations × 16 weights, int32); 2,4: A = activation
- * codes (16 rows × G bytes); 3,5: B = weight codes (G/4 rows × 64 bytes) */
+/* tiles 0..3: C (16 activations × 16 weights, int32); 4,5: A = activation
+ * codes (16 rows × G bytes); 6,7: B = weight codes (G/4 rows × 64 bytes) */
 void cpu_amx_begin(int G)
 {
     amx_cfg c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
-    for (int t = 0; t < 2; t++) c.rows[t] = TILE, c.colsb[t] = 64;
-    c.rows[2] = c.rows[4] = TILE, c.colsb[2] = c.colsb[4] = (uint16_t)G;
-    c.rows[3] = c.rows[5] = (uint8_t)(G / 4), c.colsb[3] = c.colsb[5] = 64;
+    for (int t = 0; t < 4; t++) c.rows[t] = TILE, c.colsb[t] = 64;
+    c.rows[4] = c.rows[5] = TILE, c.colsb[4] = c.colsb[5] = (uint16_t)G;
+    c.rows[6] = c.rows[7] = (uint8_t)(G / 4), c.colsb[6] = c.colsb[7] = 64;
+    /* GCC does not see ldtilecfg read the struct and drops the stores
+     * (observed with GCC 12): force them to memory first. */
+    __asm__ __volatile__("" : : "r"(&c) : "memory");
     _tile_loadconfig(&c);
 }
 
@@ -58,24 +61,38 @@ static inline __attribute__((always_inline)) void post_block(__m512 *acc, const 
     }
 }
 
-/* Tile pair for blocks b and b+1 into C tiles 0 and 1 (b+1 may be absent). */
-static inline __attribute__((always_inline)) void issue_pair(const int8_t *codes, const uint8_t *acts, size_t tb,
-                                                             int G, int64_t b, int two)
+/* Issues the tile work of blocks b .. b+cnt-1 (cnt ≤ 4) into C tiles 0..3;
+ * A/B operands alternate between tiles 4/6 and 5/7. */
+static inline __attribute__((always_inline)) void issue_quad(const int8_t *codes, const uint8_t *acts, size_t tb,
+                                                             int G, int64_t b, int cnt)
 {
     _tile_zero(0);
-    _tile_loadd(2, acts + b * tb, G);
-    _tile_loadd(3, codes + b * tb, 64);
-    _tile_dpbssd(0, 2, 3);
-    if (two) {
+    _tile_loadd(4, acts + b * tb, G);
+    _tile_loadd(6, codes + b * tb, 64);
+    _tile_dpbssd(0, 4, 6);
+    if (cnt > 1) {
         _tile_zero(1);
-        _tile_loadd(4, acts + (b + 1) * tb, G);
-        _tile_loadd(5, codes + (b + 1) * tb, 64);
-        _tile_dpbssd(1, 4, 5);
+        _tile_loadd(5, acts + (b + 1) * tb, G);
+        _tile_loadd(7, codes + (b + 1) * tb, 64);
+        _tile_dpbssd(1, 5, 7);
+    }
+    if (cnt > 2) {
+        _tile_zero(2);
+        _tile_loadd(4, acts + (b + 2) * tb, G);
+        _tile_loadd(6, codes + (b + 2) * tb, 64);
+        _tile_dpbssd(2, 4, 6);
+    }
+    if (cnt > 3) {
+        _tile_zero(3);
+        _tile_loadd(5, acts + (b + 3) * tb, G);
+        _tile_loadd(7, codes + (b + 3) * tb, 64);
+        _tile_dpbssd(3, 5, 7);
     }
 }
 
 /* 16 activations × 16 weight rows over all blocks. Software pipelined: the
- * tile unit computes blocks b+2, b+3 while the vector unit scales b, b+1. */
+ * tile unit computes the next four blocks while the vector unit scales the
+ * current four (tile stores and loads have long latencies). */
 static inline __attribute__((always_inline)) void tile_gemm(const uint8_t *panel, const uint8_t *acts,
                                                             const float *ascale, const float *asum,
                                                             int64_t blocks, int G, float out[TILE][TILE],
@@ -85,20 +102,21 @@ static inline __attribute__((always_inline)) void tile_gemm(const uint8_t *panel
     const float *wscale = (const float *)(panel + (size_t)blocks * TILE * (size_t)G);
     const float *wmin = wscale + blocks * TILE;
     const size_t tb = TILE * (size_t)G;
-    int32_t cbuf[2][256] __attribute__((aligned(64)));
+    int32_t cbuf[4][256] __attribute__((aligned(64)));
     __m512 acc[TILE];
 #pragma GCC unroll 16
     for (int i = 0; i < TILE; i++) acc[i] = _mm512_setzero_ps();
-    issue_pair(codes, acts, tb, G, 0, blocks > 1);
-    for (int64_t b = 0; b < blocks; b += 2) {
-        const int two = b + 1 < blocks;
+    issue_quad(codes, acts, tb, G, 0, blocks < 4 ? (int)blocks : 4);
+    for (int64_t b = 0; b < blocks; b += 4) {
+        const int cnt = blocks - b < 4 ? (int)(blocks - b) : 4;
         _tile_stored(0, cbuf[0], 64);
-        if (two) _tile_stored(1, cbuf[1], 64);
-        if (b + 2 < blocks) issue_pair(codes, acts, tb, G, b + 2, b + 3 < blocks);
-        post_block(acc, cbuf[0], wscale + b * TILE, wmin + b * TILE, ascale + b * TILE, asum + b * TILE, with_min);
-        if (two)
-            post_block(acc, cbuf[1], wscale + (b + 1) * TILE, wmin + (b + 1) * TILE, ascale + (b + 1) * TILE,
-                       asum + (b + 1) * TILE, with_min);
+        if (cnt > 1) _tile_stored(1, cbuf[1], 64);
+        if (cnt > 2) _tile_stored(2, cbuf[2], 64);
+        if (cnt > 3) _tile_stored(3, cbuf[3], 64);
+        if (b + 4 < blocks) issue_quad(codes, acts, tb, G, b + 4, blocks - b - 4 < 4 ? (int)(blocks - b - 4) : 4);
+        for (int q = 0; q < cnt; q++)
+            post_block(acc, cbuf[q], wscale + (b + q) * TILE, wmin + (b + q) * TILE, ascale + (b + q) * TILE,
+                       asum + (b + q) * TILE, with_min);
     }
 #pragma GCC unroll 16
     for (int i = 0; i < TILE; i++) _mm512_store_ps(out[i], acc[i]);
