@@ -68,18 +68,26 @@ typedef struct be_rope_params {
 
 /* Attention policy: how attention over the cached keys is computed.
  * approx = false: exact dense causal attention (the other fields are ignored).
- * approx = true: block-sparse approximate attention that skips key tiles:
- *   global  — the first `global` keys are always attended,
- *   window  — the last `window` keys before each query are always attended,
- *   dense_tail — the last `dense_tail` queries of a prefill attend densely,
- *   dense_tail_continue — decode steps after such a prefill keep attending densely.
+ * approx = true: block-sparse approximate attention. A query at position i
+ * attends key j <= i only when
+ *   j < global            (the first `global` keys: instructions, system prompt),
+ *   or i - j < window     (the last `window` keys up to and including i),
+ *   or i is in the dense tail;
+ * key tiles outside that set are never read (the work falls with the window).
+ * Request level (engine/, CLI, server): the dense tail is the last dense_tail
+ * prompt tokens of a cold request, the last dense_tail_continue tokens when
+ * the prompt continues cached state; decode steps are always dense.
+ * Call level (be_attn_args.policy, resolved by the engine per forward chunk):
+ * dense_tail counts the last queries of this call that attend densely and
+ * dense_tail_continue is ignored. window < 1 acts as 1 (a query sees itself).
+ * A prompt shorter than global + window is unaffected (bit-identical to dense).
  * Its fingerprint (engine/) is stored with KV ranges and checkpoints. */
 typedef struct be_attn_policy {
     bool approx;
     int32_t global;
     int32_t window;
     int32_t dense_tail;
-    bool dense_tail_continue;
+    int32_t dense_tail_continue;
 } be_attn_policy;
 
 /* Causal attention of n_q query tokens over an F16 KV range.
@@ -100,9 +108,10 @@ typedef struct be_attn_args {
     int32_t n_kv;
     int32_t n_head, n_head_kv, d_k, d_v;
     float scale;                  /* usually 1/sqrt(d_k) */
-    const be_attn_policy *policy; /* NULL = dense */
+    const be_attn_policy *policy; /* NULL = dense; call level (see be_attn_policy) */
     float *out;
     size_t out_stride;
+    int64_t *tiles_visited;       /* optional (tests, stats): += (query block, key tile) pairs computed */
 } be_attn_args;
 
 /* Gated DeltaNet scan over n_t tokens of one sequence (spec architectures.md 8.5).

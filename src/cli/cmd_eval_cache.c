@@ -444,7 +444,7 @@ static void run_scenario(eval *ev)
 
     /* 6. a cancelled request (client drops the connection), then the retry */
     json_array_append_new(msgs, assistant_of(&prev));
-    char *long_pad = padding(ev->pad_words * 8);
+    char *long_pad = padding(ev->pad_words * 3);
     char *question = malloc(strlen(long_pad ? long_pad : "") + 128);
     sprintf(question, "Summarise these notes: %s", long_pad ? long_pad : "");
     free(long_pad);

@@ -16,7 +16,7 @@
 
 /* ---- jobs and their event channel ------------------------------------------- */
 
-static eng_job *job_new(void)
+eng_job *svc_job_new(void)
 {
     eng_job *j = calloc(1, sizeof *j);
     if (!j) return NULL;
@@ -382,7 +382,7 @@ int eng_service_submit(eng_service *svc, eng_request *req, eng_job **out, wk_err
         eng_request_clear(req);
         return wk_fail(err, WK_EUNSUPPORTED, "model is loading, try again shortly");
     }
-    eng_job *job = job_new();
+    eng_job *job = svc_job_new();
     if (!job) {
         eng_request_clear(req);
         return wk_fail(err, WK_ENOMEM, "out of memory");

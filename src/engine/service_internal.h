@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 
 #include "chat/chat.h"
+#include "chat/chat_parse.h"
 #include "engine/context.h"
 #include "engine/sequence.h"
 #include "engine/service.h"
@@ -94,6 +95,24 @@ void svc_run_job(eng_service *svc, eng_job *job);
  * sequence. 0 when fresh. This is the one place the reuse decision is made. */
 int32_t svc_reuse_decision(const eng_seq *seq, bool has_recurrent, const int32_t *ids, int32_t n,
                            bool fresh);
+
+/* Turns generated text into DELTA events on a job (service_output.c). */
+typedef struct svc_output {
+    eng_job *job;
+    chat_parser *parser; /* NULL: completion (everything is content) */
+    chat_delta delta;
+    int n_calls;         /* tool calls emitted so far */
+    bool any_reasoning_this_token;
+    bool any_content_this_token;
+} svc_output;
+
+/* Feeds text that passed the stop-string filter. */
+void svc_output_text(svc_output *o, const char *t, size_t n);
+/* End of generation: flushes what the parser held back. */
+void svc_output_finish(svc_output *o);
+
+/* A fresh job with one reference (tests and eng_service_submit). */
+eng_job *svc_job_new(void);
 
 /* Records a finished request for the monitor (counters as returned). */
 void svc_record_done(eng_service *svc, eng_job *job, const char *status, const char *finish,

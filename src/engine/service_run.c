@@ -115,78 +115,6 @@ oom:
     return 500;
 }
 
-/* ---- output -------------------------------------------------------------------- */
-
-typedef struct out_state {
-    eng_job *job;
-    chat_parser *parser; /* NULL: completion (everything is content) */
-    chat_delta delta;
-    int n_calls;
-    bool any_reasoning_this_token;
-    bool any_content_this_token;
-} out_state;
-
-static void push_text(eng_job *job, int kind, const char *t, size_t n)
-{
-    if (!n) return;
-    eng_event ev = {0};
-    ev.type = ENG_EV_DELTA;
-    ev.delta_kind = kind;
-    ev.text = strndup(t, n);
-    if (ev.text) job_push(job, &ev);
-}
-
-static void emit_delta(out_state *o)
-{
-    chat_delta *d = &o->delta;
-    if (d->reasoning.len) {
-        o->any_reasoning_this_token = true;
-        push_text(o->job, ENG_DELTA_REASONING, d->reasoning.data, d->reasoning.len);
-    }
-    if (d->content.len) {
-        o->any_content_this_token = true;
-        push_text(o->job, ENG_DELTA_CONTENT, d->content.data, d->content.len);
-    }
-    for (size_t i = 0; i < d->n_calls; i++) {
-        eng_event ev = {0};
-        ev.type = ENG_EV_DELTA;
-        ev.delta_kind = ENG_DELTA_TOOL_CALL;
-        ev.tool_index = o->n_calls;
-        snprintf(ev.tool_id, sizeof ev.tool_id, "%s", d->calls[i].id);
-        snprintf(ev.tool_name, sizeof ev.tool_name, "%s", d->calls[i].name ? d->calls[i].name : "");
-        ev.text = strdup("");
-        job_push(o->job, &ev);
-        const char *args = d->calls[i].arguments ? d->calls[i].arguments : "{}";
-        memset(&ev, 0, sizeof ev);
-        ev.type = ENG_EV_DELTA;
-        ev.delta_kind = ENG_DELTA_TOOL_ARGS;
-        ev.tool_index = o->n_calls;
-        ev.text = strdup(args);
-        job_push(o->job, &ev);
-        o->n_calls++;
-    }
-}
-
-/* Text that passed the stop-string filter goes through the parser. */
-static void output_text(out_state *o, const char *t, size_t n)
-{
-    if (!n) return;
-    if (!o->parser) {
-        o->any_content_this_token = true;
-        push_text(o->job, ENG_DELTA_CONTENT, t, n);
-        return;
-    }
-    wk_error err = {0};
-    if (chat_parser_feed(o->parser, t, n, &o->delta, &err) == 0) emit_delta(o);
-}
-
-static void output_finish(out_state *o)
-{
-    if (!o->parser) return;
-    wk_error err = {0};
-    if (chat_parser_finish(o->parser, &o->delta, &err) == 0) emit_delta(o);
-}
-
 /* ---- the job ----------------------------------------------------------------- */
 
 typedef struct progress_ctx {
@@ -323,7 +251,7 @@ void svc_run_job(eng_service *svc, eng_job *job)
     eng_sampler *smp = NULL;
     tok_decoder *dec = tok_decoder_new(svc->vocab, 0);
     chat_stop *stop = NULL;
-    out_state out = {.job = job};
+    svc_output out = {.job = job};
     const char *finish = "stop";
     int fail_status = 0;
     const char *fail_type = "server_error";
@@ -375,7 +303,7 @@ void svc_run_job(eng_service *svc, eng_job *job)
             size_t elen;
             int which;
             if (chat_stop_feed(stop, piece, plen, &emit, &elen, &which) == 1) stopped = true;
-            output_text(&out, emit, elen);
+            svc_output_text(&out, emit, elen);
         }
         if (out.any_reasoning_this_token && !out.any_content_this_token) c.reasoning_tokens++;
         pthread_mutex_lock(&svc->lock);
@@ -403,15 +331,15 @@ void svc_run_job(eng_service *svc, eng_job *job)
         tok_decoder_flush(dec, &t, &tl);
         if (tl) {
             if (chat_stop_feed(stop, t, tl, &emit, &elen, &which) == 1) stopped = true;
-            output_text(&out, emit, elen);
+            svc_output_text(&out, emit, elen);
         }
         if (!stopped) {
             chat_stop_flush(stop, &emit, &elen);
-            output_text(&out, emit, elen);
+            svc_output_text(&out, emit, elen);
         }
     }
     if (stopped) finish = "stop";
-    if (!fail_status) output_finish(&out);
+    if (!fail_status) svc_output_finish(&out);
     double t_end = wk_now_ms();
     if (t_first > 0) {
         c.decode_ms = t_end - t_first;

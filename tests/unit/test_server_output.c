@@ -1,0 +1,119 @@
+/* From generated text to API output, without a model: the service's output
+ * glue (engine/service_output.c) feeds the chat parser and turns its deltas
+ * into job events, and the server's accumulator turns those into the
+ * response message (reasoning_content, content, tool_calls). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/service_internal.h"
+#include "server/openai_response.h"
+#include "testutil.h"
+
+/* Feeds text in pieces of `step` bytes, finishes, and accumulates all events. */
+static json_t *run(chat_tool_format fmt, bool chat, const char *text, size_t step, int *n_calls_events)
+{
+    svc_output o = {.job = svc_job_new()};
+    assert_non_null(o.job);
+    if (chat) {
+        chat_parse_options opt = {0};
+        opt.parse_reasoning = true;
+        opt.tool_format = fmt;
+        opt.id_seed = 7;
+        wk_error err = {0};
+        assert_int_equal(chat_parser_new(&o.parser, &opt, &err), 0);
+    }
+    size_t n = strlen(text);
+    for (size_t i = 0; i < n; i += step) svc_output_text(&o, text + i, i + step <= n ? step : n - i);
+    svc_output_finish(&o);
+    srv_resp_meta m;
+    srv_resp_meta_init(&m, chat, "tiny");
+    srv_accum acc = {0};
+    *n_calls_events = 0;
+    eng_event ev;
+    while (eng_job_next_event(o.job, 0, &ev) == 1) {
+        assert_int_equal(ev.type, ENG_EV_DELTA);
+        if (ev.delta_kind == ENG_DELTA_TOOL_CALL) {
+            (*n_calls_events)++;
+            assert_int_equal(strncmp(ev.tool_id, "call_", 5), 0);
+        }
+        /* Every delta also makes a valid stream chunk. */
+        json_t *chunk = srv_chunk_delta(&m, &ev);
+        json_decref(chunk);
+        srv_accum_add(&acc, &ev);
+        eng_event_clear(&ev);
+    }
+    eng_counters c = {0};
+    json_t *resp = srv_completion_json(&m, &acc, o.n_calls ? "tool_calls" : "stop", &c);
+    srv_accum_free(&acc);
+    if (o.parser) chat_parser_free(o.parser);
+    chat_delta_free(&o.delta);
+    eng_job_release(o.job);
+    return resp;
+}
+
+static json_t *message_of(json_t *resp) { return json_object_get(json_array_get(json_object_get(resp, "choices"), 0), "message"); }
+
+static void test_reasoning_content_and_a_tool_call_come_apart(void **state)
+{
+    (void)state;
+    const char *out = "<think>\nThe user wants weather.\n</think>\n\nLet me check."
+                      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>";
+    for (size_t step = 1; step <= 7; step += 3) { /* any split of the text */
+        int calls = 0;
+        json_t *resp = run(CHAT_TOOLS_HERMES, true, out, step, &calls);
+        json_t *msg = message_of(resp);
+        assert_int_equal(calls, 1);
+        assert_non_null(strstr(json_string_value(json_object_get(msg, "reasoning_content")), "The user wants weather."));
+        const char *content = json_string_value(json_object_get(msg, "content"));
+        assert_non_null(content);
+        assert_non_null(strstr(content, "Let me check."));
+        assert_null(strstr(content, "tool_call"));
+        json_t *call = json_array_get(json_object_get(msg, "tool_calls"), 0);
+        json_t *fn = json_object_get(call, "function");
+        assert_string_equal(json_string_value(json_object_get(fn, "name")), "get_weather");
+        json_t *args = json_loads(json_string_value(json_object_get(fn, "arguments")), 0, NULL);
+        assert_non_null(args);
+        assert_string_equal(json_string_value(json_object_get(args, "city")), "Oslo");
+        json_decref(args);
+        assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(resp, "choices"), 0), "finish_reason")),
+                            "tool_calls");
+        json_decref(resp);
+    }
+}
+
+static void test_unparseable_tool_call_is_plain_content(void **state)
+{
+    (void)state;
+    int calls = 0;
+    json_t *resp = run(CHAT_TOOLS_HERMES, true, "Here: <tool_call>\n{not json at all\n</tool_call> done", 2, &calls);
+    json_t *msg = message_of(resp);
+    assert_int_equal(calls, 0);
+    assert_null(json_object_get(msg, "tool_calls"));
+    assert_non_null(strstr(json_string_value(json_object_get(msg, "content")), "not json at all"));
+    json_decref(resp);
+}
+
+static void test_completion_text_is_content_verbatim(void **state)
+{
+    (void)state;
+    int calls = 0;
+    json_t *resp = run(CHAT_TOOLS_NONE, false, "<think>kept</think> as is", 3, &calls);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(resp, "choices"), 0), "text")),
+                        "<think>kept</think> as is");
+    json_decref(resp);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_reasoning_content_and_a_tool_call_come_apart),
+        cmocka_unit_test(test_unparseable_tool_call_is_plain_content),
+        cmocka_unit_test(test_completion_text_is_content_verbatim),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
