@@ -6,10 +6,11 @@
 #   bench/gpu.sh            build + tests + full benchmarks
 #   bench/gpu.sh quick      fewer benchmark shapes
 #   bench/gpu.sh test       build + tests only
-#   WICK_E2E="qwen3.5-27b q4_k 32768" bench/gpu.sh quick
-#                           also synthesizes that model (in /tmp, when missing) and
-#                           times pp512/pp4096/tg128 at depth 0 and pp512/tg128 at
-#                           the depth through model_forward on the CUDA backend
+#   WICK_E2E="32768" bench/gpu.sh quick
+#                           also times model_forward on the CUDA backend with
+#                           Qwen3.5-27B dimensions (pure Q4_K random weights built in
+#                           memory): pp512/pp4096/tg128 at depth 0 and pp512/tg128 at
+#                           that depth (tests/cuda/e2e_cuda.c)
 # When a golden folder is present (WICK_GOLDEN, else .golden or ../shared/golden,
 # holding cases.txt — see tests/cuda/golden_cuda.c), the tiny golden models are
 # also run end to end through model_forward on the CUDA backend; that step
@@ -68,14 +69,14 @@ if [ -n "$golden" ]; then
   mkdir -p "$B/core"
   pids=()
   for f in src/util/*.c src/gguf/*.c src/quant/*.c src/backend/cpu/*.c src/model/*.c tests/cuda/golden_cuda.c \
-           tests/cuda/e2e_cuda.c; do
+           tests/cuda/e2e_cuda.c tests/cuda/compare_ops.c tests/cuda/ref.c; do
     extra=""
     case "$f" in
       *_avx2.c) extra="-mavx2 -mfma -mf16c" ;;
       *_avx512.c) extra="-mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16 -mavx2 -mfma -mf16c" ;;
     esac
     o="$B/core/$(echo "${f%.c}" | tr / _).o"
-    cc -std=c11 -O2 -D_GNU_SOURCE -fno-math-errno $extra -Isrc $xinc -I"$(dirname "$NVCC")/../include" -c "$f" -o "$o" \
+    cc -std=c11 -O2 -D_GNU_SOURCE -fno-math-errno $extra -Isrc -Itests/cuda $xinc -I"$(dirname "$NVCC")/../include" -c "$f" -o "$o" \
       >"$o.log" 2>&1 &
     pids+=($!)
   done
@@ -106,9 +107,8 @@ set -e
 echo "== benchmarks"
 "$B/bench_cuda" $([ "$mode" = quick ] && echo quick) 2>&1 | tee "$log/bench_cuda.log"
 if [ -n "${WICK_E2E:-}" ] && [ -x "$B/e2e_cuda" ]; then
-  set -- $WICK_E2E
-  echo "== end to end: $*"
-  "$B/e2e_cuda" "/tmp/wick-e2e-$1-$2.gguf" "$1" "$2" "${3:-0}" 2>&1 | tee "$log/e2e_cuda.log" || true
+  echo "== end to end: qwen35 forward pass, Qwen3.5-27B dims, pure Q4_K (depth, layers: $WICK_E2E)"
+  "$B/e2e_cuda" $WICK_E2E 2>&1 | tee "$log/e2e_cuda.log" || true
 fi
 echo "tests: $(tail -n 1 "$log/test_cuda.log")"
 [ -n "$golden" ] && echo "$(tail -n 1 "$log/golden_cuda.log")"

@@ -65,7 +65,7 @@ export async function openModel(path, {threads = 2, ctx = 4096, batch = 512, fla
         sequences: 1,
     });
     const seq = context.getSequence();
-    return {llama, model, context, seq};
+    return {llama, model, context, seq, path};
 }
 
 function vocabSize(model) {
@@ -131,7 +131,7 @@ export async function measure(handle, {kind, n, depth}, reps, threads) {
         tps.push(n / secs);
     }
     const s = stats(tps);
-    const bytes = fs.statSync(handle.model.filename).size;
+    const bytes = fs.statSync(handle.path).size;
     return {
         test: `${kind}${n}`, depth, n, reps, tok_per_s_median: s.median, tok_per_s_min: s.min, tok_per_s_max: s.max,
         threads, model_bytes: bytes, engine: "llama.cpp",

@@ -163,6 +163,8 @@ typedef struct be_ops {
     void (*release)(be_backend *be, void *p);
     void (*to_host)(be_backend *be, void *dst, const void *src, size_t bytes);
     void (*from_host)(be_backend *be, void *dst, const void *src, size_t bytes);
+    int (*prepare_weight)(be_backend *be, be_weight *w, wk_error *err);
+    void (*release_weight)(be_backend *be, be_weight *w);
     int (*matmul)(be_backend *be, const be_weight *w, const float *x, int64_t n_rows, float *y,
                   wk_error *err);
     int (*get_rows)(be_backend *be, const be_weight *w, const int32_t *ids, int64_t n, float *y,
@@ -214,6 +216,19 @@ static inline void be_from_host(be_backend *be, void *dst, const void *src, size
 static inline void be_free(be_backend *be)
 {
     if (be) be->ops->free(be);
+}
+
+/* Prepares a 2-D weight for repeated matmuls (e.g. a repacked copy for the
+ * fastest kernels; an upload on a GPU), kept in w->prep. Call once at load;
+ * undo with be_release_weight before the backend is freed. A backend without
+ * a better layout leaves w->prep NULL and returns 0. */
+static inline int be_prepare_weight(be_backend *be, be_weight *w, wk_error *err)
+{
+    return be->ops->prepare_weight(be, w, err);
+}
+static inline void be_release_weight(be_backend *be, be_weight *w)
+{
+    be->ops->release_weight(be, w);
 }
 
 /* y[n_rows][M] = x[n_rows][K] · Wᵀ for W {K, M} of any weight type (activations

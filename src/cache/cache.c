@@ -291,7 +291,8 @@ int ckpt_cache_begin(ckpt_cache *c, const int32_t *ids, int32_t n, const ckpt_ma
     plan->slot = si;
     plan->match = best.match < n ? best.match : n;
     plan->start = best.start;
-    plan->replayed = plan->match > best.start ? plan->match - best.start : 0;
+    /* tokens between the restored state and the match (cold: nothing was restored) */
+    plan->replayed = best.start > 0 && plan->match > best.start ? plan->match - best.start : 0;
     if (best.start > 0) {
         plan->ckpt_kind = best.kind;
         plan->ckpt_pos = best.start;

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "cli/cli_policy.h"
 #include "cli/commands.h"
 #include "engine/bench.h"
 #include "engine/context.h"
@@ -27,8 +28,7 @@ static void bench_usage(FILE *out)
             "  -r, --reps N         repetitions per test (default 3); median, min, max reported\n"
             "  -t, --threads N      threads (default: physical cores)\n"
             "  -b, --ubatch N       prefill chunk in tokens (default 512)\n"
-            "  --attn-policy P      dense (default) or approx[:GLOBAL,WINDOW,DENSE_TAIL]\n"
-            "                       (approx defaults 128,1024,64)\n"
+            CLI_POLICY_HELP
             "  --json               one JSON object per test on stdout instead of a table\n"
             "  -q, --quiet          no progress on stderr\n");
 }
@@ -57,31 +57,9 @@ static int parse_list(const char *opt, const char *s, int32_t *out, int cap, int
     return 0;
 }
 
-static int parse_policy(const char *s, be_attn_policy *p)
-{
-    memset(p, 0, sizeof *p);
-    if (strcmp(s, "dense") == 0) return 0;
-    if (strncmp(s, "approx", 6) != 0) return -1;
-    p->approx = true;
-    /* Defaults: a sink of 128 keys, a 1024-key local window, the last 64
-     * prompt tokens dense so the first decoded tokens see everything. */
-    p->global = 128;
-    p->window = 1024;
-    p->dense_tail = 64;
-    if (s[6] == '\0') return 0;
-    if (s[6] != ':') return -1;
-    int g, w, t;
-    if (sscanf(s + 7, "%d,%d,%d", &g, &w, &t) != 3 || g < 0 || w < 0 || t < 0) return -1;
-    p->global = g;
-    p->window = w;
-    p->dense_tail = t;
-    return 0;
-}
-
 static void policy_name(const be_attn_policy *p, char *buf, size_t cap)
 {
-    if (!p->approx) snprintf(buf, cap, "dense");
-    else snprintf(buf, cap, "approx:%d,%d,%d", p->global, p->window, p->dense_tail);
+    cli_policy_describe(p, buf, cap);
 }
 
 static uint64_t peak_rss_bytes(void)
@@ -116,14 +94,15 @@ int cmd_bench(int argc, char **argv)
         {"model", required_argument, 0, 'm'}, {"prefill", required_argument, 0, 'p'},
         {"decode", required_argument, 0, 'n'}, {"depth", required_argument, 0, 'd'},
         {"reps", required_argument, 0, 'r'}, {"threads", required_argument, 0, 't'},
-        {"ubatch", required_argument, 0, 'b'}, {"attn-policy", required_argument, 0, 'P'},
+        {"ubatch", required_argument, 0, 'b'}, CLI_POLICY_LONG_OPTIONS,
         {"json", no_argument, 0, 'J'}, {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
     const char *path = NULL;
     int32_t pp[16] = {512}, tg[16] = {128}, depths[16] = {0};
     int n_pp = 1, n_tg = 1, n_depth = 1, reps = 3, threads = 0, ubatch = 512, json = 0, quiet = 0;
-    be_attn_policy policy = {0};
+    be_attn_policy policy;
+    cli_policy_init(&policy);
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "m:p:n:d:r:t:b:qh", opts, NULL)) != -1) {
@@ -135,16 +114,17 @@ int cmd_bench(int argc, char **argv)
         case 'r': reps = atoi(optarg); break;
         case 't': threads = atoi(optarg); break;
         case 'b': ubatch = atoi(optarg); break;
-        case 'P':
-            if (parse_policy(optarg, &policy)) {
-                fprintf(stderr, "wick bench: --attn-policy '%s': expected dense or approx[:G,W,T]\n", optarg);
-                return 2;
-            }
-            break;
         case 'J': json = 1; break;
         case 'q': quiet = 1; break;
         case 'h': bench_usage(stdout); return 0;
-        default: bench_usage(stderr); return 2;
+        default: {
+            int pr = cli_policy_option(c, optarg, &policy, "wick bench");
+            if (pr < 0) return 2;
+            if (pr == 0) {
+                bench_usage(stderr);
+                return 2;
+            }
+        }
         }
     }
     if (!path || optind < argc) {

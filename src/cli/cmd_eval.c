@@ -1,4 +1,5 @@
-/* wick eval: scripted evaluations against a running server. One subcommand
+/* wick eval: scripted evaluations (against a running server, or a model file
+ * for the long-context ones). One subcommand
  * per file (cmd_eval_<name>.c), listed in the table below. */
 #include <stdio.h>
 #include <string.h>
@@ -7,6 +8,10 @@
 
 static const cli_command k_evals[] = {
     {"cache", cmd_eval_cache, "prefix cache: reuse after follow-ups, tool results, edits, cancel, restart"},
+    {"needle", cmd_eval_needle, "codes hidden at token depths of a long document, all asked for at once"},
+    {"vt", cmd_eval_vt, "RULER-style variable tracking through chains of assignments"},
+    {"longbench", cmd_eval_longbench, "a LongBench v2-format JSON file: published prompt, answer letters"},
+    {"paired", cmd_eval_paired, "the same prompts under dense and approximate attention, compared"},
 };
 
 static void usage(FILE *out)

@@ -12,6 +12,7 @@ typedef struct cli_command {
 } cli_command;
 
 int cmd_version(int argc, char **argv);
+int cmd_run(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_info(int argc, char **argv);
@@ -20,5 +21,9 @@ int cmd_measure(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_eval(int argc, char **argv);       /* dispatcher: wick eval <name> (cmd_eval.c) */
 int cmd_eval_cache(int argc, char **argv); /* wick eval cache (cmd_eval_cache.c) */
+int cmd_eval_needle(int argc, char **argv);    /* long context: cmd_eval_needle.c */
+int cmd_eval_vt(int argc, char **argv);        /* cmd_eval_vt.c */
+int cmd_eval_longbench(int argc, char **argv); /* cmd_eval_longbench.c */
+int cmd_eval_paired(int argc, char **argv);    /* cmd_eval_paired.c */
 
 #endif

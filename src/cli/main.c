@@ -10,6 +10,7 @@
 /* One line per subcommand; keep sorted by how often people need them. */
 static const cli_command k_commands[] = {
     {"serve", cmd_serve, "serve an OpenAI-compatible API, monitor page and metrics (default: demo model)"},
+    {"run", cmd_run, "generate text from a prompt with a GGUF model (also: --dump-logits for numerics)"},
     {"version", cmd_version, "print version and CPU kernel level"},
     {"bench", cmd_bench, "measure prefill and decode speed at context depths (like llama-bench)"},
     {"synth", cmd_synth, "write a random-weight GGUF with real model dimensions (benchmarks, tests)"},

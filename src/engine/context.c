@@ -13,10 +13,22 @@ void eng_options_default(eng_options *o)
     o->n_ubatch = 512;
 }
 
+void eng_policy_approx_default(be_attn_policy *p)
+{
+    /* A system prompt + instructions fit in 8K; an 8K window keeps the
+     * recent code/document exact; the last 2K prompt tokens (the question)
+     * see everything; a continuation's short new turn (128) does too. */
+    p->approx = true;
+    p->global = 8192;
+    p->window = 8192;
+    p->dense_tail = 2048;
+    p->dense_tail_continue = 128;
+}
+
 uint64_t eng_policy_fingerprint(const be_attn_policy *p)
 {
     if (!p || !p->approx) return 0x64656e7365ull; /* "dense": every dense policy computes the same KV */
-    int32_t f[5] = {1, p->global, p->window, p->dense_tail, p->dense_tail_continue ? 1 : 0};
+    int32_t f[5] = {1, p->global, p->window, p->dense_tail, p->dense_tail_continue};
     return XXH3_64bits(f, sizeof f);
 }
 
@@ -33,12 +45,16 @@ int eng_ctx_new(eng_ctx **out, const model *m, const eng_options *o, wk_error *e
     if (opt.n_ubatch > opt.n_ctx) opt.n_ubatch = opt.n_ctx;
     eng_ctx *c = calloc(1, sizeof *c);
     if (!c) return wk_fail(err, WK_ENOMEM, "context: out of memory");
-    c->m = m;
+    c->src = m;
+    c->m = m; /* until the prepared copy exists */
     c->opt = opt;
     c->policy_fp = eng_policy_fingerprint(&opt.policy);
     int rc = be_cpu_new(&c->be, opt.n_threads, err);
     if (rc) goto fail;
     c->opt.n_threads = be_cpu_threads(c->be);
+    rc = model_prepare(&c->prepared, m, c->be, err);
+    if (rc) goto fail;
+    c->m = &c->prepared;
     rc = model_scratch_new(&c->scratch, m, c->be, opt.n_ubatch, err);
     if (rc) goto fail;
     c->logits = calloc(m->hp.n_vocab, sizeof(float));
@@ -57,13 +73,14 @@ void eng_ctx_free(eng_ctx *c)
 {
     if (!c) return;
     model_scratch_free(c->scratch);
+    if (c->be) model_release_prepared(&c->prepared, c->be);
     be_free(c->be);
     free(c->logits);
     free(c->logits_all);
     free(c);
 }
 
-const model *eng_ctx_model(const eng_ctx *c) { return c->m; }
+const model *eng_ctx_model(const eng_ctx *c) { return c->src; }
 be_backend *eng_ctx_backend(eng_ctx *c) { return c->be; }
 const eng_options *eng_ctx_options(const eng_ctx *c) { return &c->opt; }
 int32_t eng_n_vocab(const eng_ctx *c) { return (int32_t)c->m->hp.n_vocab; }
@@ -84,8 +101,25 @@ static bool cancelled(const eng_prefill_opts *o)
     return o->cancel && o->cancel(o->user);
 }
 
-int eng_prefill(eng_ctx *c, eng_seq *s, const int32_t *tokens, int32_t n, const eng_prefill_opts *opts,
-                wk_error *err)
+/* The request-level policy resolved for the forward chunk at [pos, pos + nt)
+ * of a prompt spanning [span0, span1): NULL (dense) when every query of the
+ * chunk is in the dense tail, else the call-level policy (backend.h) whose
+ * dense_tail counts the chunk's queries inside the tail. */
+static const be_attn_policy *chunk_policy(const be_attn_policy *p, int32_t span0, int32_t span1, int32_t pos,
+                                          int32_t nt, be_attn_policy *out)
+{
+    if (!p->approx) return NULL;
+    int32_t tail = span0 == 0 ? p->dense_tail : p->dense_tail_continue;
+    int32_t dense_from = span1 - (tail > 0 ? tail : 0);
+    if (pos >= dense_from) return NULL;
+    *out = *p;
+    out->dense_tail = pos + nt > dense_from ? pos + nt - dense_from : 0;
+    out->dense_tail_continue = 0;
+    return out;
+}
+
+static int prefill_run(eng_ctx *c, eng_seq *s, const int32_t *tokens, int32_t n, const eng_prefill_opts *opts,
+                       bool decode, wk_error *err)
 {
     const size_t V = c->m->hp.n_vocab;
     if (n <= 0) return wk_fail(err, WK_EINVAL, "prefill: no tokens");
@@ -106,6 +140,11 @@ int eng_prefill(eng_ctx *c, eng_seq *s, const int32_t *tokens, int32_t n, const 
     c->logits_all_rows = 0;
     if (s->st.n_past == 0) s->policy_fp = c->policy_fp;
     const int32_t ub = c->opt.n_ubatch;
+    int32_t span0 = s->st.n_past, span1 = s->st.n_past + n;
+    if (opts && opts->span_end > 0) {
+        span0 = opts->span_start;
+        span1 = opts->span_end;
+    }
     for (int32_t done = 0; done < n;) {
         if (cancelled(opts)) return wk_fail(err, WK_ECANCELLED, "prefill cancelled after %d of %d tokens", done, n);
         int32_t nt = n - done < ub ? n - done : ub;
@@ -113,7 +152,9 @@ int eng_prefill(eng_ctx *c, eng_seq *s, const int32_t *tokens, int32_t n, const 
         enum model_logits_mode mode = all ? MODEL_LOGITS_ALL : last ? MODEL_LOGITS_LAST : MODEL_LOGITS_NONE;
         float *dst = all ? c->logits_all + (size_t)done * V : c->logits;
         int32_t pos = s->st.n_past;
-        int rc = model_forward(c->m, c->be, c->scratch, &s->st, tokens + done, nt, mode, dst, &c->opt.policy, err);
+        be_attn_policy call_policy;
+        const be_attn_policy *pol = decode ? NULL : chunk_policy(&c->opt.policy, span0, span1, pos, nt, &call_policy);
+        int rc = model_forward(c->m, c->be, c->scratch, &s->st, tokens + done, nt, mode, dst, pol, err);
         if (rc) return rc;
         memcpy(s->tokens + pos, tokens + done, sizeof(int32_t) * (size_t)nt);
         done += nt;
@@ -124,9 +165,15 @@ int eng_prefill(eng_ctx *c, eng_seq *s, const int32_t *tokens, int32_t n, const 
     return 0;
 }
 
+int eng_prefill(eng_ctx *c, eng_seq *s, const int32_t *tokens, int32_t n, const eng_prefill_opts *opts,
+                wk_error *err)
+{
+    return prefill_run(c, s, tokens, n, opts, false, err);
+}
+
 int eng_decode(eng_ctx *c, eng_seq *s, int32_t token, wk_error *err)
 {
-    return eng_prefill(c, s, &token, 1, NULL, err);
+    return prefill_run(c, s, &token, 1, NULL, true, err); /* decode is always dense */
 }
 
 const float *eng_logits(const eng_ctx *c) { return c->logits; }

@@ -48,7 +48,12 @@ int32_t eng_n_vocab(const eng_ctx *c);
  * remember the fingerprint of the policy their KV was computed with. */
 void eng_ctx_set_policy(eng_ctx *c, const be_attn_policy *p);
 
-/* 64-bit fingerprint of a policy (dense policies all share one value). */
+/* The approximate policy with the design's numbers: global 8192, window 8192,
+ * dense_tail 2048, dense_tail_continue 128 (approx = true). */
+void eng_policy_approx_default(be_attn_policy *p);
+
+/* 64-bit fingerprint of a policy (dense policies all share one value; an
+ * approximate one covers global, window, dense_tail, dense_tail_continue). */
 uint64_t eng_policy_fingerprint(const be_attn_policy *p);
 
 /* Return true to stop a prefill between chunks. */
@@ -62,6 +67,12 @@ typedef struct eng_prefill_opts {
     eng_progress_fn progress;        /* optional */
     void *user;
     bool all_logits;                 /* keep logits of every token (eng_logits_all) */
+    /* The request's prompt when it is fed in several calls (cache boundaries):
+     * it occupies positions [span_start, span_end). The approximate policy
+     * counts its dense tail back from span_end (dense_tail when span_start is
+     * 0, dense_tail_continue otherwise). span_end 0: this call is the whole
+     * prompt ([position before the call, position after)). */
+    int32_t span_start, span_end;
 } eng_prefill_opts;
 
 /* Feeds n tokens at the sequence's current position, in chunks of n_ubatch
@@ -75,7 +86,8 @@ typedef struct eng_prefill_opts {
 int eng_prefill(eng_ctx *c, eng_seq *s, const int32_t *tokens, int32_t n,
                 const eng_prefill_opts *opts, wk_error *err);
 
-/* Feeds one token; eng_logits() then holds the next-token logits. */
+/* Feeds one token; eng_logits() then holds the next-token logits. Decode
+ * steps attend densely whatever the policy. */
 int eng_decode(eng_ctx *c, eng_seq *s, int32_t token, wk_error *err);
 
 /* Logits (n_vocab floats) after the last token of the latest prefill/decode.

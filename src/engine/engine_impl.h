@@ -6,7 +6,9 @@
 #include "engine/sequence.h"
 
 struct eng_ctx {
-    const model *m;          /* borrowed */
+    const model *src;        /* borrowed: the loaded model */
+    model prepared;          /* working copy with weights prepared for be (model_prepare) */
+    const model *m;          /* = &prepared */
     eng_options opt;
     be_backend *be;          /* owned */
     model_scratch *scratch;  /* owned, sized for n_ubatch tokens */

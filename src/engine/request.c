@@ -49,6 +49,7 @@ json_t *eng_counters_timings_json(const eng_counters *c)
     json_object_set_new(t, "prompt_tokens", json_integer(c->prompt_tokens));
     json_object_set_new(t, "cached_tokens", json_integer(c->cached_tokens));
     json_object_set_new(t, "recomputed_tokens", json_integer(c->recomputed_tokens));
+    json_object_set_new(t, "replayed_tokens", json_integer(c->replayed_tokens));
     json_object_set_new(t, "prefill_ms", json_real(r3(c->prefill_ms)));
     json_object_set_new(t, "prefill_tok_per_s", json_real(r3(c->prefill_tok_per_s)));
     json_object_set_new(t, "ttft_ms", json_real(r3(c->ttft_ms)));

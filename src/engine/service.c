@@ -239,7 +239,9 @@ fail:
 
 /* ---- the thread ---------------------------------------------------------------- */
 
-static void run_control(eng_service *svc, int ctrl)
+/* Runs a control request taken from the queue; answers the callers whose
+ * requests were pending when it was taken (sequence numbers <= seq). */
+static void run_control(eng_service *svc, int ctrl, unsigned seq)
 {
     wk_error err = {0};
     int rc = 0;
@@ -258,7 +260,7 @@ static void run_control(eng_service *svc, int ctrl)
     svc->seq_pos_snapshot = svc->seq ? eng_seq_pos(svc->seq) : 0;
     svc->ctrl_rc = rc;
     svc->ctrl_err = err;
-    svc->ctrl_seq_done = svc->ctrl_seq_req;
+    svc->ctrl_seq_done = seq;
     pthread_cond_broadcast(&svc->ctrl_done);
     pthread_mutex_unlock(&svc->lock);
 }
@@ -275,9 +277,10 @@ static void *engine_main(void *arg)
         }
         if (svc->ctrl_pending) {
             int ctrl = svc->ctrl_pending;
+            unsigned seq = svc->ctrl_seq_req;
             svc->ctrl_pending = 0;
             pthread_mutex_unlock(&svc->lock);
-            run_control(svc, ctrl);
+            run_control(svc, ctrl, seq);
             continue;
         }
         eng_job *job = svc->queue[svc->q_head];
@@ -441,7 +444,8 @@ int eng_service_tokenize(eng_service *svc, const char *text, bool parse_special,
         return wk_fail(err, WK_EUNSUPPORTED, "model is loading");
     }
     size_t n = 0;
-    int rc = tok_encode(svc->vocab, text, strlen(text), false, parse_special, out_ids, &n, err);
+    int rc = tok_encode(svc->vocab, text, strlen(text), false, parse_special ? TOK_SPECIAL_ALL : TOK_SPECIAL_NONE,
+                        out_ids, &n, err);
     pthread_rwlock_unlock(&svc->model_lock);
     *out_n = (int)n;
     return rc;

@@ -72,7 +72,9 @@ void eng_request_clear(eng_request *req);
 typedef struct eng_counters {
     int prompt_tokens;       /* the whole prompt, cached part included */
     int cached_tokens;       /* reused from the previous sequence */
-    int recomputed_tokens;   /* everything prefilled for this request */
+    int recomputed_tokens;   /* everything prefilled for this request, replay included */
+    int replayed_tokens;     /* part of recomputed that was cached text re-run after a
+                                checkpoint restore (0 until the prefix cache has checkpoints) */
     double prefill_ms;
     double prefill_tok_per_s;
     double ttft_ms;          /* from start of processing to the first generated token */

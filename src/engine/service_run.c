@@ -70,7 +70,7 @@ static int build_prompt(eng_service *svc, eng_job *job, int32_t **ids, size_t *n
         }
         /* Raw completions take template markers literally (parse_special),
          * as llama-server does: the client is writing the prompt format. */
-        if (tok_encode(svc->vocab, req->prompt, strlen(req->prompt), true, true, ids, n, &err)) goto tok_fail;
+        if (tok_encode(svc->vocab, req->prompt, strlen(req->prompt), true, TOK_SPECIAL_ALL, ids, n, &err)) goto tok_fail;
         return 0;
     }
     if (!svc->has_tmpl) {
@@ -96,7 +96,8 @@ static int build_prompt(eng_service *svc, eng_job *job, int32_t **ids, size_t *n
     }
     for (size_t i = 0; i < prompt.n_segs; i++) {
         const chat_segment *sg = &prompt.segs[i];
-        if (tok_encode_append(svc->vocab, prompt.text + sg->offset, sg->len, false, sg->special, ids, n, &cap, &err)) {
+        if (tok_encode_append(svc->vocab, prompt.text + sg->offset, sg->len, false,
+                              sg->special ? TOK_SPECIAL_ALL : TOK_SPECIAL_NONE, ids, n, &cap, &err)) {
             chat_prompt_free(&prompt);
             goto tok_fail;
         }

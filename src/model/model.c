@@ -3,6 +3,7 @@
 #include "model/model.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -418,4 +419,49 @@ size_t model_ssm_elems(const model *m)
 {
     const model_hparams *hp = &m->hp;
     return (size_t)hp->ssm_n_hv * hp->ssm_d_k * hp->ssm_d_v;
+}
+
+/* Offsets of every 2-D matmul weight of a layer (vectors and 3-D expert packs
+ * are used as stored). */
+static const size_t k_layer_matmul_offsets[] = {
+    offsetof(model_layer, wq),             offsetof(model_layer, wk),
+    offsetof(model_layer, wv),             offsetof(model_layer, wo),
+    offsetof(model_layer, ffn_gate),       offsetof(model_layer, ffn_up),
+    offsetof(model_layer, ffn_down),       offsetof(model_layer, ffn_gate_inp),
+    offsetof(model_layer, ffn_gate_shexp), offsetof(model_layer, ffn_up_shexp),
+    offsetof(model_layer, ffn_down_shexp), offsetof(model_layer, ssm_qkv),
+    offsetof(model_layer, ssm_z),          offsetof(model_layer, ssm_beta),
+    offsetof(model_layer, ssm_alpha),      offsetof(model_layer, ssm_out),
+};
+#define N_LAYER_MATMULS (sizeof k_layer_matmul_offsets / sizeof k_layer_matmul_offsets[0])
+
+static be_weight *layer_weight(model_layer *ly, size_t k)
+{
+    return (be_weight *)((char *)ly + k_layer_matmul_offsets[k]);
+}
+
+int model_prepare(model *dst, const model *src, be_backend *be, wk_error *err)
+{
+    *dst = *src;
+    dst->layers = malloc(sizeof(model_layer) * (src->hp.n_layer ? src->hp.n_layer : 1));
+    if (!dst->layers) return wk_fail(err, WK_ENOMEM, "out of memory");
+    memcpy(dst->layers, src->layers, sizeof(model_layer) * src->hp.n_layer);
+    int rc = be_prepare_weight(be, &dst->output, err);
+    for (uint32_t il = 0; !rc && il < dst->hp.n_layer; il++)
+        for (size_t k = 0; !rc && k < N_LAYER_MATMULS; k++) {
+            be_weight *w = layer_weight(&dst->layers[il], k);
+            if (w->data) rc = be_prepare_weight(be, w, err);
+        }
+    if (rc) model_release_prepared(dst, be);
+    return rc;
+}
+
+void model_release_prepared(model *dst, be_backend *be)
+{
+    if (!dst->layers) return;
+    be_release_weight(be, &dst->output);
+    for (uint32_t il = 0; il < dst->hp.n_layer; il++)
+        for (size_t k = 0; k < N_LAYER_MATMULS; k++) be_release_weight(be, layer_weight(&dst->layers[il], k));
+    free(dst->layers);
+    dst->layers = NULL;
 }

@@ -108,6 +108,13 @@ typedef struct model {
 int model_load(model **out, const char *path, wk_error *err);
 void model_free(model *m);
 
+/* A context's working copy of a model: shares the file, hyper-parameters and
+ * weight data with src but owns its layer table, whose matmul weights are
+ * prepared for backend be (be_prepare_weight: repacked layouts, uploads).
+ * Free with model_release_prepared (never model_free); src must outlive it. */
+int model_prepare(model *dst, const model *src, be_backend *be, wk_error *err);
+void model_release_prepared(model *dst, be_backend *be);
+
 /* ---- sequence state, as the forward pass sees it ---------------------------- */
 
 /* One layer's state. Attention layers: K/V caches, kv head g position p at

@@ -406,9 +406,74 @@ static void gen_row(const synth_tensor *t, const synth_dims *d, uint64_t key, in
     }
 }
 
+/* Quantized weights are assembled from a pool of pre-quantized blocks.
+ *
+ * Why: speed does not depend on the values, but the K-quant quantizers search
+ * for good scales and run at a few MB/s, which would make a 27B file take
+ * hours. So each (type, std) pair gets a pool of blocks quantized once from
+ * N(0, std^2) values, and every block of every row is a pseudo-random pick
+ * from that pool: each block is a genuine quantization of Gaussian weights
+ * with the intended scale, rows are independent random mixtures, and writing
+ * is bounded by the disk. */
+#define POOL_ELEMS (1u << 20) /* 1M weights per pool: 4096 K-quant blocks, ~0.2 s to build */
+
+typedef struct block_pool {
+    uint32_t type;
+    float std;
+    size_t block_bytes, n_blocks;
+    uint8_t *blocks;
+} block_pool;
+
+typedef struct pool_job {
+    block_pool *bp;
+    uint64_t key;
+    uint32_t block_elems;
+    float *scratch; /* per worker: block_elems floats */
+    int failed;
+} pool_job;
+
+static void pool_body(void *ctx, int worker, int n_workers)
+{
+    pool_job *j = ctx;
+    long b, e;
+    wk_split((long)j->bp->n_blocks, worker, n_workers, &b, &e);
+    float *buf = j->scratch + (size_t)worker * j->block_elems;
+    synth_tensor t = {.init = SYNTH_INIT_NORMAL, .std = j->bp->std};
+    t.ne[0] = j->block_elems;
+    for (long i = b; i < e; i++) {
+        gen_row(&t, NULL, j->key, i, buf);
+        if (qt_quantize_row((enum qt_type)j->bp->type, buf, j->bp->blocks + (size_t)i * j->bp->block_bytes,
+                            j->block_elems) != 0)
+            j->failed = 1;
+    }
+}
+
+static int pool_build(block_pool *bp, uint32_t type, float std, uint64_t seed, wk_pool *pool, float *scratch)
+{
+    const qt_traits *tr = qt_traits_of(type);
+    bp->type = type;
+    bp->std = std;
+    bp->block_bytes = tr->block_bytes;
+    bp->n_blocks = POOL_ELEMS / tr->block_elems;
+    bp->blocks = malloc(bp->n_blocks * bp->block_bytes);
+    if (!bp->blocks) return WK_ENOMEM;
+    uint32_t std_bits;
+    memcpy(&std_bits, &std, sizeof std_bits);
+    pool_job j = {.bp = bp, .key = mix64(seed ^ ((uint64_t)type << 40) ^ std_bits), .block_elems = tr->block_elems,
+                  .scratch = scratch};
+    wk_pool_run(pool, pool_body, &j);
+    if (j.failed) {
+        free(bp->blocks);
+        bp->blocks = NULL;
+        return WK_EINVAL;
+    }
+    return 0;
+}
+
 typedef struct slab_job {
     const synth_tensor *t;
     const synth_dims *d;
+    const block_pool *bp; /* quantized weights: assemble from this pool */
     uint64_t key;      /* per-tensor generator key */
     int64_t row0, n_rows;
     size_t row_bytes;
@@ -426,6 +491,15 @@ static void slab_body(void *ctx, int worker, int n_workers)
     float *buf = j->scratch + (size_t)worker * (size_t)j->max_ne0;
     for (long r = b; r < e; r++) {
         uint8_t *dst = j->out + (size_t)r * j->row_bytes;
+        if (j->bp) {
+            size_t nb = j->row_bytes / j->bp->block_bytes;
+            uint64_t s = mix64(j->key ^ ((uint64_t)(j->row0 + r) * GOLDEN64));
+            for (size_t k = 0; k < nb; k++) {
+                uint64_t pick = mix64(s += GOLDEN64) % j->bp->n_blocks;
+                memcpy(dst + k * j->bp->block_bytes, j->bp->blocks + pick * j->bp->block_bytes, j->bp->block_bytes);
+            }
+            continue;
+        }
         if (j->t->type == QT_F32) {
             gen_row(j->t, j->d, j->key, j->row0 + r, (float *)(void *)dst);
             continue;
@@ -448,6 +522,9 @@ int synth_write(const synth_options *o, const char *path, synth_progress_fn prog
     wk_pool *pool = NULL;
     uint8_t *slab = NULL;
     float *scratch = NULL;
+    enum { MAX_POOLS = 64 }; /* distinct (type, std) pairs; a model has about ten */
+    block_pool pools[MAX_POOLS];
+    size_t n_pools = 0;
     int rc = synth_plan_new(o, &plan, err);
     if (rc) return rc;
     rc = synth_vocab_build(&vocab, o->dims.n_vocab, err);
@@ -482,14 +559,39 @@ int synth_write(const synth_options *o, const char *path, synth_progress_fn prog
         rc = wk_fail(err, WK_ENOMEM, "synth: out of memory for a %zu-byte slab", slab_cap);
         goto done;
     }
+    if (max_ne0 < 256) {
+        /* pool blocks need up to 256 floats of scratch per worker */
+        float *s2 = realloc(scratch, (size_t)n_workers * 256 * sizeof *scratch);
+        if (!s2) {
+            rc = wk_fail(err, WK_ENOMEM, "synth: out of memory");
+            goto done;
+        }
+        scratch = s2;
+        max_ne0 = 256;
+    }
     uint64_t done_bytes = 0;
     for (size_t i = 0; i < plan->n_tensors; i++) {
         const synth_tensor *t = &plan->tensors[i];
         size_t row_bytes = qt_row_bytes(qt_traits_of(t->type), t->ne[0]);
         int64_t n_rows = t->ne[1] * t->ne[2] * t->ne[3];
         int64_t rows_per_slab = (int64_t)(slab_cap / row_bytes);
-        slab_job job = {.t = t, .d = &o->dims, .key = mix64(o->seed * GOLDEN64 + i + 1), .row_bytes = row_bytes,
-                        .out = slab, .scratch = scratch, .max_ne0 = max_ne0};
+        const block_pool *bp = NULL;
+        if (qt_traits_of(t->type)->is_quantized && t->init == SYNTH_INIT_NORMAL) {
+            size_t k;
+            for (k = 0; k < n_pools; k++)
+                if (pools[k].type == t->type && pools[k].std == t->std) break;
+            if (k == n_pools) {
+                if (n_pools == MAX_POOLS || pool_build(&pools[n_pools], t->type, t->std, o->seed, pool, scratch)) {
+                    rc = wk_fail(err, WK_ENOMEM, "tensor %s: cannot build a %s block pool", t->name,
+                                 qt_type_name(t->type));
+                    goto done;
+                }
+                n_pools++;
+            }
+            bp = &pools[k];
+        }
+        slab_job job = {.t = t, .d = &o->dims, .bp = bp, .key = mix64(o->seed * GOLDEN64 + i + 1),
+                        .row_bytes = row_bytes, .out = slab, .scratch = scratch, .max_ne0 = max_ne0};
         for (int64_t r0 = 0; r0 < n_rows; r0 += rows_per_slab) {
             job.row0 = r0;
             job.n_rows = n_rows - r0 < rows_per_slab ? n_rows - r0 : rows_per_slab;
@@ -513,6 +615,7 @@ int synth_write(const synth_options *o, const char *path, synth_progress_fn prog
 done:
     if (w) gguf_writer_abort(w);
     wk_pool_free(pool);
+    for (size_t k = 0; k < n_pools; k++) free(pools[k].blocks);
     free(slab);
     free(scratch);
     synth_vocab_free(&vocab);

@@ -9,10 +9,12 @@
  * tokens, [PAD] tokens up to n_vocab) and the Qwen3 chat template, so the
  * server can run them end to end and llama.cpp loads them.
  *
- * Writing streams: tensors are generated and quantized a slab of rows at a
- * time (bounded memory, independent of the file size), on a thread pool.
- * The bytes depend only on the options (seed included), not on the number of
- * threads. */
+ * Writing streams: tensors are generated a slab of rows at a time (bounded
+ * memory, independent of the file size), on a thread pool. Quantized weights
+ * are assembled from pools of blocks quantized once per (type, scale) from
+ * Gaussian values (the K-quant quantizers are far too slow for 20+ GB files);
+ * F32/F16/BF16 tensors are generated value by value. The bytes depend only on
+ * the options (seed included), not on the number of threads. */
 #ifndef WICK_MODEL_SYNTH_H
 #define WICK_MODEL_SYNTH_H
 

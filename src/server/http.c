@@ -783,13 +783,17 @@ int srv_start(const srv_config *cfg, eng_service *svc, srv_server **out, wk_erro
     if (s->cfg.max_connections <= 0) s->cfg.max_connections = 512;
     srv_metrics_init(&s->metrics);
 
+    /* Idle timeout + connection caps bound what slow (slow-loris) clients can
+     * hold: a remote peer gets at most max_conn_per_ip connections. */
+    if (s->cfg.max_conn_per_ip <= 0) s->cfg.max_conn_per_ip = loopback ? 0 : 32;
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
                      MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
     s->daemon = MHD_start_daemon(
         flags, (uint16_t)cfg->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg.conn_timeout_s, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)s->cfg.max_connections, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+        (unsigned)s->cfg.max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)s->cfg.max_conn_per_ip,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
         MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
         MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_END);
     freeaddrinfo(ai);

@@ -30,6 +30,7 @@ typedef struct srv_config {
     int request_timeout_s;   /* longest a generation may take, 0 = unlimited (default 0) */
     int keepalive_ms;        /* SSE ": keep-alive" after this much silence, default 5000 */
     int max_connections;     /* default 512 */
+    int max_conn_per_ip;     /* 0: none on loopback, 32 otherwise (bounds one slow client's share) */
 } srv_config;
 
 void srv_config_default(srv_config *c);

@@ -253,7 +253,7 @@ int main(int argc, char **argv)
         bench_matvec(QT_Q4_K, 17408, 5120, label);
         bench_matvec(QT_Q8_0, 17408, 5120, label);
     }
-    g_ctx.mv_rows = 2;
+    g_ctx.mv_rows = 1;
     g_ctx.mv_blocks_per_sm = 0;
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         bench_matvec(types[i], 17408, 5120, "ffn_up ");

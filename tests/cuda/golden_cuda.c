@@ -148,6 +148,8 @@ static int run_case(const char *dir, const gcase *c, const model *m, be_backend 
     return rc;
 }
 
+int compare_ops_all(void); /* compare_ops.c */
+
 int main(int argc, char **argv)
 {
     const char *dir = argc > 1 ? argv[1] : ".golden";
@@ -166,6 +168,8 @@ int main(int argc, char **argv)
     }
     char line[8192];
     int n_pass = 0, n_fail = 0;
+    printf("-- backend ops, cuda vs cpu\n");
+    n_fail += compare_ops_all();
     printf("%-34s %7s %12s %12s %12s %12s\n", "model", "tol", "cuda prompt", "cuda gen", "cpu prompt", "cpu gen");
     while (fgets(line, sizeof line, f)) {
         gcase c;

@@ -30,7 +30,7 @@ int ref_block_elems(uint32_t t)
 {
     switch (t) {
     case QT_Q4_K: case QT_Q5_K: case QT_Q6_K: return 256;
-    case QT_Q8_0: case QT_Q4_0: case QT_IQ4_NL: return 32;
+    case QT_Q8_0: case QT_Q4_0: case QT_IQ4_NL: case QT_Q5_0: return 32;
     case QT_F32: case QT_F16: case QT_BF16: return 1;
     default: return 0;
     }
@@ -44,6 +44,7 @@ int ref_block_bytes(uint32_t t)
     case QT_Q6_K: return 210;
     case QT_Q8_0: return 34;
     case QT_Q4_0: case QT_IQ4_NL: return 18;
+    case QT_Q5_0: return 22;
     case QT_F32: return 4;
     case QT_F16: case QT_BF16: return 2;
     default: return 0;
@@ -71,7 +72,7 @@ void ref_random_blocks(uint32_t t, void *dst, int64_t n, uint64_t *rng)
             put_f16(blk + 2, d * 0.5f * fabsf(ref_randf(rng)));
             break;
         case QT_Q6_K: put_f16(blk + 208, d); break;
-        case QT_Q8_0: case QT_Q4_0: case QT_IQ4_NL: put_f16(blk, ref_randf(rng) < 0 ? -d : d); break;
+        case QT_Q8_0: case QT_Q4_0: case QT_IQ4_NL: case QT_Q5_0: put_f16(blk, ref_randf(rng) < 0 ? -d : d); break;
         case QT_F32: { float v = ref_randf(rng); memcpy(blk, &v, 4); break; }
         case QT_F16: put_f16(blk, ref_randf(rng)); break;
         case QT_BF16: { uint16_t h = wk_f32_to_bf16(ref_randf(rng)); memcpy(blk, &h, 2); break; }

@@ -77,7 +77,14 @@ static void test_matvec_type(uint32_t type, int64_t M, int64_t K, int n_mat, int
         const int64_t n = 67;
         float *xb = malloc(sizeof(float) * K * n), *yb = malloc(sizeof(float) * M * n), *yb_ref = malloc(sizeof(float) * M * n);
         for (int64_t i = 0; i < K * n; i++) xb[i] = ref_randn(&rng);
-        ref_matvec(wf, M, K, xb, n, 1, NULL, yb_ref);
+        /* quantized weights: activations are rounded to the partner format first */
+        float *xbr = malloc(sizeof(float) * K * n);
+        for (int64_t r = 0; r < n; r++) {
+            if (quant) ref_round_act(xb + r * K, xbr + r * K, K, group);
+            else memcpy(xbr + r * K, xb + r * K, sizeof(float) * K);
+        }
+        ref_matvec(wf, M, K, xbr, n, 1, NULL, yb_ref);
+        free(xbr);
         float *dxb = dev_upload(xb, sizeof(float) * K * n), *dyb = dev_alloc(sizeof(float) * M * n);
         if (cuda_matmul(&g_ctx, &qw, 0, dxb, n, dyb, &err)) {
             fprintf(stderr, "matmul: %s\n", err.msg);

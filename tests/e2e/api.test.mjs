@@ -200,6 +200,21 @@ test('completions endpoint returns text_completion', async () => {
   assert.equal(r.choices[0].finish_reason, 'length');
 });
 
+test('streamed completions carry text pieces, then usage', async () => {
+  const params = { model, prompt: 'The river flows', max_tokens: 6, temperature: 0, wick: { fresh: true } };
+  const plain = await client.completions.create(params);
+  const stream = await client.completions.create({ ...params, stream: true, stream_options: { include_usage: true } });
+  let text = '';
+  let usage = null;
+  for await (const ch of stream) {
+    assert.equal(ch.object, 'text_completion');
+    if (ch.usage) usage = ch.usage;
+    for (const c of ch.choices) text += c.text || '';
+  }
+  assert.equal(text, plain.choices[0].text);
+  assert.equal(usage.completion_tokens, plain.usage.completion_tokens);
+});
+
 test('tokenize and detokenize round-trip, special tokens parsed', async () => {
   const post = (p, b) => fetch(srv.url + p, { method: 'POST', body: JSON.stringify(b) }).then((r) => r.json());
   const t = await post('/v1/tokenize', { content: 'hello <|im_start|>world' });

@@ -528,6 +528,19 @@ static void test_weights_have_the_intended_scales(void **state)
     assert_true(mn >= -1.0 && mx <= 1.0);
     gguf_close(f);
 
+    /* quantized tensors (assembled from block pools) keep the scale */
+    o = opts_for("tiny-qwen35", "q4_k_m");
+    assert_int_equal(synth_write(&o, path, NULL, NULL, &err), 0);
+    assert_int_equal(gguf_open(&f, path, &err), 0);
+    const gguf_tensor *dn = gguf_find_tensor(f, "blk.1.ffn_down.weight");
+    assert_int_equal(dn->type, QT_Q6_K);
+    sd = tensor_stat(dn, &mean, &mn, &mx);
+    assert_true(fabs(sd * sqrt(512.0) - 1.0) < 0.05);
+    assert_true(fabs(mean) < 0.01);
+    sd = tensor_stat(gguf_find_tensor(f, "blk.0.ffn_up.weight"), &mean, &mn, &mx); /* Q4_K, fan_in 256 */
+    assert_true(fabs(sd * 16.0 - 1.0) < 0.05);
+    gguf_close(f);
+
     /* Llama 3 rope factors: 1 for high frequencies, 32 for the lowest */
     o = opts_for("tiny-llama", "q8_0");
     assert_int_equal(synth_write(&o, path, NULL, NULL, &err), 0);

@@ -5,7 +5,9 @@
  * processes the queries of every query head that shares the kv head, so each
  * K/V tile is converted to F32 once and reused by all of them. The key-tile
  * loop is where an attention policy decides which tiles to visit: dense
- * visits every tile up to the causal limit. */
+ * visits every tile up to the causal limit; the approximate policy
+ * (backend.h) skips tiles no query of the item may see, without reading them,
+ * and masks single keys only in tiles that straddle the allowed set. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -23,8 +25,16 @@
  * llama.cpp's own noise (an F32 decode drifts ~4x further from it). */
 #define ATTN_F16_ACC_BELOW 64
 
+/* The approximate policy resolved for one call: query position i sees key j
+ * when j < global || i - j < window || i >= dense_from. approx = false: all. */
+typedef struct attn_mask {
+    bool approx;
+    int32_t global, window, dense_from;
+} attn_mask;
+
 typedef struct attn_job {
     const be_attn_args *a;
+    attn_mask mask;
     cpu_backend *cb;
     int32_t n_qblocks;
     int32_t ratio; /* query heads per kv head */
@@ -32,16 +42,32 @@ typedef struct attn_job {
     bool f16_acc; /* one-chunk numerics (see ATTN_F16_ACC_BELOW) */
 } attn_job;
 
-/* Whether the key tile [k0, k1) must be visited by the queries [q0, q1) (positions).
- * Dense attention visits every tile; the approximate policy will skip tiles here. */
-static bool tile_visible(const be_attn_policy *policy, int32_t q0, int32_t q1, int32_t k0, int32_t k1)
+static attn_mask mask_of(const be_attn_args *a)
 {
-    (void)q0;
-    (void)q1;
-    (void)k0;
-    (void)k1;
-    if (!policy || !policy->approx) return true;
-    return true; /* approximate policy not implemented yet: dense */
+    attn_mask m = {false, 0, 0, 0};
+    const be_attn_policy *p = a->policy;
+    if (!p || !p->approx) return m;
+    m.approx = true;
+    m.global = p->global > 0 ? p->global : 0;
+    m.window = p->window > 1 ? p->window : 1; /* a query always sees itself */
+    int32_t tail = p->dense_tail > 0 ? p->dense_tail : 0;
+    m.dense_from = a->q_pos0 + (a->n_q > tail ? a->n_q - tail : 0);
+    return m;
+}
+
+static inline bool key_allowed(const attn_mask *m, int32_t i, int32_t j)
+{
+    return !m->approx || j < m->global || i - j < m->window || i >= m->dense_from;
+}
+
+/* Key tile [k0, k1) for the queries at positions [q0, q1) (causality aside):
+ * 0 = no query may see any key (skipped, never read), 1 = some pairs masked,
+ * 2 = every pair allowed (the dense path, bit for bit). */
+static int tile_visibility(const attn_mask *m, int32_t q0, int32_t q1, int32_t k0, int32_t k1)
+{
+    if (!m->approx || q0 >= m->dense_from || k1 <= m->global || (q1 - 1) - k0 < m->window) return 2;
+    if (q1 - 1 >= m->dense_from || k0 < m->global || q0 - (k1 - 1) < m->window) return 1;
+    return 0;
 }
 
 static size_t attn_scratch_floats(const be_attn_args *a, int32_t ratio)
@@ -91,10 +117,13 @@ static void attn_item(attn_job *j, int32_t g, int32_t qb, int32_t kb, int32_t ke
     const uint16_t *vh = a->v + (size_t)g * a->kv_head_stride;
     int32_t key_end = a->q_pos0 + i1; /* exclusive: last query sees keys < key_end */
     if (key_end > ke) key_end = ke;
+    int64_t tiles = 0;
 
     for (int32_t k0 = kb; k0 < key_end; k0 += ATTN_BK) {
         int32_t k1 = k0 + ATTN_BK < key_end ? k0 + ATTN_BK : key_end;
-        if (!tile_visible(a->policy, a->q_pos0 + i0, a->q_pos0 + i1, k0, k1)) continue;
+        const int vis = tile_visibility(&j->mask, a->q_pos0 + i0, a->q_pos0 + i1, k0, k1);
+        if (vis == 0) continue;
+        tiles++;
         int32_t nk = k1 - k0;
         for (int32_t t = 0; t < nk; t++) {
             vec->f16_to_f32(kt + (size_t)t * d_k, kh + (size_t)(k0 + t) * d_k, d_k);
@@ -107,9 +136,14 @@ static void attn_item(attn_job *j, int32_t g, int32_t qb, int32_t kb, int32_t ke
             int32_t kend = (limit < k1 ? limit : k1) - k0;
             const float *q = qrows + (size_t)r * d_k;
             float *ar = acc + (size_t)r * d_v;
+            const int32_t qpos = a->q_pos0 + i;
+            const int row_vis = vis == 1 ? tile_visibility(&j->mask, qpos, qpos + 1, k0, k1) : 2;
+            if (row_vis == 0) continue;
+            const bool masked = row_vis == 1;
             if (j->f16_acc) {
                 /* key by key, accumulator in F16 precision */
                 for (int32_t t = 0; t < kend; t++) {
+                    if (masked && !key_allowed(&j->mask, qpos, k0 + t)) continue;
                     float sc = vec->dot(q, kt + (size_t)t * d_k, d_k) * a->scale;
                     if (sc > m[r]) {
                         float ms = expf(m[r] - sc);
@@ -128,6 +162,10 @@ static void attn_item(attn_job *j, int32_t g, int32_t qb, int32_t kb, int32_t ke
             /* tile at once: scores, one rescale per tile, F32 accumulator */
             float mx = -INFINITY;
             for (int32_t t = 0; t < kend; t++) {
+                if (masked && !key_allowed(&j->mask, qpos, k0 + t)) {
+                    s[t] = -INFINITY; /* exp(-inf - m) = 0: adds nothing */
+                    continue;
+                }
                 s[t] = vec->dot(q, kt + (size_t)t * d_k, d_k) * a->scale;
                 if (s[t] > mx) mx = s[t];
             }
@@ -139,6 +177,7 @@ static void attn_item(attn_job *j, int32_t g, int32_t qb, int32_t kb, int32_t ke
             }
             float sum = 0.0f;
             for (int32_t t = 0; t < kend; t++) {
+                if (masked && s[t] == -INFINITY) continue;
                 float p = expf(s[t] - m[r]);
                 sum += p;
                 vec->axpy(ar, p, vt + (size_t)t * d_v, d_v);
@@ -146,6 +185,7 @@ static void attn_item(attn_job *j, int32_t g, int32_t qb, int32_t kb, int32_t ke
             l[r] += sum;
         }
     }
+    if (a->tiles_visited) __atomic_fetch_add(a->tiles_visited, tiles, __ATOMIC_RELAXED);
     if (partial) {
         for (int32_t r = 0; r < rows; r++) {
             float *p = partial + (size_t)r * (2 + d_v);
@@ -233,7 +273,7 @@ int cpu_op_attention(be_backend *be, const be_attn_args *a, wk_error *err)
     if (a->q_pos0 < 0 || a->q_pos0 + a->n_q > a->n_kv)
         return wk_fail(err, WK_EINVAL, "attention: queries at %d..%d beyond %d cached keys",
                        a->q_pos0, a->q_pos0 + a->n_q - 1, a->n_kv);
-    attn_job j = {a, cb, (a->n_q + ATTN_BQ - 1) / ATTN_BQ, a->n_head / a->n_head_kv,
+    attn_job j = {a, mask_of(a), cb, (a->n_q + ATTN_BQ - 1) / ATTN_BQ, a->n_head / a->n_head_kv,
                   a->q_head_stride ? a->q_head_stride : (size_t)a->d_k, a->n_q < ATTN_F16_ACC_BELOW};
     size_t need = attn_scratch_floats(a, j.ratio);
     int n_workers = cb->n_threads;

@@ -90,6 +90,31 @@ cpu_weight cpu_weight_of(const be_weight *w)
     return cpu_weight_view((enum qt_type)w->type, w->data, w->ne[1], w->ne[0], w->nb1);
 }
 
+static int cpu_prepare_weight(be_backend *be, be_weight *w, wk_error *err)
+{
+    (void)be;
+    if (w->prep || !w->data || w->ne[2] != 1) return 0; /* expert packs stay plain */
+    cpu_weight *cw = malloc(sizeof *cw);
+    if (!cw) return wk_fail(err, WK_ENOMEM, "out of memory preparing %s", w->name ? w->name : "weight");
+    *cw = cpu_weight_view((enum qt_type)w->type, w->data, w->ne[1], w->ne[0], w->nb1);
+    int rc = cpu_weight_prepare(cw, err);
+    if (rc) {
+        free(cw);
+        return wk_fail_prefix(err, "preparing %s", w->name ? w->name : "weight");
+    }
+    w->prep = cw;
+    return 0;
+}
+
+static void cpu_release_weight(be_backend *be, be_weight *w)
+{
+    (void)be;
+    if (!w->prep) return;
+    cpu_weight_release(w->prep);
+    free(w->prep);
+    w->prep = NULL;
+}
+
 int cpu_op_matmul(be_backend *be, const be_weight *w, const float *x, int64_t n_rows, float *y,
                   wk_error *err)
 {
@@ -205,6 +230,8 @@ static const be_ops k_cpu_ops = {
     .release = cpu_release,
     .to_host = cpu_to_host,
     .from_host = cpu_to_host, /* same address space: a copy either way */
+    .prepare_weight = cpu_prepare_weight,
+    .release_weight = cpu_release_weight,
     .matmul = cpu_op_matmul,
     .get_rows = cpu_op_get_rows,
     .rms_norm = cpu_op_rms_norm,

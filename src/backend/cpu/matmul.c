@@ -21,6 +21,11 @@
 /* At or below this many activation rows a call is "decode": each worker takes
  * a contiguous share of W's rows and streams them once. */
 #define DECODE_MAX_N 4
+/* From this many activation rows on, the panel kernels (AMX / VNNI) win:
+ * below it, their per-call weight unpacking costs more than the few extra
+ * passes of the decode kernels over L1-resident weight rows (measured on a
+ * 1024 x 1024 Q8_0/Q4_K: break-even near 8). */
+#define PANEL_MIN_N 8
 
 void cpu_scratch_free(cpu_scratch *s)
 {
@@ -115,8 +120,10 @@ static void quant_body(void *ctx, int worker, int n_workers)
 
 static cpu_gemm_fn pick_gemm(enum qt_type type)
 {
-    (void)type;
-    return NULL;
+    const wk_cpu_features *f = wk_cpu();
+    if (!(f->avx512f && f->avx512bw && f->avx512vl && f->avx512vnni && f->avx2 && f->fma && f->f16c)) return NULL;
+    cpu_gemm_fn fn = cpu_gemm_decode_avx512(type);
+    return fn ? fn : cpu_gemm_float_avx512(type);
 }
 
 static int check_weight(const cpu_weight *w, wk_error *err)
@@ -205,7 +212,7 @@ static int matmul_core(wk_pool *pool, const cpu_weight *w, const float *x, int64
                        size_t extra_bytes, float **extra, wk_error *err)
 {
     const int threads = pool ? wk_pool_size(pool) : 1;
-    enum cpu_panel_kernel kernel = n > DECODE_MAX_N ? cpu_panel_kernel_for(w->type) : CPU_PANEL_NONE;
+    enum cpu_panel_kernel kernel = n >= PANEL_MIN_N ? cpu_panel_kernel_for(w->type) : CPU_PANEL_NONE;
     if (kernel == CPU_PANEL_AMX && amx_disabled()) kernel = CPU_PANEL_VNNI;
     const size_t act_stride = (qt_act_row_bytes(w->type, w->cols) + ACT_ALIGN - 1) / ACT_ALIGN * ACT_ALIGN;
     const size_t need = kernel != CPU_PANEL_NONE ? cpu_panel_scratch_bytes(w->type, n, w->cols, threads)

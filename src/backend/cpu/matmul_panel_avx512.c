@@ -313,13 +313,18 @@ static void unpack_panel(const cpu_weight *w, int64_t r0, int nv, int G, int64_t
             }
         }
     }
-    /* [row][4r..4r+3] → [r][row·4 ..]: a 16 × G/4 transpose of 32-bit words */
-    const uint32_t flip = flip80 ? 0x80808080u : 0;
+    /* [row][4r..4r+3] → [r][row·4 ..]: a 16 × G/4 transpose of 32-bit words,
+     * one gather per output row */
+    const __m512i flip = _mm512_set1_epi32(flip80 ? (int)0x80808080u : 0);
+    const __m512i rows = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                            _mm512_set1_epi32(G / 4));
     for (int64_t b = 0; b < blocks; b++) {
-        const uint32_t *src = (const uint32_t *)(stage + b * tb);
-        uint32_t *dst = (uint32_t *)(codes + b * tb);
-        for (int i = 0; i < TILE; i++)
-            for (int r = 0; r < G / 4; r++) dst[r * TILE + i] = src[i * (G / 4) + r] ^ flip;
+        const int8_t *src = stage + b * tb;
+        int8_t *dst = codes + b * tb;
+        for (int r = 0; r < G / 4; r++) {
+            __m512i v = _mm512_i32gather_epi32(_mm512_add_epi32(rows, _mm512_set1_epi32(r)), src, 4);
+            _mm512_store_si512(dst + 64 * r, _mm512_xor_si512(v, flip));
+        }
     }
 }
 

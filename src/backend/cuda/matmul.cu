@@ -16,10 +16,12 @@
 
 /* ---- activation quantization ------------------------------------------------ */
 
-/* One warp per 256 elements, 8 consecutive per lane. */
-template <int GROUP>
+/* One warp per 256 elements, 8 consecutive per lane. F16OUT: instead of the
+ * int8 codes and scales, write the rounded values q·d as F16 into xh (the
+ * prefill GEMM then sees the activations llama.cpp's integer dot products see). */
+template <int GROUP, bool F16OUT = false>
 __global__ void quantize_act_kernel(const float *__restrict__ x, int64_t n_rows, int64_t K,
-                                    int8_t *__restrict__ xq, float *__restrict__ xd)
+                                    int8_t *__restrict__ xq, float *__restrict__ xd, __half *__restrict__ xh = nullptr)
 {
     const int lane = threadIdx.x & 31;
     const int64_t chunk = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
@@ -76,6 +78,15 @@ __global__ void quantize_act_kernel(const float *__restrict__ x, int64_t n_rows,
         }
     }
     if (!live) return;
+    if (F16OUT) {
+        unsigned h[4];
+        for (int i = 0; i < 4; i++) {
+            __half2 v = __floats2half2_rn((float)q[2 * i] * d, (float)q[2 * i + 1] * d);
+            memcpy(&h[i], &v, 4);
+        }
+        *(uint4 *)(xh + r * K + i0) = make_uint4(h[0], h[1], h[2], h[3]);
+        return;
+    }
     uint2 packed;
     memcpy(&packed, q, 8);
     *(uint2 *)(xq + r * K + i0) = packed;
@@ -106,6 +117,33 @@ extern "C" int cuda_quantize_act(cuda_ctx *c, const float *x, int64_t n_rows, in
 /* ---- matrix × vector ----------------------------------------------------------- */
 
 #define MV_WARPS 8 /* rows per block: one warp each */
+
+/* One warp per output row (the default launch: measured fastest on Q4_K/Q8_0). */
+template <int T>
+__global__ void __launch_bounds__(MV_WARPS * 32)
+matvec_q1_kernel(const uint8_t *__restrict__ W, size_t row_bytes, size_t mat_bytes, int64_t M, int64_t K,
+                 const int8_t *__restrict__ xq, const float *__restrict__ xd, int64_t slots_per_x,
+                 const int32_t *__restrict__ ids, float *__restrict__ y)
+{
+    typedef qdev<T> Q;
+    const int lane = threadIdx.x & 31;
+    const int64_t row = (int64_t)blockIdx.x * MV_WARPS + threadIdx.x / 32;
+    const int64_t s = blockIdx.y;
+    if (row >= M) return;
+    const int64_t e = ids ? ids[s] : 0;
+    const uint8_t *wr = W + e * mat_bytes + row * row_bytes;
+    const int64_t xr = s / slots_per_x;
+    const int8_t *xqr = xq + xr * K;
+    const float *xdr = xd + xr * (K / 32);
+    const int64_t nb = K / Q::QK;
+    constexpr int BPI = 32 / Q::TPB; /* blocks per warp iteration */
+    const int t = lane % Q::TPB;
+    float acc = 0.0f;
+#pragma unroll 4
+    for (int64_t ib = lane / Q::TPB; ib < nb; ib += BPI) acc += Q::dot(wr, nb, ib, t, xqr, xdr);
+    acc = warp_sum(acc);
+    if (lane == 0) y[s * M + row] = acc;
+}
 
 /* R rows per warp at a time (independent accumulators: more loads in flight,
  * shared activation loads); warps stride over row groups so a grid sized to
@@ -212,7 +250,10 @@ extern "C" int cuda_matvec(cuda_ctx *c, const cuda_qweight *w, const int8_t *xq,
         qgrid.x = (unsigned)(c->mv_blocks_per_sm * c->sm_count);
 #define MVQ(T)                                                                                      \
     do {                                                                                            \
-        if (R == 2)                                                                                 \
+        if (R == 1 && c->mv_blocks_per_sm <= 0)                                                     \
+            matvec_q1_kernel<T><<<grid, block, 0, c->stream>>>(W, w->row_bytes, w->mat_bytes, w->rows, \
+                                                                w->cols, xq, xd, slots_per_x, ids, y); \
+        else if (R == 2)                                                                            \
             matvec_q_kernel<T, 2><<<qgrid, block, 0, c->stream>>>(W, w->row_bytes, w->mat_bytes, w->rows, \
                                                                    w->cols, xq, xd, slots_per_x, ids, y); \
         else                                                                                        \
@@ -398,8 +439,18 @@ extern "C" int cuda_matmul(cuda_ctx *c, const cuda_qweight *w, int64_t mat, cons
             A = wb;
             lda = (int)K;
         }
-        if (bf) f32_to_16_kernel<1><<<cdiv(n * K, 256), 256, 0, c->stream>>>(x, n * K, xb);
-        else f32_to_16_kernel<0><<<cdiv(n * K, 256), 256, 0, c->stream>>>(x, n * K, xb);
+        if (bf) {
+            f32_to_16_kernel<1><<<cdiv(n * K, 256), 256, 0, c->stream>>>(x, n * K, xb);
+        } else if (quant && K % 32 == 0) {
+            /* round to the partner format first (Q8_K / Q8_0), as the matvec path does */
+            const int64_t chunks = n * ((K + 255) / 256);
+            if (cuda_act_group(w->type) == 256 && K % 256 == 0)
+                quantize_act_kernel<256, true><<<cdiv(chunks, 8), 256, 0, c->stream>>>(x, n, K, NULL, NULL, (__half *)xb);
+            else
+                quantize_act_kernel<32, true><<<cdiv(chunks, 8), 256, 0, c->stream>>>(x, n, K, NULL, NULL, (__half *)xb);
+        } else {
+            f32_to_16_kernel<0><<<cdiv(n * K, 256), 256, 0, c->stream>>>(x, n * K, xb);
+        }
         CU_CHECK_LAUNCH(err, "activation conversion");
         const cudaDataType_t dt = bf ? CUDA_R_16BF : CUDA_R_16F;
         st = cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)M, (int)n, (int)K, &alpha, A, dt, lda, xb, dt,

@@ -1,0 +1,75 @@
+/* Attention-policy flags shared by run, bench, serve and eval. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli_policy.h"
+#include "engine/context.h"
+
+void cli_policy_init(be_attn_policy *p)
+{
+    eng_policy_approx_default(p);
+    p->approx = false;
+}
+
+static int parse_count(const char *arg, long lo, int32_t *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(arg, &end, 10);
+    if (errno || end == arg || *end || v < lo || v > (1L << 30)) return -1;
+    *out = (int32_t)v;
+    return 0;
+}
+
+int cli_policy_option(int opt, const char *arg, be_attn_policy *p, const char *cmd)
+{
+    int32_t v = 0;
+    switch (opt) {
+    case CLI_OPT_ATTN_POLICY:
+        if (!strcmp(arg, "dense")) {
+            p->approx = false;
+            return 1;
+        }
+        if (!strncmp(arg, "approx", 6) && (arg[6] == '\0' || arg[6] == ':')) {
+            p->approx = true;
+            if (arg[6] == '\0') return 1;
+            int g, w, t, c = p->dense_tail_continue, n = sscanf(arg + 7, "%d,%d,%d,%d", &g, &w, &t, &c);
+            if ((n == 3 || n == 4) && g >= 0 && w >= 1 && t >= 0 && c >= 0) {
+                p->global = g;
+                p->window = w;
+                p->dense_tail = t;
+                p->dense_tail_continue = c;
+                return 1;
+            }
+        }
+        fprintf(stderr, "%s: --attn-policy '%s': expected dense, approx or approx:GLOBAL,WINDOW,DENSE_TAIL[,CONTINUE]\n",
+                cmd, arg);
+        return -1;
+    case CLI_OPT_ATTN_GLOBAL:
+    case CLI_OPT_ATTN_DENSE_TAIL:
+    case CLI_OPT_ATTN_DENSE_TAIL_CONTINUE:
+    case CLI_OPT_ATTN_WINDOW:
+        if (parse_count(arg, opt == CLI_OPT_ATTN_WINDOW ? 1 : 0, &v)) {
+            fprintf(stderr, "%s: bad value '%s' for an --attn-* option (a token count%s)\n", cmd, arg,
+                    opt == CLI_OPT_ATTN_WINDOW ? " >= 1" : " >= 0");
+            return -1;
+        }
+        if (opt == CLI_OPT_ATTN_GLOBAL) p->global = v;
+        else if (opt == CLI_OPT_ATTN_WINDOW) p->window = v;
+        else if (opt == CLI_OPT_ATTN_DENSE_TAIL) p->dense_tail = v;
+        else p->dense_tail_continue = v;
+        return 1;
+    default: return 0;
+    }
+}
+
+void cli_policy_describe(const be_attn_policy *p, char *buf, size_t cap)
+{
+    if (!p || !p->approx) snprintf(buf, cap, "dense");
+    else
+        snprintf(buf, cap, "approx(global=%d,window=%d,dense_tail=%d,continue=%d)", p->global, p->window, p->dense_tail,
+                 p->dense_tail_continue);
+}

@@ -1,0 +1,49 @@
+/* Attention-policy flags shared by run, bench, serve and eval:
+ *   --attn-policy dense|approx  (also approx:G,W,T[,C])
+ *   --attn-global N --attn-window N --attn-dense-tail N --attn-dense-tail-continue N
+ * Defaults are the design's (engine eng_policy_approx_default); the numbers
+ * only matter with approx. Add CLI_POLICY_LONG_OPTIONS to a getopt_long
+ * table and hand unknown option codes to cli_policy_option. */
+#ifndef WICK_CLI_CLI_POLICY_H
+#define WICK_CLI_CLI_POLICY_H
+
+#include <stddef.h>
+
+#include "backend/backend.h"
+
+enum {
+    CLI_OPT_ATTN_POLICY = 0x4100,
+    CLI_OPT_ATTN_GLOBAL,
+    CLI_OPT_ATTN_WINDOW,
+    CLI_OPT_ATTN_DENSE_TAIL,
+    CLI_OPT_ATTN_DENSE_TAIL_CONTINUE,
+};
+
+#define CLI_POLICY_LONG_OPTIONS                                                  \
+    {"attn-policy", required_argument, 0, CLI_OPT_ATTN_POLICY},                  \
+        {"attn-global", required_argument, 0, CLI_OPT_ATTN_GLOBAL},              \
+        {"attn-window", required_argument, 0, CLI_OPT_ATTN_WINDOW},              \
+        {"attn-dense-tail", required_argument, 0, CLI_OPT_ATTN_DENSE_TAIL},      \
+        {"attn-dense-tail-continue", required_argument, 0, CLI_OPT_ATTN_DENSE_TAIL_CONTINUE}
+
+#define CLI_POLICY_HELP                                                                        \
+    "  --attn-policy P      dense (default) or approx: prompt tokens attend only to the first\n" \
+    "                       GLOBAL keys and the last WINDOW keys, except the last DENSE_TAIL\n"  \
+    "                       prompt tokens; decode is always dense (also approx:G,W,T[,C])\n"     \
+    "  --attn-global N      approx: keys at the start always attended (default 8192)\n"          \
+    "  --attn-window N      approx: recent keys always attended (default 8192, >= 1)\n"          \
+    "  --attn-dense-tail N  approx: last prompt tokens of a cold request attend densely (2048)\n" \
+    "  --attn-dense-tail-continue N  same when continuing cached state (default 128)\n"
+
+/* Dense, with the approximate numbers at their defaults. */
+void cli_policy_init(be_attn_policy *p);
+
+/* Handles one option code of CLI_POLICY_LONG_OPTIONS. Returns 1 when handled,
+ * 0 when the code is not a policy option, -1 on a bad value (message on
+ * stderr, prefixed with cmd). */
+int cli_policy_option(int opt, const char *arg, be_attn_policy *p, const char *cmd);
+
+/* "dense" or "approx(global=…,window=…,dense_tail=…,continue=…)". */
+void cli_policy_describe(const be_attn_policy *p, char *buf, size_t cap);
+
+#endif

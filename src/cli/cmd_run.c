@@ -1,0 +1,446 @@
+/* `wick run`: load a model, feed a prompt, stream the generated text.
+ * Numerics mode: --tokens feeds exact ids as one batch and --dump-logits
+ * writes every row of logits (float32 little-endian [n_tokens][n_vocab]). */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "engine/context.h"
+#include "engine/sampler.h"
+#include "engine/sequence.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+#include "util/threadpool.h"
+#include "util/timeutil.h"
+
+typedef struct run_opts {
+    const char *model_path;
+    const char *prompt;
+    const char *prompt_file;
+    const char *tokens_arg;
+    const char *dump_logits;
+    bool dump_tokens;
+    bool no_bos;
+    bool ignore_eos;
+    bool show_special;
+    int n_predict;
+    bool n_predict_set;
+    int n_threads;
+    int n_ctx;
+    int n_ubatch;
+    eng_sampler_params sp;
+} run_opts;
+
+static void run_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: wick run -m MODEL.gguf (-p TEXT | -f FILE | --tokens IDS) [options]\n"
+            "\n"
+            "Feeds a prompt to the model and streams the generated text to stdout;\n"
+            "timings go to stderr.\n"
+            "\n"
+            "input:\n"
+            "  -m, --model FILE       GGUF model to load (required)\n"
+            "  -p, --prompt TEXT      prompt text (special-token text such as <|im_start|> is recognized)\n"
+            "  -f, --file FILE        read the prompt text from FILE\n"
+            "      --tokens IDS       feed these token ids (comma-separated) exactly: no BOS, one batch,\n"
+            "                         no tokenizer needed\n"
+            "      --no-bos           do not add the vocabulary's BOS token to a text prompt\n"
+            "\n"
+            "generation:\n"
+            "  -n, --n-predict N      generate at most N tokens (default 128; 0 with --dump-logits)\n"
+            "      --temp X           temperature, 0 = greedy (default 0.8)\n"
+            "      --top-k N          keep the N most likely tokens, 0 = off (default 40)\n"
+            "      --top-p X          nucleus sampling mass, 1 = off (default 0.95)\n"
+            "      --min-p X          drop tokens below X times the best one, 0 = off (default 0.05)\n"
+            "      --repeat-penalty X penalize recent tokens, 1 = off (default 1)\n"
+            "      --seed N           sampler seed (default 0)\n"
+            "      --ignore-eos       keep generating past end-of-generation tokens\n"
+            "      --special          print control tokens as text\n"
+            "\n"
+            "engine:\n"
+            "  -t, --threads N        worker threads (default: physical cores)\n"
+            "  -c, --ctx N            context capacity in tokens (default: prompt + n-predict, at least 512)\n"
+            "  -b, --ubatch N         prefill chunk size in tokens (default 512)\n"
+            "\n"
+            "debugging:\n"
+            "      --dump-logits FILE write the logits of every prompt token to FILE as float32 LE\n"
+            "                         [n_tokens][n_vocab] (with --tokens: the whole list is one batch)\n"
+            "      --dump-tokens      print the token ids the prompt becomes and exit\n"
+            "  -h, --help             show this help\n");
+}
+
+static int die(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "wick run: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n");
+    return 1;
+}
+
+static bool parse_int(const char *s, int lo, int hi, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) return false;
+    *out = (int)v;
+    return true;
+}
+
+static bool parse_float(const char *s, float *out)
+{
+    char *end;
+    errno = 0;
+    float v = strtof(s, &end);
+    if (errno || end == s || *end) return false;
+    *out = v;
+    return true;
+}
+
+/* Returns 0 on success, 1 on a bad command line (message printed), 2 for --help. */
+static int parse_args(int argc, char **argv, run_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->n_predict = 128;
+    o->n_ubatch = 512;
+    eng_sampler_params_default(&o->sp);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define NEED_VALUE()                                               \
+    do {                                                           \
+        if (!v) return die("option %s needs a value", a);          \
+        i++;                                                       \
+    } while (0)
+#define IS(s) (strcmp(a, s) == 0)
+        if (IS("-h") || IS("--help")) return 2;
+        else if (IS("-m") || IS("--model")) { NEED_VALUE(); o->model_path = v; }
+        else if (IS("-p") || IS("--prompt")) { NEED_VALUE(); o->prompt = v; }
+        else if (IS("-f") || IS("--file")) { NEED_VALUE(); o->prompt_file = v; }
+        else if (IS("--tokens")) { NEED_VALUE(); o->tokens_arg = v; }
+        else if (IS("--dump-logits")) { NEED_VALUE(); o->dump_logits = v; }
+        else if (IS("--dump-tokens")) o->dump_tokens = true;
+        else if (IS("--no-bos")) o->no_bos = true;
+        else if (IS("--ignore-eos")) o->ignore_eos = true;
+        else if (IS("--special")) o->show_special = true;
+        else if (IS("-n") || IS("--n-predict")) {
+            NEED_VALUE();
+            if (!parse_int(v, 0, 1 << 24, &o->n_predict)) return die("bad token count '%s' for -n", v);
+            o->n_predict_set = true;
+        } else if (IS("-t") || IS("--threads")) {
+            NEED_VALUE();
+            if (!parse_int(v, 1, 1024, &o->n_threads)) return die("bad thread count '%s'", v);
+        } else if (IS("-c") || IS("--ctx")) {
+            NEED_VALUE();
+            if (!parse_int(v, 1, 1 << 24, &o->n_ctx)) return die("bad context size '%s'", v);
+        } else if (IS("-b") || IS("--ubatch")) {
+            NEED_VALUE();
+            if (!parse_int(v, 1, 1 << 16, &o->n_ubatch)) return die("bad ubatch size '%s'", v);
+        } else if (IS("--temp")) {
+            NEED_VALUE();
+            if (!parse_float(v, &o->sp.temperature)) return die("bad temperature '%s'", v);
+        } else if (IS("--top-k")) {
+            NEED_VALUE();
+            int k;
+            if (!parse_int(v, 0, 1 << 24, &k)) return die("bad top-k '%s'", v);
+            o->sp.top_k = k;
+        } else if (IS("--top-p")) {
+            NEED_VALUE();
+            if (!parse_float(v, &o->sp.top_p)) return die("bad top-p '%s'", v);
+        } else if (IS("--min-p")) {
+            NEED_VALUE();
+            if (!parse_float(v, &o->sp.min_p)) return die("bad min-p '%s'", v);
+        } else if (IS("--repeat-penalty")) {
+            NEED_VALUE();
+            if (!parse_float(v, &o->sp.repeat_penalty)) return die("bad repeat penalty '%s'", v);
+        } else if (IS("--seed")) {
+            NEED_VALUE();
+            char *end;
+            errno = 0;
+            unsigned long long s = strtoull(v, &end, 10);
+            if (errno || end == v || *end) return die("bad seed '%s'", v);
+            o->sp.seed = s;
+        } else {
+            return die("unknown option '%s' (see wick run --help)", a);
+        }
+#undef NEED_VALUE
+#undef IS
+    }
+    if (!o->model_path) return die("%s", "no model given (-m FILE)");
+    int inputs = (o->prompt != NULL) + (o->prompt_file != NULL) + (o->tokens_arg != NULL);
+    if (inputs == 0) return die("%s", "no prompt given (-p TEXT, -f FILE or --tokens IDS)");
+    if (inputs > 1) return die("%s", "give only one of -p, -f and --tokens");
+    if (o->dump_logits && !o->n_predict_set) o->n_predict = 0;
+    return 0;
+}
+
+/* "5,17,99" → ids. */
+static int parse_tokens(const char *s, int32_t **ids, int32_t *n)
+{
+    size_t cap = 16, len = 0;
+    int32_t *p = malloc(cap * sizeof *p);
+    if (!p) return -1;
+    const char *c = s;
+    while (*c) {
+        char *end;
+        errno = 0;
+        long v = strtol(c, &end, 10);
+        if (errno || end == c || v < 0 || v > INT32_MAX) {
+            free(p);
+            return -1;
+        }
+        if (len == cap) {
+            int32_t *q = realloc(p, 2 * cap * sizeof *p);
+            if (!q) {
+                free(p);
+                return -1;
+            }
+            p = q;
+            cap *= 2;
+        }
+        p[len++] = (int32_t)v;
+        c = end;
+        while (*c == ' ') c++;
+        if (*c == ',') c++;
+        else if (*c) {
+            free(p);
+            return -1;
+        }
+    }
+    if (!len) {
+        free(p);
+        return -1;
+    }
+    *ids = p;
+    *n = (int32_t)len;
+    return 0;
+}
+
+static char *read_text_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    for (;;) {
+        if (!buf) break;
+        if (len + 1 >= cap) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t got = fread(buf + len, 1, cap - 1 - len, f);
+        len += got;
+        if (got == 0) break;
+    }
+    fclose(f);
+    if (buf) buf[len] = '\0';
+    return buf;
+}
+
+static int write_logits(const char *path, const float *rows, int32_t n_rows, int32_t n_vocab)
+{
+    /* float32 little-endian: the host order on every platform wick builds for */
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    size_t n = (size_t)n_rows * (size_t)n_vocab;
+    size_t w = fwrite(rows, sizeof(float), n, f);
+    int rc = fclose(f);
+    return (w == n && rc == 0) ? 0 : -1;
+}
+
+int cmd_run(int argc, char **argv)
+{
+    run_opts o;
+    int prc = parse_args(argc, argv, &o);
+    if (prc == 2) {
+        run_usage(stdout);
+        return 0;
+    }
+    if (prc) return 1;
+
+    wk_error err = {0};
+    model *m = NULL;
+    tok_vocab *vocab = NULL;
+    eng_ctx *ctx = NULL;
+    eng_seq *seq = NULL;
+    eng_sampler *sampler = NULL;
+    tok_decoder *dec = NULL;
+    int32_t *prompt = NULL, n_prompt = 0;
+    char *file_text = NULL;
+    int status = 1;
+
+    double t_load = wk_now_ms();
+    if (model_load(&m, o.model_path, &err)) {
+        fprintf(stderr, "wick run: %s\n", err.msg);
+        goto done;
+    }
+    /* the tokenizer is needed for text prompts and for printing; --tokens works without it */
+    if (tok_load_from_gguf(&vocab, m->file, &err)) {
+        if (!o.tokens_arg) {
+            fprintf(stderr, "wick run: %s: %s\n", o.model_path, err.msg);
+            goto done;
+        }
+        vocab = NULL;
+    }
+
+    if (o.tokens_arg) {
+        if (parse_tokens(o.tokens_arg, &prompt, &n_prompt)) {
+            fprintf(stderr, "wick run: --tokens wants comma-separated non-negative ids, got '%s'\n", o.tokens_arg);
+            goto done;
+        }
+    } else {
+        const char *text = o.prompt;
+        if (o.prompt_file) {
+            file_text = read_text_file(o.prompt_file);
+            if (!file_text) {
+                fprintf(stderr, "wick run: cannot read prompt file %s: %s\n", o.prompt_file, strerror(errno));
+                goto done;
+            }
+            text = file_text;
+        }
+        size_t n_ids = 0;
+        if (tok_encode(vocab, text, strlen(text), !o.no_bos, TOK_SPECIAL_ALL, &prompt, &n_ids, &err)) {
+            fprintf(stderr, "wick run: tokenizing the prompt: %s\n", err.msg);
+            goto done;
+        }
+        n_prompt = (int32_t)n_ids;
+    }
+    if (o.dump_tokens) {
+        for (int32_t i = 0; i < n_prompt; i++) printf("%s%d", i ? "," : "", prompt[i]);
+        printf("\n");
+        status = 0;
+        goto done;
+    }
+    if (n_prompt == 0) {
+        fprintf(stderr, "wick run: the prompt is empty\n");
+        goto done;
+    }
+    for (int32_t i = 0; i < n_prompt; i++)
+        if ((uint32_t)prompt[i] >= m->hp.n_vocab) {
+            fprintf(stderr, "wick run: token id %d is outside the vocabulary (%u)\n", prompt[i], m->hp.n_vocab);
+            goto done;
+        }
+
+    eng_options eo;
+    eng_options_default(&eo);
+    eo.n_threads = o.n_threads;
+    int64_t need = (int64_t)n_prompt + o.n_predict;
+    eo.n_ctx = o.n_ctx ? o.n_ctx : (int32_t)(need > 512 ? need : 512);
+    if (need > eo.n_ctx) {
+        fprintf(stderr, "wick run: prompt (%d tokens) + %d to generate exceed the context of %d (-c)\n", n_prompt,
+                o.n_predict, eo.n_ctx);
+        goto done;
+    }
+    /* --tokens is one batch by contract (the golden logits are made that way) */
+    eo.n_ubatch = o.tokens_arg ? n_prompt : o.n_ubatch;
+    if (eng_ctx_new(&ctx, m, &eo, &err) || eng_seq_new(&seq, ctx, eo.n_ctx, &err)) {
+        fprintf(stderr, "wick run: %s\n", err.msg);
+        goto done;
+    }
+    t_load = wk_now_ms() - t_load;
+    const int32_t n_vocab = eng_n_vocab(ctx);
+
+    eng_prefill_opts po = {0};
+    po.all_logits = o.dump_logits != NULL;
+    double t0 = wk_now_ms();
+    if (eng_prefill(ctx, seq, prompt, n_prompt, &po, &err)) {
+        fprintf(stderr, "wick run: prefill: %s\n", err.msg);
+        goto done;
+    }
+    double prefill_ms = wk_now_ms() - t0;
+    if (o.dump_logits) {
+        int32_t rows = 0;
+        const float *all = eng_logits_all(ctx, &rows);
+        if (write_logits(o.dump_logits, all, rows, n_vocab)) {
+            fprintf(stderr, "wick run: cannot write %s: %s\n", o.dump_logits, strerror(errno));
+            goto done;
+        }
+    }
+
+    if (eng_sampler_new(&sampler, &o.sp, n_vocab, &err)) {
+        fprintf(stderr, "wick run: sampler: %s\n", err.msg);
+        goto done;
+    }
+    for (int32_t i = 0; i < n_prompt; i++) eng_sampler_accept(sampler, prompt[i]);
+    if (vocab) {
+        dec = tok_decoder_new(vocab, o.show_special ? TOK_DECODE_SPECIAL : 0);
+        if (!dec) {
+            fprintf(stderr, "wick run: out of memory\n");
+            goto done;
+        }
+    }
+
+    int32_t n_gen = 0;
+    double decode_ms = 0.0;
+    for (; n_gen < o.n_predict; n_gen++) {
+        int32_t id = eng_sampler_sample(sampler, eng_logits(ctx), NULL);
+        if (id < 0) {
+            fprintf(stderr, "wick run: every logit is -inf or NaN; stopping\n");
+            break;
+        }
+        eng_sampler_accept(sampler, id);
+        bool eog = vocab && tok_is_eog(vocab, id);
+        if (dec) {
+            const char *piece;
+            size_t len;
+            if (!eog || o.show_special) {
+                if (tok_decoder_feed(dec, id, &piece, &len) == 0 && len) fwrite(piece, 1, len, stdout);
+            }
+        } else {
+            printf("%s%d", n_gen ? "," : "", id);
+        }
+        fflush(stdout);
+        if (eog && !o.ignore_eos) {
+            n_gen++;
+            break;
+        }
+        if (n_gen + 1 >= o.n_predict) {
+            n_gen++;
+            break;
+        }
+        double t1 = wk_now_ms();
+        if (eng_decode(ctx, seq, id, &err)) {
+            fprintf(stderr, "\nwick run: decode: %s\n", err.msg);
+            goto done;
+        }
+        decode_ms += wk_now_ms() - t1;
+    }
+    if (dec) {
+        const char *piece;
+        size_t len;
+        tok_decoder_flush(dec, &piece, &len);
+        if (len) fwrite(piece, 1, len, stdout);
+    }
+    if (n_gen) printf("\n");
+    fflush(stdout);
+
+    /* decode steps: every generated token but the last was fed back */
+    int32_t n_decoded = n_gen > 0 ? n_gen - 1 : 0;
+    fprintf(stderr, "\nmodel:     %s (%s, %u layers, %d threads), loaded in %.0f ms\n", o.model_path,
+            model_arch_name(m->arch), m->hp.n_layer, eng_ctx_options(ctx)->n_threads, t_load);
+    fprintf(stderr, "prompt:    %d tokens in %.1f ms (%.1f tok/s)\n", n_prompt, prefill_ms,
+            prefill_ms > 0 ? n_prompt * 1000.0 / prefill_ms : 0.0);
+    fprintf(stderr, "generated: %d tokens, %d decode steps in %.1f ms (%.1f tok/s)\n", n_gen, n_decoded, decode_ms,
+            decode_ms > 0 ? n_decoded * 1000.0 / decode_ms : 0.0);
+    status = 0;
+done:
+    tok_decoder_free(dec);
+    eng_sampler_free(sampler);
+    eng_seq_free(seq);
+    eng_ctx_free(ctx);
+    tok_free(vocab);
+    model_free(m);
+    free(prompt);
+    free(file_text);
+    return status;
+}

@@ -1,0 +1,148 @@
+/* Backend-level checks: the same be_ops call on the CPU backend and on the
+ * CUDA backend, random inputs, outputs compared. Covers the ops whose CUDA
+ * glue does more than launch one kernel (MoE FFN with fused and separate
+ * gate/up packs, mixed expert types, 1-row matmuls). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "backend/cuda/cuda_backend.h"
+#include "quant/qtypes.h"
+#include "ref.h"
+
+static void *host_blocks(uint32_t type, int64_t elems, uint64_t *rng)
+{
+    size_t bytes = (size_t)(elems / ref_block_elems(type)) * ref_block_bytes(type);
+    void *p = malloc(bytes);
+    ref_random_blocks(type, p, elems, rng);
+    return p;
+}
+
+static be_weight pack(uint32_t type, void *data, int64_t cols, int64_t rows, int64_t n_mat, const char *name)
+{
+    be_weight w;
+    memset(&w, 0, sizeof w);
+    w.type = type;
+    w.ne[0] = cols;
+    w.ne[1] = rows;
+    w.ne[2] = n_mat;
+    w.ne[3] = 1;
+    w.nb1 = (size_t)(cols / ref_block_elems(type)) * ref_block_bytes(type);
+    w.nb2 = w.nb1 * (size_t)rows;
+    w.data = data;
+    w.name = name;
+    return w;
+}
+
+static void *to_dev(be_backend *be, const void *h, size_t bytes)
+{
+    void *d = be_alloc(be, bytes);
+    be_from_host(be, d, h, bytes);
+    return d;
+}
+
+static int check(const char *name, const float *a, const float *b, int64_t n, double tol)
+{
+    double e = ref_rel_err(a, b, n);
+    int ok = e <= tol;
+    printf("%-4s %-58s rel_err %.3e (tol %.0e)\n", ok ? "ok" : "FAIL", name, e, tol);
+    return ok ? 0 : 1;
+}
+
+static int compare_moe(be_backend *cpu, uint32_t tg, uint32_t td, int fused, int n_t, uint64_t seed)
+{
+    uint64_t rng = seed;
+    const int64_t E = 256, F = 32, X = 8;
+    const int k = 2;
+    void *g = host_blocks(tg, E * (fused ? 2 * F : F) * X, &rng);
+    void *u = fused ? NULL : host_blocks(tg, E * F * X, &rng);
+    void *d = host_blocks(td, F * E * X, &rng);
+    be_weight wg = pack(tg, g, E, fused ? 2 * F : F, X, "gate");
+    be_weight wu = fused ? pack(tg, NULL, E, F, X, "up") : pack(tg, u, E, F, X, "up");
+    be_weight wd = pack(td, d, F, E, X, "down");
+    float *x = malloc(sizeof(float) * n_t * E), *out_c = malloc(sizeof(float) * n_t * E), *out_g = malloc(sizeof(float) * n_t * E);
+    int32_t *ids = malloc(sizeof(int32_t) * n_t * k);
+    float *w = malloc(sizeof(float) * n_t * k);
+    for (int64_t i = 0; i < n_t * E; i++) x[i] = ref_randn(&rng);
+    for (int t = 0; t < n_t; t++) {
+        ids[t * k] = (t * 3) % X;
+        ids[t * k + 1] = (t * 3 + 1 + t % 5) % X;
+        if (ids[t * k + 1] == ids[t * k]) ids[t * k + 1] = (ids[t * k] + 1) % X;
+        w[t * k] = 0.7f;
+        w[t * k + 1] = 0.3f;
+    }
+    wk_error err = {0};
+    be_moe_args a = {&wg, &wu, &wd, x, n_t, k, ids, w, out_c};
+    if (be_moe_ffn(cpu, &a, &err)) {
+        printf("FAIL cpu moe: %s\n", err.msg);
+        return 1;
+    }
+    be_backend *cu = NULL;
+    if (be_cuda_new(&cu, 0, &err)) return 1;
+    float *dx = to_dev(cu, x, sizeof(float) * n_t * E), *dout = be_alloc(cu, sizeof(float) * n_t * E);
+    int32_t *dids = to_dev(cu, ids, sizeof(int32_t) * n_t * k);
+    float *dw = to_dev(cu, w, sizeof(float) * n_t * k);
+    be_moe_args b = {&wg, &wu, &wd, dx, n_t, k, dids, dw, dout};
+    int rc = be_moe_ffn(cu, &b, &err);
+    if (!rc) be_to_host(cu, out_g, dout, sizeof(float) * n_t * E);
+    if (!rc) rc = be_cuda_status(cu, &err);
+    char name[128];
+    snprintf(name, sizeof name, "be moe_ffn %s%s/%s n_t=%d vs cpu backend", qt_type_name(tg), fused ? " fused" : "",
+             qt_type_name(td), n_t);
+    int bad = rc ? (printf("FAIL %s: %s\n", name, err.msg), 1) : check(name, out_g, out_c, n_t * E, 2e-3);
+    be_free(cu);
+    free(g); free(u); free(d); free(x); free(out_c); free(out_g); free(ids); free(w);
+    return bad;
+}
+
+/* y = W·x for a 1-row F32 weight (the shared-expert gate) and a small Q8_0 matrix. */
+static int compare_matmul(be_backend *cpu, uint32_t type, int64_t K, int64_t M, int n, uint64_t seed)
+{
+    uint64_t rng = seed;
+    void *wd = host_blocks(type, K * M, &rng);
+    be_weight w = pack(type, wd, K, M, 1, "w");
+    float *x = malloc(sizeof(float) * n * K), *yc = malloc(sizeof(float) * n * M), *yg = malloc(sizeof(float) * n * M);
+    for (int64_t i = 0; i < n * K; i++) x[i] = ref_randn(&rng);
+    wk_error err = {0};
+    if (be_matmul(cpu, &w, x, n, yc, &err)) {
+        printf("FAIL cpu matmul: %s\n", err.msg);
+        return 1;
+    }
+    be_backend *cu = NULL;
+    if (be_cuda_new(&cu, 0, &err)) return 1;
+    float *dx = to_dev(cu, x, sizeof(float) * n * K), *dy = be_alloc(cu, sizeof(float) * n * M);
+    int rc = be_matmul(cu, &w, dx, n, dy, &err);
+    if (!rc) be_to_host(cu, yg, dy, sizeof(float) * n * M);
+    char name[128];
+    snprintf(name, sizeof name, "be matmul %s %lldx%lld n=%d vs cpu backend", qt_type_name(type), (long long)M,
+             (long long)K, n);
+    int bad = rc ? (printf("FAIL %s: %s\n", name, err.msg), 1) : check(name, yg, yc, n * M, 3e-3);
+    be_free(cu);
+    free(wd); free(x); free(yc); free(yg);
+    return bad;
+}
+
+int compare_ops_all(void)
+{
+    wk_error err = {0};
+    be_backend *cpu = NULL;
+    if (be_cpu_new(&cpu, 4, &err)) return 1;
+    int bad = 0;
+    bad += compare_matmul(cpu, QT_F32, 256, 1, 1, 1);
+    bad += compare_matmul(cpu, QT_F32, 256, 1, 64, 2);
+    bad += compare_matmul(cpu, QT_Q8_0, 32, 256, 1, 3);
+    bad += compare_matmul(cpu, QT_Q8_0, 32, 256, 64, 4);
+    bad += compare_matmul(cpu, QT_Q4_K, 256, 48, 64, 5);
+    bad += compare_matmul(cpu, QT_Q5_0, 256, 64, 64, 6);
+    for (int n_t = 1; n_t <= 64; n_t += 63) {
+        bad += compare_moe(cpu, QT_Q8_0, QT_Q8_0, 0, n_t, 10 + n_t);
+        bad += compare_moe(cpu, QT_Q8_0, QT_Q8_0, 1, n_t, 20 + n_t);
+        bad += compare_moe(cpu, QT_Q4_K, QT_Q8_0, 1, n_t, 30 + n_t);
+        bad += compare_moe(cpu, QT_Q4_K, QT_Q5_0, 0, n_t, 40 + n_t);
+        bad += compare_moe(cpu, QT_F32, QT_F32, 1, n_t, 50 + n_t);
+    }
+    be_free(cpu);
+    return bad;
+}

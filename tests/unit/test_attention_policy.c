@@ -1,0 +1,353 @@
+/* Attention with a policy (backend/cpu/cpu_attention.c): the block-sparse
+ * kernel against a naive masked reference on random inputs, dense and
+ * approximate, many shapes (odd lengths, tile-crossing boundaries, GQA
+ * ratios 1/2/4/8, head dims 64/128/256, continuation at q_pos0 > 0, the
+ * split-KV decode path), bit-identity when the policy cannot bite, and the
+ * number of key tiles visited falling with the window. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "testutil.h"
+#include "util/f16.h"
+
+/* Kernel tiles (cpu_attention.c): queries per work item, keys per tile. The
+ * visited-tile count below is computed from these. */
+#define BQ 32
+#define BK 64
+
+typedef struct attn_case {
+    int32_t n_q, q_pos0, n_head, n_head_kv, d;
+    bool approx;
+    int32_t global, window, tail; /* call level: tail = last queries of this call that are dense */
+} attn_case;
+
+typedef struct attn_data {
+    attn_case c;
+    int32_t n_kv;
+    size_t head_stride;
+    float *q;        /* [n_q][n_head][d] */
+    uint16_t *k, *v; /* [n_head_kv][n_kv][d] F16 */
+    float *out;      /* [n_q][n_head][d] */
+} attn_data;
+
+static void data_new(attn_data *t, const attn_case *c, uint64_t seed)
+{
+    memset(t, 0, sizeof *t);
+    t->c = *c;
+    t->n_kv = c->q_pos0 + c->n_q;
+    t->head_stride = (size_t)t->n_kv * c->d + 8; /* padded: the kernel must use the stride */
+    size_t nq = (size_t)c->n_q * c->n_head * c->d;
+    t->q = malloc(nq * sizeof(float));
+    t->out = malloc(nq * sizeof(float));
+    t->k = calloc(t->head_stride * c->n_head_kv, sizeof(uint16_t));
+    t->v = calloc(t->head_stride * c->n_head_kv, sizeof(uint16_t));
+    assert_non_null(t->q);
+    assert_non_null(t->k);
+    uint64_t s = seed;
+    for (size_t i = 0; i < nq; i++) t->q[i] = test_rand_normal(&s);
+    for (int32_t g = 0; g < c->n_head_kv; g++)
+        for (size_t i = 0; i < (size_t)t->n_kv * c->d; i++) {
+            t->k[g * t->head_stride + i] = wk_f32_to_f16(test_rand_normal(&s));
+            t->v[g * t->head_stride + i] = wk_f32_to_f16(test_rand_normal(&s));
+        }
+}
+
+static void data_free(attn_data *t)
+{
+    free(t->q);
+    free(t->out);
+    free(t->k);
+    free(t->v);
+}
+
+static be_attn_policy policy_of(const attn_case *c)
+{
+    be_attn_policy p = {c->approx, c->global, c->window, c->tail, 0};
+    return p;
+}
+
+static int run_kernel(be_backend *be, attn_data *t, int64_t *tiles)
+{
+    const attn_case *c = &t->c;
+    be_attn_policy p = policy_of(c);
+    be_attn_args a = {
+        .q = t->q,
+        .q_stride = (size_t)c->n_head * c->d,
+        .q_head_stride = (size_t)c->d,
+        .n_q = c->n_q,
+        .q_pos0 = c->q_pos0,
+        .k = t->k,
+        .v = t->v,
+        .kv_head_stride = t->head_stride,
+        .n_kv = t->n_kv,
+        .n_head = c->n_head,
+        .n_head_kv = c->n_head_kv,
+        .d_k = c->d,
+        .d_v = c->d,
+        .scale = 1.0f / sqrtf((float)c->d),
+        .policy = &p,
+        .out = t->out,
+        .out_stride = (size_t)c->n_head * c->d,
+        .tiles_visited = tiles,
+    };
+    wk_error err = {0};
+    return be_attention(be, &a, &err);
+}
+
+/* The rule as backend.h states it, written independently of the kernel. */
+static bool ref_allowed(const attn_case *c, int32_t i, int32_t j)
+{
+    if (j > i) return false;
+    if (!c->approx) return true;
+    int32_t dense_from = c->q_pos0 + c->n_q - (c->tail < c->n_q ? c->tail : c->n_q);
+    int32_t window = c->window < 1 ? 1 : c->window;
+    return j < c->global || i - j < window || i >= dense_from;
+}
+
+/* Naive attention in double over the allowed keys of every query: one
+ * softmax per row. f16_q: round the query to F16 first, as the kernel does
+ * for batches below 64 queries. */
+static double max_error_vs_reference(const attn_data *t, bool f16_q, double *max_ref_diff_dense)
+{
+    const attn_case *c = &t->c;
+    const int32_t d = c->d, ratio = c->n_head / c->n_head_kv;
+    double worst = 0.0, dense_gap = 0.0;
+    double *sc = malloc(sizeof(double) * (size_t)t->n_kv);
+    double *o = malloc(sizeof(double) * (size_t)d), *od = malloc(sizeof(double) * (size_t)d);
+    for (int32_t qi = 0; qi < c->n_q; qi++) {
+        int32_t i = c->q_pos0 + qi;
+        for (int32_t h = 0; h < c->n_head; h++) {
+            const float *q = t->q + ((size_t)qi * c->n_head + h) * d;
+            const uint16_t *kh = t->k + (size_t)(h / ratio) * t->head_stride;
+            const uint16_t *vh = t->v + (size_t)(h / ratio) * t->head_stride;
+            for (int pass = 0; pass < 2; pass++) { /* 0: the policy, 1: dense (for the gap) */
+                double mx = -INFINITY, sum = 0.0;
+                for (int32_t j = 0; j <= i; j++) {
+                    bool ok = pass == 1 || ref_allowed(c, i, j);
+                    sc[j] = -INFINITY;
+                    if (!ok) continue;
+                    double s = 0.0;
+                    for (int32_t e = 0; e < d; e++) {
+                        double qv = f16_q ? wk_f16_to_f32(wk_f32_to_f16(q[e])) : q[e];
+                        s += qv * wk_f16_to_f32(kh[(size_t)j * d + e]);
+                    }
+                    sc[j] = s / sqrt((double)d);
+                    if (sc[j] > mx) mx = sc[j];
+                }
+                double *dst = pass == 0 ? o : od;
+                memset(dst, 0, sizeof(double) * (size_t)d);
+                for (int32_t j = 0; j <= i; j++) {
+                    if (sc[j] == -INFINITY) continue;
+                    double p = exp(sc[j] - mx);
+                    sum += p;
+                    for (int32_t e = 0; e < d; e++) dst[e] += p * wk_f16_to_f32(vh[(size_t)j * d + e]);
+                }
+                for (int32_t e = 0; e < d; e++) dst[e] /= sum;
+            }
+            const float *got = t->out + ((size_t)qi * c->n_head + h) * d;
+            for (int32_t e = 0; e < d; e++) {
+                double err = fabs(got[e] - o[e]);
+                if (err > worst) worst = err;
+                double gap = fabs(o[e] - od[e]);
+                if (gap > dense_gap) dense_gap = gap;
+            }
+        }
+    }
+    free(sc);
+    free(o);
+    free(od);
+    if (max_ref_diff_dense) *max_ref_diff_dense = dense_gap;
+    return worst;
+}
+
+/* Runs one case on be and checks it against the reference. Batches below
+ * 64 queries use F16 accumulation in the kernel (llama.cpp's numerics), so
+ * their tolerance is the F16 rounding of the accumulator; F32 batches must
+ * match to float precision. */
+static void check_case(be_backend *be, const attn_case *c, uint64_t seed)
+{
+    attn_data t;
+    data_new(&t, c, seed);
+    assert_int_equal(run_kernel(be, &t, NULL), 0);
+    bool f16_mode = c->n_q < 64;
+    double gap = 0.0;
+    double err = max_error_vs_reference(&t, f16_mode, &gap);
+    double tol = f16_mode ? 1e-2 : 5e-5;
+    if (err > tol)
+        fail_msg("n_q %d pos0 %d heads %d/%d d %d %s g%d w%d t%d: max error %.3g > %.3g", c->n_q, c->q_pos0,
+                 c->n_head, c->n_head_kv, c->d, c->approx ? "approx" : "dense", c->global, c->window, c->tail, err,
+                 tol);
+    data_free(&t);
+}
+
+static be_backend *new_backend(int threads)
+{
+    be_backend *be = NULL;
+    wk_error err = {0};
+    assert_int_equal(be_cpu_new(&be, threads, &err), 0);
+    return be;
+}
+
+static void test_dense_matches_reference_on_many_shapes(void **state)
+{
+    (void)state;
+    be_backend *be = new_backend(2);
+    const int32_t ratios[] = {1, 2, 4, 8};
+    const int32_t dims[] = {64, 128, 256};
+    const int32_t lens[] = {1, 7, 63, 64, 65, 97, 130};
+    uint64_t seed = 1;
+    for (size_t r = 0; r < 4; r++)
+        for (size_t di = 0; di < 3; di++)
+            for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+                int32_t pos0 = (int32_t)((li * 37) % 71); /* continuation over an existing cache */
+                attn_case c = {lens[li], pos0, 2 * ratios[r], 2, dims[di], false, 0, 0, 0};
+                check_case(be, &c, seed++);
+            }
+    be_free(be);
+}
+
+static void test_approx_matches_masked_reference_on_many_shapes(void **state)
+{
+    (void)state;
+    be_backend *be = new_backend(2);
+    /* {n_q, q_pos0, heads, kv heads, d, approx, global, window, tail}: windows and
+     * globals that fall inside tiles, on tile edges, zero tails, long tails,
+     * continuations, tiny windows. */
+    const attn_case cases[] = {
+        {200, 0, 4, 4, 64, true, 5, 17, 0},     {200, 0, 8, 4, 64, true, 64, 64, 0},
+        {257, 0, 8, 2, 128, true, 3, 100, 31},  {131, 70, 8, 1, 64, true, 10, 33, 7},
+        {96, 300, 16, 2, 128, true, 0, 1, 0},   {160, 0, 4, 1, 256, true, 70, 65, 40},
+        {300, 0, 8, 8, 64, true, 0, 128, 0},    {129, 129, 8, 4, 128, true, 129, 63, 5},
+        {40, 200, 8, 2, 64, true, 16, 32, 3},   {63, 500, 4, 4, 128, true, 1, 9, 0},
+        {65, 33, 4, 2, 256, true, 12, 20, 64},  {100, 0, 8, 1, 64, true, 2, 1000, 0},
+    };
+    uint64_t seed = 100;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(be, &cases[i], seed++);
+    be_free(be);
+}
+
+/* The reference must tell the policies apart, or the test above proves nothing. */
+static void test_approx_policy_changes_the_output_beyond_its_reach(void **state)
+{
+    (void)state;
+    be_backend *be = new_backend(1);
+    attn_case c = {200, 0, 4, 2, 64, true, 4, 16, 0};
+    attn_data t;
+    data_new(&t, &c, 7);
+    assert_int_equal(run_kernel(be, &t, NULL), 0);
+    double gap = 0.0;
+    double err = max_error_vs_reference(&t, false, &gap);
+    assert_true(err < 5e-5);
+    assert_true(gap > 100 * 5e-5);
+    data_free(&t);
+    be_free(be);
+}
+
+/* Prompts shorter than global + window: every tile is fully visible, so the
+ * approximate kernel takes the dense path and gives the same bits. */
+static void test_approx_is_bit_identical_to_dense_below_global_plus_window(void **state)
+{
+    (void)state;
+    be_backend *be = new_backend(2);
+    const attn_case shapes[] = {
+        {300, 0, 8, 2, 64, true, 100, 201, 0},
+        {33, 150, 4, 4, 128, true, 64, 120, 0},
+        {1, 900, 8, 2, 64, true, 500, 401, 0}, /* split-KV decode path */
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        attn_case c = shapes[i];
+        attn_data a, b;
+        data_new(&a, &c, 40 + i);
+        data_new(&b, &c, 40 + i);
+        b.c.approx = false;
+        assert_int_equal(run_kernel(be, &a, NULL), 0);
+        assert_int_equal(run_kernel(be, &b, NULL), 0);
+        size_t n = (size_t)c.n_q * c.n_head * c.d;
+        assert_memory_equal(a.out, b.out, n * sizeof(float));
+        data_free(&a);
+        data_free(&b);
+    }
+    be_free(be);
+}
+
+/* Decode (one query) over a long cache goes through the split-KV path with
+ * several workers; the policy must hold there too. */
+static void test_split_kv_decode_respects_the_policy(void **state)
+{
+    (void)state;
+    be_backend *be = new_backend(4);
+    const attn_case cases[] = {
+        {1, 1500, 8, 2, 64, false, 0, 0, 0},
+        {1, 1500, 8, 2, 64, true, 100, 300, 0},
+        {1, 2047, 4, 4, 128, true, 0, 64, 0},
+        {1, 1000, 8, 1, 128, true, 10, 20, 1}, /* the one query in the dense tail */
+    };
+    uint64_t seed = 900;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(be, &cases[i], seed++);
+    be_free(be);
+}
+
+/* Tiles that hold at least one allowed causal pair, per kv head, with the
+ * kernel's tiling: what an exact block-sparse kernel must visit, no more. */
+static int64_t needed_tiles(const attn_case *c)
+{
+    int64_t n = 0;
+    for (int32_t i0 = 0; i0 < c->n_q; i0 += BQ) {
+        int32_t i1 = i0 + BQ < c->n_q ? i0 + BQ : c->n_q;
+        int32_t key_end = c->q_pos0 + i1;
+        for (int32_t k0 = 0; k0 < key_end; k0 += BK) {
+            int32_t k1 = k0 + BK < key_end ? k0 + BK : key_end;
+            bool any = false;
+            for (int32_t i = c->q_pos0 + i0; i < c->q_pos0 + i1 && !any; i++)
+                for (int32_t jj = k0; jj < k1 && !any; jj++) any = ref_allowed(c, i, jj);
+            n += any;
+        }
+    }
+    return n * c->n_head_kv;
+}
+
+static void test_visited_tiles_fall_with_the_window(void **state)
+{
+    (void)state;
+    be_backend *be = new_backend(2);
+    const int32_t windows[] = {1 << 20, 1024, 512, 256, 64};
+    int64_t prev = INT64_MAX, dense = 0;
+    for (size_t w = 0; w < sizeof windows / sizeof windows[0]; w++) {
+        attn_case c = {2048, 0, 4, 2, 64, w > 0, 64, windows[w], 32};
+        attn_data t;
+        data_new(&t, &c, 5);
+        int64_t tiles = 0;
+        assert_int_equal(run_kernel(be, &t, &tiles), 0);
+        assert_int_equal(tiles, needed_tiles(&c));
+        if (w == 0) dense = tiles;
+        assert_true(tiles < prev);
+        prev = tiles;
+        data_free(&t);
+    }
+    /* 2048 queries, window 64: a global tile and two window tiles per query
+     * block (plus the dense tail block) instead of a triangle of 32 tiles on
+     * average: under a quarter of the dense work. */
+    assert_true(prev * 4 < dense);
+    be_free(be);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_dense_matches_reference_on_many_shapes),
+        cmocka_unit_test(test_approx_matches_masked_reference_on_many_shapes),
+        cmocka_unit_test(test_approx_policy_changes_the_output_beyond_its_reach),
+        cmocka_unit_test(test_approx_is_bit_identical_to_dense_below_global_plus_window),
+        cmocka_unit_test(test_split_kv_decode_respects_the_policy),
+        cmocka_unit_test(test_visited_tiles_fall_with_the_window),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
