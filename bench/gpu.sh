@@ -6,6 +6,8 @@
 #   bench/gpu.sh            build + tests + full benchmarks
 #   bench/gpu.sh quick      fewer benchmark shapes
 #   bench/gpu.sh test       build + tests only
+#   bench/gpu.sh prepare-golden   (on the build machine) copy ../shared/golden's tiny
+#                           models and 64-token logits into .golden/ to carry along
 #   WICK_E2E="32768" bench/gpu.sh quick
 #                           also times model_forward on the CUDA backend with
 #                           Qwen3.5-27B dimensions (pure Q4_K random weights built in
@@ -22,6 +24,26 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-full}
+if [ "$mode" = prepare-golden ]; then
+  # copies the golden tiny models + 64-token logits from ../shared/golden into .golden/
+  # (git-ignored) with cases.txt, so the folder can travel to a GPU machine
+  src=${WICK_GOLDEN:-../shared/golden}
+  mkdir -p .golden/models .golden/logits
+  cp "$src"/models/*.gguf .golden/models/
+  cp "$src"/logits/*.n64.* .golden/logits/
+  python3 - "$src/MANIFEST.json" .golden/cases.txt <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+with open(sys.argv[2], "w") as out:
+    for c in m["logit_cases"]:
+        if c["n_tokens"] != 64:
+            continue
+        out.write("%s %d %d %g %s %s %s %s\n" % (c["model"], c["n_tokens"], c["n_vocab"], c["tol"], c["logits"],
+                  c["gen"], ",".join(map(str, c["tokens"])), ",".join(map(str, c["greedy"]))))
+PY
+  echo "prepared .golden ($(wc -l < .golden/cases.txt) cases)"
+  exit 0
+fi
 NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 ARCH=${WICK_CUDA_ARCH:--gencode arch=compute_90a,code=sm_90a}
 B=build-cuda-gpu

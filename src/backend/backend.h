@@ -90,11 +90,23 @@ typedef struct be_attn_policy {
     int32_t dense_tail_continue;
 } be_attn_policy;
 
-/* Causal attention of n_q query tokens over an F16 KV range.
+/* KV cache element types. A cache row (one kv head, one position, d
+ * elements) takes be_kv_row_units(type, d) uint16_t units: d F16 values, or
+ * d/32 Q8_0 blocks (34 bytes: an F16 scale + 32 int8, ggml's block_q8_0).
+ * Q8_0 needs d % 32 == 0. */
+enum be_kv_type { BE_KV_F16 = 0, BE_KV_Q8_0 = 1 };
+
+static inline size_t be_kv_row_units(int kv_type, size_t d)
+{
+    return kv_type == BE_KV_Q8_0 ? d / 32 * 17 : d;
+}
+
+/* Causal attention of n_q query tokens over an F16 or Q8_0 KV range.
  * q: query i, head h at q + i*q_stride + h*q_head_stride (F32, after norm and
  *   RoPE; q_head_stride 0 means d_k).
- * K/V cache: kv head g, position p at k + g*kv_head_stride + p*d_k (F16 bits),
- *   likewise v with d_v. K is stored after RoPE/norm.
+ * K/V cache: kv head g, position p at k + g*kv_head_stride + p*be_kv_row_units(kv_type, d_k)
+ *   (uint16_t units: F16 bits, or Q8_0 blocks read in place), likewise v with
+ *   d_v. K is stored after RoPE/norm.
  * Query i sits at position q_pos0 + i and attends keys [0, q_pos0 + i];
  *   n_kv (>= q_pos0 + n_q) is the number of valid cache positions.
  * GQA: query head h reads kv head h / (n_head / n_head_kv).
@@ -112,6 +124,7 @@ typedef struct be_attn_args {
     float *out;
     size_t out_stride;
     int64_t *tiles_visited;       /* optional (tests, stats): += (query block, key tile) pairs computed */
+    int kv_type;                  /* enum be_kv_type (0 = F16) */
 } be_attn_args;
 
 /* Gated DeltaNet scan over n_t tokens of one sequence (spec architectures.md 8.5).
@@ -192,6 +205,10 @@ typedef struct be_ops {
     void (*mul_silu)(be_backend *be, float *y, const float *z, int64_t n);
     void (*add_scaled_sigmoid)(be_backend *be, float *y, const float *x, const float *s,
                                int64_t n_rows, int64_t n);
+    /* Q8_0 KV cache: kv_store into Q8_0 rows (NULL: the backend has no Q8_0
+     * cache; attention then refuses kv_type Q8_0 through be_attention). */
+    void (*kv_store_q8_0)(be_backend *be, uint16_t *cache, size_t head_stride, int32_t pos0,
+                          const float *x, size_t x_stride, int64_t n_t, int32_t n_head_kv, int32_t d);
 } be_ops;
 
 struct be_backend {
@@ -255,7 +272,7 @@ static inline void be_rms_norm(be_backend *be, float *y, size_t y_stride, const 
     be->ops->rms_norm(be, y, y_stride, x, x_stride, n_rows, n, w, eps);
 }
 
-/* Fills cs [n_t][n_rot/2][2] with (cos, sin) of every rotated pair's angle
+/* Fills cs [n_t][n_rot] with, per token, the cosines then the sines of every rotated pair's angle
  * for token positions pos[t] — computed once per batch, shared by all layers
  * and by q and k. */
 static inline void be_rope_cache(be_backend *be, float *cs, const int32_t *pos, int64_t n_t,
@@ -282,9 +299,30 @@ static inline void be_kv_store(be_backend *be, uint16_t *cache, size_t head_stri
     be->ops->kv_store(be, cache, head_stride, pos0, x, x_stride, n_t, n_head_kv, d);
 }
 
-/* See be_attn_args. Fails on inconsistent arguments. */
+/* Whether the backend keeps a KV cache of this type. */
+static inline bool be_kv_type_supported(const be_backend *be, int kv_type)
+{
+    return kv_type == BE_KV_F16 || (kv_type == BE_KV_Q8_0 && be->ops->kv_store_q8_0);
+}
+
+/* be_kv_store for a cache of kv_type (rows of be_kv_row_units(kv_type, d)
+ * units). Callers check be_kv_type_supported first (at sequence creation). */
+static inline void be_kv_store_typed(be_backend *be, int kv_type, uint16_t *cache, size_t head_stride,
+                                     int32_t pos0, const float *x, size_t x_stride, int64_t n_t,
+                                     int32_t n_head_kv, int32_t d)
+{
+    if (kv_type == BE_KV_Q8_0)
+        be->ops->kv_store_q8_0(be, cache, head_stride, pos0, x, x_stride, n_t, n_head_kv, d);
+    else
+        be->ops->kv_store(be, cache, head_stride, pos0, x, x_stride, n_t, n_head_kv, d);
+}
+
+/* See be_attn_args. Fails on inconsistent arguments or a KV type the
+ * backend does not keep. */
 static inline int be_attention(be_backend *be, const be_attn_args *a, wk_error *err)
 {
+    if (!be_kv_type_supported(be, a->kv_type))
+        return wk_fail(err, WK_EUNSUPPORTED, "%s backend: no attention over a Q8_0 KV cache", be->ops->name);
     return be->ops->attention(be, a, err);
 }
 

@@ -80,9 +80,14 @@ typedef struct kv_shape {
     uint32_t n_attn, n_head_kv, d_k, d_v;
 } kv_shape;
 
-static kv_shape shape_of(const model *m)
+/* Row widths in uint16_t units of the context's KV type (a Q8_0 row is
+ * d/32 blocks of 17 units), so sizes and shape checks hold for both types. */
+static kv_shape shape_of(const eng_ctx *ctx)
 {
-    return (kv_shape){m->hp.n_attn_layers, m->hp.n_head_kv, m->hp.d_k, m->hp.d_v};
+    const model *m = eng_ctx_model(ctx);
+    int t = eng_ctx_options(ctx)->kv_type;
+    return (kv_shape){m->hp.n_attn_layers, m->hp.n_head_kv, (uint32_t)be_kv_row_units(t, m->hp.d_k),
+                      (uint32_t)be_kv_row_units(t, m->hp.d_v)};
 }
 
 /* Streams the KV of positions < n_tok through a host buffer: to the file
@@ -101,7 +106,7 @@ static int stream_kv(eng_ctx *ctx, eng_seq *seq, int fd, int32_t n_tok, bool wri
         const model_layer_state *ls = &st->layers[il];
         for (int kv = 0; kv < 2 && !rc; kv++) {
             uint16_t *base = kv ? ls->v : ls->k;
-            size_t d = kv ? m->hp.d_v : m->hp.d_k;
+            size_t d = be_kv_row_units(ls->kv_type, kv ? m->hp.d_v : m->hp.d_k);
             size_t bytes = sizeof(uint16_t) * (size_t)n_tok * d;
             for (uint32_t g = 0; g < m->hp.n_head_kv && !rc; g++) {
                 uint16_t *head = base + (size_t)g * ls->kv_head_stride;
@@ -173,7 +178,7 @@ int ckpt_archive_write(const char *dir, uint64_t conversation, eng_ctx *ctx, eng
         XXH3_64bits_update(ph, ckpts[i]->snap.state, state_bytes);
         if (state_bytes && write_all(fd, ckpts[i]->snap.state, state_bytes)) goto io_fail;
     }
-    kv_shape sh = shape_of(m);
+    kv_shape sh = shape_of(ctx);
     memcpy(hdr, MAGIC, 8);
     put_u32(hdr + 8, CKPT_ARCHIVE_VERSION);
     put_u32(hdr + 12, HEADER_BYTES);
@@ -330,7 +335,7 @@ int ckpt_archive_scan(const char *path, ckpt_archive_info *info, wk_error *err)
 int ckpt_archive_load(const ckpt_archive_info *info, eng_ctx *ctx, eng_seq *seq, ckpt *ckpts, wk_error *err)
 {
     const model *m = eng_ctx_model(ctx);
-    uint64_t fp = eng_policy_fingerprint(&eng_ctx_options(ctx)->policy);
+    uint64_t fp = eng_ctx_fingerprint(ctx);
     if (info->model_id != m->model_id) return wk_fail(err, WK_EINVAL, "archive %s: made with another model", info->path);
     if (info->policy_fp != fp)
         return wk_fail(err, WK_EINVAL, "archive %s: made under another attention policy", info->path);
@@ -340,7 +345,7 @@ int ckpt_archive_load(const ckpt_archive_info *info, eng_ctx *ctx, eng_seq *seq,
     int fd = open(info->path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return wk_fail(err, WK_EIO, "archive %s: %s", info->path, strerror(errno));
     ckpt_archive_info now;
-    kv_shape sh, want = shape_of(m);
+    kv_shape sh, want = shape_of(ctx);
     int rc = scan_fd(fd, info->path, &now, &sh, err);
     if (rc) {
         close(fd);
@@ -348,7 +353,7 @@ int ckpt_archive_load(const ckpt_archive_info *info, eng_ctx *ctx, eng_seq *seq,
     }
     if (now.payload_hash != info->payload_hash || now.n_tokens != info->n_tokens || now.n_ckpt != info->n_ckpt ||
         memcmp(now.tokens, info->tokens, sizeof(int32_t) * (size_t)info->n_tokens)) {
-        rc = wk_fail(err, WK_EFORMAT, "archive %s: changed since it was scanned", info->path);
+        rc = wk_fail(err, WK_EBUSY, "archive %s: replaced since it was scanned", info->path);
         goto out;
     }
     if (memcmp(&sh, &want, sizeof sh) || (now.n_ckpt && now.state_bytes != eng_snapshot_bytes(seq))) {

@@ -71,8 +71,9 @@ int ckpt_archive_scan(const char *path, ckpt_archive_info *info, wk_error *err);
  * fingerprint and shape against ctx/seq, reads the payload and checks its
  * hash before writing anything into seq, then sets the KV and tokens and
  * fills ckpts[0..info->n_ckpt) (complete; caller frees each). WK_EFORMAT if
- * the file changed or is corrupt, WK_EINVAL if it is for another model or
- * policy, WK_ERANGE if it exceeds the sequence's capacity. */
+ * the file is corrupt, WK_EBUSY if it was replaced (a newer version written
+ * by another server) since the scan: scan it again. WK_EINVAL if it is for
+ * another model or policy, WK_ERANGE if it exceeds the sequence's capacity. */
 int ckpt_archive_load(const ckpt_archive_info *info, eng_ctx *ctx, eng_seq *seq, ckpt *ckpts, wk_error *err);
 
 void ckpt_archive_info_free(ckpt_archive_info *info);

@@ -23,7 +23,7 @@ static void fill_defaults(ckpt_cache_config *cfg)
     if (!cfg->disk_bytes) cfg->disk_bytes = (size_t)8 << 30;
 }
 
-uint64_t cache_policy_now(const ckpt_cache *c) { return eng_policy_fingerprint(&eng_ctx_options(c->ctx)->policy); }
+uint64_t cache_policy_now(const ckpt_cache *c) { return eng_ctx_fingerprint(c->ctx); }
 
 int ckpt_cache_new(ckpt_cache **out, eng_ctx *ctx, const ckpt_cache_config *cfg, wk_error *err)
 {
@@ -248,12 +248,22 @@ int ckpt_cache_begin(ckpt_cache *c, const int32_t *ids, int32_t n, const ckpt_ma
     int si = best.start > 0 && best.slot >= 0 ? best.slot : pick_victim(c);
     cache_slot *s = &c->slots[si];
     if (!s->seq) {
-        int rc = eng_seq_new(&s->seq, c->ctx, c->n_ctx, err);
-        if (rc) return rc;
+        wk_error aerr = {0};
+        int rc = eng_seq_new(&s->seq, c->ctx, c->n_ctx, &aerr);
+        if (rc) {
+            /* no memory for another sequence: reuse the least recently used one */
+            int lru = -1;
+            for (int i = 0; i < c->cfg.max_slots; i++)
+                if (c->slots[i].seq && (lru < 0 || c->slots[i].last_used_ms < c->slots[lru].last_used_ms)) lru = i;
+            if (lru < 0) return wk_fail(err, rc, "%s", aerr.msg);
+            WK_WARN("cache: %s; reusing slot %d", aerr.msg, lru);
+            si = lru; /* best is cold or an archive entry here: both load into any slot */
+            s = &c->slots[si];
+        }
         s->conv = c->next_conv++;
     }
     if (best.start > 0 && best.disk >= 0) {
-        if (cache_disk_load(c, best.disk, si, &best)) best.start = 0;
+        if (cache_disk_load(c, best.disk, si, &best, ids, n)) best.start = 0;
         else plan->from_disk = true;
     }
     wk_error rerr = {0};
@@ -339,6 +349,9 @@ int ckpt_cache_prefill(ckpt_cache *c, ckpt_plan *plan, const int32_t *ids, int32
         po.progress = opts->progress ? wrapped_progress : NULL;
         po.cancel = opts->cancel ? wrapped_cancel : NULL;
     }
+    /* One request fed in pieces: the attention policy's dense tail is the end of the whole prompt. */
+    po.span_start = plan->start;
+    po.span_end = n;
     int32_t cur = plan->start;
     uint64_t fp = eng_seq_policy_fp(s->seq);
     for (int i = 0; i < c->n_marks; i++) {
@@ -347,7 +360,7 @@ int ckpt_cache_prefill(ckpt_cache *c, ckpt_plan *plan, const int32_t *ids, int32
         if (!c->recurrent && p < n) continue;
         if (p <= cur) continue;
         w.base = cur - plan->start;
-        int rc = eng_prefill(c->ctx, s->seq, ids + cur, p - cur, opts ? &po : NULL, err);
+        int rc = eng_prefill(c->ctx, s->seq, ids + cur, p - cur, &po, err);
         if (rc) return rc;
         cur = p;
         if (c->recurrent) {
@@ -360,7 +373,7 @@ int ckpt_cache_prefill(ckpt_cache *c, ckpt_plan *plan, const int32_t *ids, int32
     }
     if (cur < n) { /* no marks at all (cannot happen: prompt end is one) */
         w.base = cur - plan->start;
-        int rc = eng_prefill(c->ctx, s->seq, ids + cur, n - cur, opts ? &po : NULL, err);
+        int rc = eng_prefill(c->ctx, s->seq, ids + cur, n - cur, &po, err);
         if (rc) return rc;
     }
     if (!c->recurrent)

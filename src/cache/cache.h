@@ -123,7 +123,8 @@ typedef struct ckpt_cache_stats {
 void ckpt_cache_get_stats(const ckpt_cache *c, ckpt_cache_stats *st);
 
 /* Monitor view: {"ram_bytes", "ram_budget", "disk_bytes", "disk_budget",
- * "hits", "misses", "evictions", "refused", "slots": [{"slot", "conversation",
+ * "hits", "misses", "evictions", "refused", "replayed_tokens", "disk_loads",
+ * "disk_writes", "disk_corrupt", "slots": [{"slot", "conversation",
  * "tokens", "kv_bytes", "idle_s", "checkpoints": [{"pos", "kind", "bytes",
  * "where": "ram"}]}], "archive": [{"conversation", "tokens", "bytes",
  * "checkpoints": [...], "where": "disk"}]}. New reference. */

@@ -141,15 +141,50 @@ choice cache_disk_usable(ckpt_cache *c, int64_t key, const int32_t *ids, int32_t
     return ch;
 }
 
-int cache_disk_load(ckpt_cache *c, int di, int si, choice *ch)
+/* The file behind entry di was replaced since the scan (another server
+ * process wrote a newer version): read it again and re-choose. */
+static int refresh_entry(ckpt_cache *c, int *di, choice *ch, const int32_t *ids, int32_t n)
+{
+    char path[sizeof c->disk[0].info.path];
+    snprintf(path, sizeof path, "%s", c->disk[*di].info.path);
+    ckpt_archive_info info;
+    wk_error err = {0};
+    if (ckpt_archive_scan(path, &info, &err) || info.model_id != c->m->model_id) {
+        ckpt_archive_info_free(&info);
+        remove_disk(c, *di, false);
+        return WK_ENOTFOUND;
+    }
+    int32_t match = 0;
+    while (match < n && match < info.n_tokens && ids[match] == info.tokens[match]) match++;
+    if (add_disk(c, &info, &err)) {
+        ckpt_archive_info_free(&info);
+        return WK_ENOMEM;
+    }
+    *di = c->n_disk - 1;
+    *ch = cache_disk_usable(c, c->disk[*di].key, ids, n, match);
+    return ch->start > 0 ? 0 : WK_ENOTFOUND;
+}
+
+int cache_disk_load(ckpt_cache *c, int di, int si, choice *ch, const int32_t *ids, int32_t n)
 {
     cache_slot *s = &c->slots[si];
-    ckpt_archive_info *in = &c->disk[di].info;
     for (int i = 0; i < s->n_ck; i++) ckpt_free(&s->ck[i]);
     s->n_ck = 0;
+    ckpt_archive_info *in = &c->disk[di].info;
     ckpt *loaded = calloc((size_t)in->n_ckpt + 1, sizeof *loaded);
     wk_error err = {0};
     int rc = loaded ? ckpt_archive_load(in, c->ctx, s->seq, loaded, &err) : WK_ENOMEM;
+    if (rc == WK_EBUSY) {
+        WK_INFO("cache: %s; reading it again", err.msg);
+        free(loaded);
+        loaded = NULL;
+        rc = refresh_entry(c, &di, ch, ids, n);
+        if (!rc) {
+            in = &c->disk[di].info;
+            loaded = calloc((size_t)in->n_ckpt + 1, sizeof *loaded);
+            rc = loaded ? ckpt_archive_load(in, c->ctx, s->seq, loaded, &err) : WK_ENOMEM;
+        }
+    }
     if (rc) {
         WK_WARN("cache: %s", err.msg);
         if (rc == WK_EFORMAT) {

@@ -69,7 +69,7 @@ void cache_enforce_budget(ckpt_cache *c);
 int cache_disk_scan(ckpt_cache *c, wk_error *err);
 void cache_disk_free(ckpt_cache *c);
 choice cache_disk_usable(ckpt_cache *c, int64_t key, const int32_t *ids, int32_t n, int32_t match);
-int cache_disk_load(ckpt_cache *c, int disk_index, int slot, choice *ch);
+int cache_disk_load(ckpt_cache *c, int disk_index, int slot, choice *ch, const int32_t *ids, int32_t n);
 void cache_disk_archive(ckpt_cache *c, int slot);
 size_t cache_disk_bytes(const ckpt_cache *c);
 

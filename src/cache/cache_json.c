@@ -51,6 +51,7 @@ json_t *ckpt_cache_json(const ckpt_cache *c)
     json_object_set_new(o, "misses", json_integer((json_int_t)st.misses));
     json_object_set_new(o, "evictions", json_integer((json_int_t)st.evictions));
     json_object_set_new(o, "refused", json_integer((json_int_t)st.refused));
+    json_object_set_new(o, "replayed_tokens", json_integer((json_int_t)st.replayed_tokens));
     json_object_set_new(o, "disk_loads", json_integer((json_int_t)st.disk_loads));
     json_object_set_new(o, "disk_writes", json_integer((json_int_t)st.disk_writes));
     json_object_set_new(o, "disk_corrupt", json_integer((json_int_t)st.disk_corrupt));

@@ -73,3 +73,38 @@ void cli_policy_describe(const be_attn_policy *p, char *buf, size_t cap)
         snprintf(buf, cap, "approx(global=%d,window=%d,dense_tail=%d,continue=%d)", p->global, p->window, p->dense_tail,
                  p->dense_tail_continue);
 }
+
+int cli_policy_arg(const char *name, const char *value, be_attn_policy *p, const char *cmd)
+{
+    static const struct {
+        const char *name;
+        int opt;
+    } k[] = {{"--attn-policy", CLI_OPT_ATTN_POLICY},
+             {"--attn-global", CLI_OPT_ATTN_GLOBAL},
+             {"--attn-window", CLI_OPT_ATTN_WINDOW},
+             {"--attn-dense-tail", CLI_OPT_ATTN_DENSE_TAIL},
+             {"--attn-dense-tail-continue", CLI_OPT_ATTN_DENSE_TAIL_CONTINUE}};
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
+        if (!strcmp(name, k[i].name)) {
+            if (!value) {
+                fprintf(stderr, "%s: option %s needs a value\n", cmd, name);
+                return -1;
+            }
+            return cli_policy_option(k[i].opt, value, p, cmd);
+        }
+    return 0;
+}
+
+int cli_kv_type_option(int opt, const char *arg, int32_t *kv_type, const char *cmd)
+{
+    if (opt != CLI_OPT_KV_TYPE) return 0;
+    if (!strcmp(arg, "f16") || !strcmp(arg, "F16")) *kv_type = BE_KV_F16;
+    else if (!strcmp(arg, "q8_0") || !strcmp(arg, "Q8_0")) *kv_type = BE_KV_Q8_0;
+    else {
+        fprintf(stderr, "%s: --kv-type '%s': expected f16 or q8_0\n", cmd, arg);
+        return -1;
+    }
+    return 1;
+}
+
+const char *cli_kv_type_name(int32_t kv_type) { return kv_type == BE_KV_Q8_0 ? "q8_0" : "f16"; }

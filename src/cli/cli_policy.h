@@ -17,7 +17,16 @@ enum {
     CLI_OPT_ATTN_WINDOW,
     CLI_OPT_ATTN_DENSE_TAIL,
     CLI_OPT_ATTN_DENSE_TAIL_CONTINUE,
+    CLI_OPT_KV_TYPE,
 };
+
+/* --kv-type f16|q8_0: the KV cache element type (engine/ eng_options.kv_type). */
+#define CLI_KV_TYPE_OPTION {"kv-type", required_argument, 0, CLI_OPT_KV_TYPE}
+#define CLI_KV_TYPE_HELP "  --kv-type T          KV cache type: f16 (default) or q8_0 (about half the memory)\n"
+
+/* Handles CLI_OPT_KV_TYPE (1), other codes (0), bad value (-1, printed). */
+int cli_kv_type_option(int opt, const char *arg, int32_t *kv_type, const char *cmd);
+const char *cli_kv_type_name(int32_t kv_type);
 
 #define CLI_POLICY_LONG_OPTIONS                                                  \
     {"attn-policy", required_argument, 0, CLI_OPT_ATTN_POLICY},                  \
@@ -42,6 +51,11 @@ void cli_policy_init(be_attn_policy *p);
  * 0 when the code is not a policy option, -1 on a bad value (message on
  * stderr, prefixed with cmd). */
 int cli_policy_option(int opt, const char *arg, be_attn_policy *p, const char *cmd);
+
+/* Same for parsers without getopt: name is the option as typed
+ * ("--attn-window"), value its argument. 1 handled, 0 not a policy
+ * option, -1 bad value (printed). */
+int cli_policy_arg(const char *name, const char *value, be_attn_policy *p, const char *cmd);
 
 /* "dense" or "approx(global=…,window=…,dense_tail=…,continue=…)". */
 void cli_policy_describe(const be_attn_policy *p, char *buf, size_t cap);

@@ -28,8 +28,9 @@ static void bench_usage(FILE *out)
             "  -r, --reps N         repetitions per test (default 3); median, min, max reported\n"
             "  -t, --threads N      threads (default: physical cores)\n"
             "  -b, --ubatch N       prefill chunk in tokens (default 512)\n"
-            CLI_POLICY_HELP
+            CLI_POLICY_HELP CLI_KV_TYPE_HELP
             "  --json               one JSON object per test on stdout instead of a table\n"
+            "  --membw              also measure memory copy bandwidth (the decode roof)\n"
             "  -q, --quiet          no progress on stderr\n");
 }
 
@@ -94,15 +95,16 @@ int cmd_bench(int argc, char **argv)
         {"model", required_argument, 0, 'm'}, {"prefill", required_argument, 0, 'p'},
         {"decode", required_argument, 0, 'n'}, {"depth", required_argument, 0, 'd'},
         {"reps", required_argument, 0, 'r'}, {"threads", required_argument, 0, 't'},
-        {"ubatch", required_argument, 0, 'b'}, CLI_POLICY_LONG_OPTIONS,
-        {"json", no_argument, 0, 'J'}, {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'},
+        {"ubatch", required_argument, 0, 'b'}, CLI_POLICY_LONG_OPTIONS, CLI_KV_TYPE_OPTION,
+        {"json", no_argument, 0, 'J'}, {"membw", no_argument, 0, 'W'}, {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
     const char *path = NULL;
     int32_t pp[16] = {512}, tg[16] = {128}, depths[16] = {0};
-    int n_pp = 1, n_tg = 1, n_depth = 1, reps = 3, threads = 0, ubatch = 512, json = 0, quiet = 0;
+    int n_pp = 1, n_tg = 1, n_depth = 1, reps = 3, threads = 0, ubatch = 512, json = 0, quiet = 0, membw = 0;
     be_attn_policy policy;
     cli_policy_init(&policy);
+    int32_t kv_type = BE_KV_F16;
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "m:p:n:d:r:t:b:qh", opts, NULL)) != -1) {
@@ -115,10 +117,12 @@ int cmd_bench(int argc, char **argv)
         case 't': threads = atoi(optarg); break;
         case 'b': ubatch = atoi(optarg); break;
         case 'J': json = 1; break;
+        case 'W': membw = 1; break;
         case 'q': quiet = 1; break;
         case 'h': bench_usage(stdout); return 0;
         default: {
             int pr = cli_policy_option(c, optarg, &policy, "wick bench");
+            if (pr == 0) pr = cli_kv_type_option(c, optarg, &kv_type, "wick bench");
             if (pr < 0) return 2;
             if (pr == 0) {
                 bench_usage(stderr);
@@ -167,6 +171,7 @@ int cmd_bench(int argc, char **argv)
     eo.n_ctx = max_ctx;
     eo.n_ubatch = ubatch;
     eo.policy = policy;
+    eo.kv_type = kv_type;
     eng_ctx *ctx = NULL;
     if (eng_ctx_new(&ctx, m, &eo, &err)) {
         fprintf(stderr, "wick bench: %s\n", err.msg);
@@ -176,14 +181,17 @@ int cmd_bench(int argc, char **argv)
     eng_bench_costs costs;
     eng_bench_model_costs(m, &costs);
     uint64_t model_bytes = gguf_file_size(m->file);
-    char pol[64];
+    char pol[128];
     policy_name(&policy, pol, sizeof pol);
+    const unsigned long long kv_per_tok = (unsigned long long)eng_kv_bytes_per_token(ctx);
     const char *arch = model_arch_name(m->arch);
+    double copy_gbps = membw ? eng_bench_copy_gbytes_per_s(threads) : 0.0;
     if (!json) {
         printf("model: %s (%s), %.2f MiB, %.2f M params, %.3f bits/weight\n", basename_of(path), arch,
                (double)model_bytes / (1 << 20), (double)costs.n_params / 1e6, costs.bits_per_weight);
-        printf("threads: %d, ubatch: %d, attention: %s, cpu kernels: %s, reps: %d\n\n", threads, ubatch, pol,
-               wk_cpu_level_name(), reps);
+        printf("threads: %d, ubatch: %d, attention: %s, kv cache: %s (%llu bytes/token), cpu kernels: %s, reps: %d\n\n",
+               threads, ubatch, pol, cli_kv_type_name(kv_type), kv_per_tok, wk_cpu_level_name(), reps);
+        if (membw) printf("memory copy bandwidth (%d threads): %.1f GB/s\n\n", threads, copy_gbps);
         printf("| test | depth | t/s median | t/s min | t/s max | ms/rep | rate |\n");
         printf("|---|---:|---:|---:|---:|---:|---:|\n");
         fflush(stdout);
@@ -210,8 +218,10 @@ int cmd_bench(int argc, char **argv)
                        test, r->test.depth, r->test.n, r->reps, r->tok_per_s_median, r->tok_per_s_min,
                        r->tok_per_s_max, r->ms_median, threads, (unsigned long long)model_bytes,
                        costs.bits_per_weight, (unsigned long long)costs.n_params);
+                if (membw) printf("\"copy_gbytes_per_s\": %.3f, ", copy_gbps);
                 if (r->test.kind == ENG_BENCH_TG) printf("\"gbytes_per_s\": %.3f, ", r->gbytes_per_s);
                 else printf("\"gflop_per_s\": %.3f, ", r->gflop_per_s);
+                printf("\"kv_type\": \"%s\", \"kv_bytes_per_token\": %llu, ", cli_kv_type_name(kv_type), kv_per_tok);
                 printf("\"peak_rss_bytes\": %llu, \"attn_policy\": \"%s\", \"ubatch\": %d, \"arch\": \"%s\", "
                        "\"model\": \"%s\", \"engine\": \"wick\"}\n",
                        (unsigned long long)peak_rss_bytes(), pol, ubatch, arch, basename_of(path));

@@ -114,21 +114,26 @@ static int start_server(eval *ev)
     return -1;
 }
 
+/* SIGTERM to the server's process group, then wait until every process of
+ * the group is gone: the shell may exit first while the server still
+ * finishes its last archive write (a restart must not race with it). */
 static void stop_server(eval *ev)
 {
     if (ev->server <= 0) return;
     kill(-ev->server, SIGTERM);
-    for (int i = 0; i < 100; i++) {
-        int st;
-        if (waitpid(ev->server, &st, WNOHANG) == ev->server) {
-            ev->server = 0;
-            return;
+    bool gone = false;
+    for (int i = 0; i < 1200 && !gone; i++) { /* 120 s: a large archive write + fsync */
+        waitpid(ev->server, NULL, WNOHANG);
+        gone = kill(-ev->server, 0) != 0 && errno == ESRCH;
+        if (!gone) {
+            struct timespec ts = {0, 100 * 1000 * 1000};
+            nanosleep(&ts, NULL);
         }
-        struct timespec ts = {0, 100 * 1000 * 1000};
-        nanosleep(&ts, NULL);
     }
-    kill(-ev->server, SIGKILL);
-    waitpid(ev->server, NULL, 0);
+    if (!gone) {
+        kill(-ev->server, SIGKILL);
+        waitpid(ev->server, NULL, 0);
+    }
     ev->server = 0;
 }
 
@@ -223,6 +228,39 @@ static int count_tokens(eval *ev, const char *text)
     free(body);
     cli_http_resp_free(&h);
     return n;
+}
+
+/* Where the server stopped the request the client dropped: "prefill" when
+ * its final counters cover less than the prompt, "decode" when the prompt
+ * went through, "unknown" if the monitor does not list it (yet). */
+static const char *cancel_phase(eval *ev)
+{
+    for (int tries = 0; tries < 50; tries++) { /* 5 s: the server notices the drop on its next write */
+        cli_http_resp h;
+        char err[256];
+        const char *phase = NULL;
+        if (cli_http_get(ev->url, "/monitor/api/state", ev->key, &h, err, sizeof err) == 0 && h.status == 200) {
+            json_t *o = json_loads(h.body, 0, NULL);
+            size_t i;
+            json_t *r;
+            json_array_foreach(json_object_get(o, "recent"), i, r)
+            {
+                if (strcmp(json_string_value(json_object_get(r, "status")) ? json_string_value(json_object_get(r, "status")) : "",
+                           "cancelled"))
+                    continue;
+                const json_t *c = json_object_get(r, "counters");
+                phase = int_of(c, "cached_tokens") + int_of(c, "recomputed_tokens") < int_of(c, "prompt_tokens") ? "prefill"
+                                                                                                                  : "decode";
+                break; /* newest first */
+            }
+            json_decref(o);
+        }
+        cli_http_resp_free(&h);
+        if (phase) return phase;
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return "unknown";
 }
 
 /* The assistant message a client would send back for a reply. */
@@ -462,10 +500,12 @@ static void run_scenario(eval *ev)
     chat(ev, msgs, tools, false, ev->abort_ms, &r);
     bool aborted = r.aborted;
     reply_free(&r);
+    const char *phase = aborted ? cancel_phase(ev) : "not cancelled";
     chat(ev, msgs, tools, false, 0, &r);
     if (!request_ok(ev, "cancel_then_retry", &r)) goto out_prev;
     step_begin(ev, &s, "cancel_then_retry", &r);
     json_object_set_new(s.obj, "cancelled_request_aborted", json_boolean(aborted));
+    json_object_set_new(s.obj, "cancelled_in", json_string(phase));
     common_checks(ev, &s, msgs, tools, &r);
     tail_check(ev, &s, &r, r.prompt - prev.prompt);
     step_end(ev, &s);
@@ -533,6 +573,9 @@ static void print_table(const eval *ev)
             first = false;
         }
         printf("\n");
+        if (json_object_get(s, "cancelled_in"))
+            printf("    (the dropped request was stopped during its %s)\n",
+                   json_string_value(json_object_get(s, "cancelled_in")));
         json_array_foreach(json_object_get(s, "checks"), k, c)
         if (!json_is_true(json_object_get(c, "pass")))
             printf("    FAIL %s: %s\n", json_string_value(json_object_get(c, "check")),

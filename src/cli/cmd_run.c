@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/cli_policy.h"
 #include "cli/commands.h"
 #include "engine/context.h"
 #include "engine/sampler.h"
@@ -32,6 +33,8 @@ typedef struct run_opts {
     int n_ctx;
     int n_ubatch;
     eng_sampler_params sp;
+    be_attn_policy policy;
+    int32_t kv_type;
 } run_opts;
 
 static void run_usage(FILE *out)
@@ -65,6 +68,7 @@ static void run_usage(FILE *out)
             "  -t, --threads N        worker threads (default: physical cores)\n"
             "  -c, --ctx N            context capacity in tokens (default: prompt + n-predict, at least 512)\n"
             "  -b, --ubatch N         prefill chunk size in tokens (default 512)\n"
+            CLI_POLICY_HELP CLI_KV_TYPE_HELP
             "\n"
             "debugging:\n"
             "      --dump-logits FILE write the logits of every prompt token to FILE as float32 LE\n"
@@ -108,6 +112,7 @@ static int parse_args(int argc, char **argv, run_opts *o)
     o->n_predict = 128;
     o->n_ubatch = 512;
     eng_sampler_params_default(&o->sp);
+    cli_policy_init(&o->policy);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -164,6 +169,14 @@ static int parse_args(int argc, char **argv, run_opts *o)
             unsigned long long s = strtoull(v, &end, 10);
             if (errno || end == v || *end) return die("bad seed '%s'", v);
             o->sp.seed = s;
+        } else if (IS("--kv-type")) {
+            NEED_VALUE();
+            if (cli_kv_type_option(CLI_OPT_KV_TYPE, v, &o->kv_type, "wick run") != 1) return 1;
+        } else if (strncmp(a, "--attn-", 7) == 0) {
+            int pr = cli_policy_arg(a, v, &o->policy, "wick run");
+            if (pr == 0) return die("unknown option '%s' (see wick run --help)", a);
+            if (pr < 0) return 1;
+            i++;
         } else {
             return die("unknown option '%s' (see wick run --help)", a);
         }
@@ -334,6 +347,8 @@ int cmd_run(int argc, char **argv)
     eng_options eo;
     eng_options_default(&eo);
     eo.n_threads = o.n_threads;
+    eo.policy = o.policy;
+    eo.kv_type = o.kv_type;
     int64_t need = (int64_t)n_prompt + o.n_predict;
     eo.n_ctx = o.n_ctx ? o.n_ctx : (int32_t)(need > 512 ? need : 512);
     if (need > eo.n_ctx) {

@@ -13,9 +13,11 @@
 #include <unistd.h>
 
 #include "chat/chat.h"
+#include "cli/cli_policy.h"
 #include "cli/commands.h"
 #include "engine/service.h"
 #include "model/synth.h"
+#include "server/prefix_cache.h"
 #include "server/server.h"
 #include "util/log.h"
 
@@ -54,10 +56,18 @@ static void usage(FILE *out)
             "      --timeout S         close connections idle for S seconds (default 30)\n"
             "      --request-timeout S stop a generation after S seconds (default: none)\n"
             "      --keepalive-ms N    SSE ': keep-alive' comment after N ms of silence (5000)\n"
+            "      --cache-mem SIZE    prefix cache RAM for idle conversations and checkpoints (2G)\n"
+            "      --cache-slots N     conversations kept in RAM (4)\n"
+            "      --cache-dir DIR     archive conversations on disk; a restarted server resumes them\n"
+            "      --cache-disk SIZE   cap of the archive folder (8G)\n"
+            "      --no-cache-checkpoints  one sequence, longest-common-prefix reuse only\n"
             "  -v, --verbose           debug logging\n"
             "  -h, --help              this help\n\n"
+            "attention (server default; a request may override):\n" CLI_POLICY_HELP CLI_KV_TYPE_HELP "\n"
             "Request extensions: {\"wick\": {\"fresh\": true}} bypasses the prefix cache for\n"
-            "one request (cache_prompt: false does the same); responses carry a 'timings'\n"
+            "one request (cache_prompt: false does the same); {\"wick\": {\"attn_policy\":\n"
+            "\"approx\", \"global\": N, \"window\": N, \"dense_tail\": N, \"dense_tail_continue\": N}}\n"
+            "sets its attention policy; responses carry a 'timings'\n"
             "object (prompt/cached/recomputed tokens, prefill and decode speed).\n",
             CHAT_TEMPLATE_NAMES);
 }
@@ -114,6 +124,29 @@ static int ensure_demo_model(char *out, size_t cap)
     return 0;
 }
 
+/* "512M", "2G", "1048576" → bytes. */
+static int parse_size(const char *s, const char *what, size_t *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    double mul = 1;
+    switch (*end) {
+    case 'k': case 'K': mul = 1024.0; end++; break;
+    case 'm': case 'M': mul = 1024.0 * 1024; end++; break;
+    case 'g': case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
+    case 't': case 'T': mul = 1024.0 * 1024 * 1024 * 1024; end++; break;
+    default: break;
+    }
+    if (*end == 'i' || *end == 'B') end += (*end == 'i' && end[1] == 'B') ? 2 : 1;
+    if (errno || end == s || *end || v <= 0 || v * mul > 1e18) {
+        fprintf(stderr, "wick serve: %s must be a size such as 512M or 2G, got '%s'\n", what, s);
+        return -1;
+    }
+    *out = (size_t)(v * mul);
+    return 0;
+}
+
 static int parse_int(const char *s, const char *what, long lo, long hi, long *out)
 {
     char *end;
@@ -129,7 +162,8 @@ static int parse_int(const char *s, const char *what, long lo, long hi, long *ou
 
 int cmd_serve(int argc, char **argv)
 {
-    enum { O_HOST = 1000, O_PORT, O_KEY, O_TMPL, O_QUEUE, O_PAR, O_BODY, O_TIMEOUT, O_RTIMEOUT, O_KA, O_ALIAS };
+    enum { O_HOST = 1000, O_PORT, O_KEY, O_TMPL, O_QUEUE, O_PAR, O_BODY, O_TIMEOUT, O_RTIMEOUT, O_KA, O_ALIAS,
+           O_CMEM, O_CSLOTS, O_CDIR, O_CDISK, O_NOCK };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},   {"host", required_argument, 0, O_HOST},
         {"port", required_argument, 0, O_PORT}, {"api-key", required_argument, 0, O_KEY},
@@ -138,14 +172,21 @@ int cmd_serve(int argc, char **argv)
         {"parallel", required_argument, 0, O_PAR}, {"max-body-mb", required_argument, 0, O_BODY},
         {"timeout", required_argument, 0, O_TIMEOUT}, {"request-timeout", required_argument, 0, O_RTIMEOUT},
         {"keepalive-ms", required_argument, 0, O_KA}, {"alias", required_argument, 0, O_ALIAS},
+        {"cache-mem", required_argument, 0, O_CMEM}, {"cache-slots", required_argument, 0, O_CSLOTS},
+        {"cache-dir", required_argument, 0, O_CDIR}, {"cache-disk", required_argument, 0, O_CDISK},
+        {"no-cache-checkpoints", no_argument, 0, O_NOCK}, CLI_POLICY_LONG_OPTIONS, CLI_KV_TYPE_OPTION,
         {"verbose", no_argument, 0, 'v'},       {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     srv_config sc;
     srv_config_default(&sc);
     eng_service_config ec = {0};
     ec.max_queue = 64;
+    cli_policy_init(&ec.policy);
     const char *model_path = NULL;
     const char *api_key = getenv("WICK_API_KEY");
+    ckpt_cache_config cache_cfg;
+    ckpt_cache_config_default(&cache_cfg);
+    bool use_cache = true;
     long v;
     int c;
     optind = 1;
@@ -195,9 +236,29 @@ int cmd_serve(int argc, char **argv)
             sc.keepalive_ms = (int)v;
             break;
         case O_ALIAS: ec.model_id = optarg; break;
+        case O_CMEM:
+            if (parse_size(optarg, "--cache-mem", &cache_cfg.mem_bytes)) return 2;
+            break;
+        case O_CSLOTS:
+            if (parse_int(optarg, "--cache-slots", 1, 256, &v)) return 2;
+            cache_cfg.max_slots = (int)v;
+            break;
+        case O_CDIR: cache_cfg.dir = optarg; break;
+        case O_CDISK:
+            if (parse_size(optarg, "--cache-disk", &cache_cfg.disk_bytes)) return 2;
+            break;
+        case O_NOCK: use_cache = false; break;
         case 'v': wk_log_set_level(WK_LOG_DEBUG); break;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        default: {
+            int32_t kv = ec.kv_type;
+            int pr = cli_policy_option(c, optarg, &ec.policy, "wick serve");
+            if (pr == 0 && (pr = cli_kv_type_option(c, optarg, &kv, "wick serve")) == 1) ec.kv_type = kv;
+            if (pr <= 0) {
+                if (pr == 0) usage(stderr);
+                return 2;
+            }
+        }
         }
     }
     if (optind < argc) {
@@ -220,6 +281,14 @@ int cmd_serve(int argc, char **argv)
         if (!ec.model_id) ec.model_id = "wick-demo-tiny-synthetic";
     }
     ec.model_path = model_path;
+    if (use_cache) {
+        if (cache_cfg.dir && mkdir_p(cache_cfg.dir)) {
+            fprintf(stderr, "wick serve: cannot create --cache-dir %s: %s\n", cache_cfg.dir, strerror(errno));
+            return 1;
+        }
+        ec.store_factory = srv_prefix_cache_factory;
+        ec.store_user = &cache_cfg;
+    }
 
     /* Signals are taken by sigwait below; every thread inherits the mask. */
     sigset_t set;

@@ -65,7 +65,10 @@ int eval_runner_option(eval_runner_opts *o, int opt, const char *arg, const char
         if (parse_int(arg, 0, 0x7fffffffL, &v)) goto bad;
         o->seed = (uint64_t)v;
         return 1;
-    default: return cli_policy_option(opt, arg, &o->policy, cmd);
+    default: {
+        int r = cli_policy_option(opt, arg, &o->policy, cmd);
+        return r ? r : cli_kv_type_option(opt, arg, &o->kv_type, cmd);
+    }
     }
 bad:
     fprintf(stderr, "%s: bad value '%s'\n", cmd, arg);
@@ -93,6 +96,7 @@ int eval_runner_open(eval_runner **out, const eval_runner_opts *o, wk_error *err
         eo.n_threads = o->threads;
         eo.n_ubatch = o->ubatch;
         eo.policy = o->policy;
+        eo.kv_type = o->kv_type;
         int rc = ev_local_open(&r->local, o->model_path, &eo, o->template_name, err);
         if (rc) {
             free(r);

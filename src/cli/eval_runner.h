@@ -12,6 +12,7 @@
 #include <jansson.h>
 
 #include "backend/backend.h"
+#include "cli/cli_policy.h"
 #include "eval/eval_local.h"
 #include "util/err.h"
 
@@ -34,7 +35,7 @@ enum {
         {"max-tokens", required_argument, 0, EVR_OPT_MAX_TOKENS},                        \
         {"seed", required_argument, 0, EVR_OPT_SEED}, {"json", no_argument, 0, EVR_OPT_JSON}, \
         {"chat-template", required_argument, 0, EVR_OPT_TEMPLATE},                       \
-        {"ubatch", required_argument, 0, EVR_OPT_UBATCH}, {"quiet", no_argument, 0, 'q'}
+        {"ubatch", required_argument, 0, EVR_OPT_UBATCH}, {"quiet", no_argument, 0, 'q'}, CLI_KV_TYPE_OPTION
 
 #define EVAL_RUNNER_HELP                                                                        \
     "  -m, --model FILE     run the GGUF in-process, or\n"                                      \
@@ -46,6 +47,7 @@ enum {
     "  -t, --threads N      threads for -m (default: physical cores)\n"                         \
     "  --ubatch N           prefill chunk for -m (default 512)\n"                               \
     "  --chat-template NAME override the model's chat template (-m)\n"                          \
+    "  --kv-type T          KV cache type for -m: f16 (default) or q8_0\n"                     \
     "  --json               one JSON object on stdout instead of the table\n"                   \
     "  -q, --quiet          no progress on stderr\n"
 
@@ -55,6 +57,7 @@ typedef struct eval_runner_opts {
     uint64_t seed;
     bool json, quiet;
     be_attn_policy policy; /* the policy answers are computed with (--attn-*) */
+    int32_t kv_type;       /* -m: enum be_kv_type */
 } eval_runner_opts;
 
 /* Defaults: max_tokens as given, seed 1, dense policy (design numbers ready). */

@@ -12,7 +12,7 @@
  * is timed. A short warm-up touches every weight before the first timing.
  *
  * Derived rates, from the model's tensor list:
- *   decode GB/s = (weight bytes read per token + KV bytes read per token at
+ *   decode GB/s = (weight bytes read per token + KV bytes (the context's KV type) at
  *     the mean position + recurrent state read and written) x tok/s;
  *   prefill GFLOP/s = (2 x weights multiplied per token x N + 2 x LM-head
  *     weights + attention 2 x n_head x (d_k + d_v) per query-key pair +
@@ -70,6 +70,11 @@ typedef void (*eng_bench_progress_fn)(void *user, const eng_bench_test *t, int32
  * engine are passed through with the test named. */
 int eng_bench_run(eng_ctx *ctx, const eng_bench_test *tests, int32_t n_tests, int32_t reps,
                   eng_bench_result *results, eng_bench_progress_fn progress, void *user, wk_error *err);
+
+/* Achieved memory copy bandwidth with n_threads threads (each copies its
+ * share of a 256 MiB buffer), best of 3, counting bytes read + written: the
+ * roof decode GB/s is measured against. Returns 0 on allocation failure. */
+double eng_bench_copy_gbytes_per_s(int n_threads);
 
 /* Pseudo-random token ids in [3, n_vocab): s = s*1664525 + 1013904223,
  * id = 3 + (s >> 8) % (n_vocab - 3) — the golden token sequences' LCG. */

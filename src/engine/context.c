@@ -48,7 +48,16 @@ int eng_ctx_new(eng_ctx **out, const model *m, const eng_options *o, wk_error *e
     c->src = m;
     c->m = m; /* until the prepared copy exists */
     c->opt = opt;
-    c->policy_fp = eng_policy_fingerprint(&opt.policy);
+    if (opt.kv_type != BE_KV_F16 && opt.kv_type != BE_KV_Q8_0) {
+        free(c);
+        return wk_fail(err, WK_EINVAL, "context: unknown KV cache type %d", opt.kv_type);
+    }
+    if (opt.kv_type == BE_KV_Q8_0 && (m->hp.d_k % 32 || m->hp.d_v % 32)) {
+        free(c);
+        return wk_fail(err, WK_EINVAL, "context: a Q8_0 KV cache needs head dims divisible by 32 (model has %u, %u)",
+                       m->hp.d_k, m->hp.d_v);
+    }
+    c->policy_fp = eng_ctx_fingerprint(c);
     int rc = be_cpu_new(&c->be, opt.n_threads, err);
     if (rc) goto fail;
     c->opt.n_threads = be_cpu_threads(c->be);
@@ -91,7 +100,21 @@ void eng_ctx_set_policy(eng_ctx *c, const be_attn_policy *p)
         c->opt.policy = *p;
     else
         memset(&c->opt.policy, 0, sizeof c->opt.policy);
-    c->policy_fp = eng_policy_fingerprint(&c->opt.policy);
+    c->policy_fp = eng_ctx_fingerprint(c);
+}
+
+uint64_t eng_ctx_fingerprint(const eng_ctx *c)
+{
+    uint64_t fp = eng_policy_fingerprint(&c->opt.policy);
+    if (c->opt.kv_type != BE_KV_F16) fp ^= 0x9e3779b97f4a7c15ull * (uint64_t)(c->opt.kv_type + 1);
+    return fp;
+}
+
+uint64_t eng_kv_bytes_per_token(const eng_ctx *c)
+{
+    const model_hparams *hp = &c->m->hp;
+    const size_t d = hp->d_k > hp->d_v ? hp->d_k : hp->d_v; /* K and V rows share one stride */
+    return (uint64_t)2 * sizeof(uint16_t) * be_kv_row_units(c->opt.kv_type, d) * hp->n_head_kv * hp->n_attn_layers;
 }
 
 static bool cancelled(const eng_prefill_opts *o)

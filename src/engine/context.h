@@ -29,6 +29,7 @@ typedef struct eng_options {
     int32_t n_ctx;            /* default capacity for new sequences (positions) */
     int32_t n_ubatch;         /* tokens per forward chunk in prefill (default 512) */
     be_attn_policy policy;    /* attention policy (default dense) */
+    int32_t kv_type;          /* enum be_kv_type of new sequences' KV cache (default F16) */
 } eng_options;
 
 /* n_threads 0, n_ctx 4096 (capped to the model's training context), n_ubatch 512, dense. */
@@ -51,6 +52,15 @@ void eng_ctx_set_policy(eng_ctx *c, const be_attn_policy *p);
 /* The approximate policy with the design's numbers: global 8192, window 8192,
  * dense_tail 2048, dense_tail_continue 128 (approx = true). */
 void eng_policy_approx_default(be_attn_policy *p);
+
+/* Fingerprint of what the context's KV is computed with: the policy's,
+ * mixed with the KV type when it is not F16 (a Q8_0 cache holds other
+ * numbers). Stored with sequences, checkpoints and archives. */
+uint64_t eng_ctx_fingerprint(const eng_ctx *c);
+
+/* KV cache bytes per token of a sequence of this context (all attention
+ * layers, K and V). */
+uint64_t eng_kv_bytes_per_token(const eng_ctx *c);
 
 /* 64-bit fingerprint of a policy (dense policies all share one value; an
  * approximate one covers global, window, dense_tail, dense_tail_continue). */

@@ -50,6 +50,13 @@ json_t *eng_counters_timings_json(const eng_counters *c)
     json_object_set_new(t, "cached_tokens", json_integer(c->cached_tokens));
     json_object_set_new(t, "recomputed_tokens", json_integer(c->recomputed_tokens));
     json_object_set_new(t, "replayed_tokens", json_integer(c->replayed_tokens));
+    if (c->ckpt_kind[0]) {
+        json_t *ck = json_object();
+        json_object_set_new(ck, "pos", json_integer(c->ckpt_pos));
+        json_object_set_new(ck, "kind", json_string(c->ckpt_kind));
+        json_object_set_new(ck, "from_disk", json_boolean(c->ckpt_from_disk));
+        json_object_set_new(t, "checkpoint", ck);
+    }
     json_object_set_new(t, "prefill_ms", json_real(r3(c->prefill_ms)));
     json_object_set_new(t, "prefill_tok_per_s", json_real(r3(c->prefill_tok_per_s)));
     json_object_set_new(t, "ttft_ms", json_real(r3(c->ttft_ms)));

@@ -19,7 +19,12 @@ int eng_seq_new(eng_seq **out, eng_ctx *c, int32_t n_ctx, wk_error *err)
     if (!s->layers || !s->tokens) goto oom;
     /* K and V of a head are n_ctx rows of max(d_k, d_v): one stride serves both */
     const size_t d = hp->d_k > hp->d_v ? hp->d_k : hp->d_v;
-    const size_t head_stride = (size_t)n_ctx * d;
+    const int kv_type = c->opt.kv_type;
+    if (!be_kv_type_supported(c->be, kv_type)) {
+        eng_seq_free(s);
+        return wk_fail(err, WK_EUNSUPPORTED, "sequence: the %s backend keeps no Q8_0 KV cache", c->be->ops->name);
+    }
+    const size_t head_stride = (size_t)n_ctx * be_kv_row_units(kv_type, d);
     const size_t per_cache = head_stride * hp->n_head_kv;
     if (hp->n_attn_layers) {
         s->kv_mem = be_alloc(c->be, 2 * per_cache * hp->n_attn_layers * sizeof(uint16_t));
@@ -38,6 +43,7 @@ int eng_seq_new(eng_seq **out, eng_ctx *c, int32_t n_ctx, wk_error *err)
             ls->k = s->kv_mem + (size_t)2 * ly->attn_slot * per_cache;
             ls->v = ls->k + per_cache;
             ls->kv_head_stride = head_stride;
+            ls->kv_type = kv_type;
         }
         if (ly->rec_slot >= 0) {
             ls->conv = s->rec_mem + (size_t)ly->rec_slot * (conv + ssm);

@@ -126,6 +126,8 @@ void eng_job_cancel(eng_job *j)
 
 static void unload_model(eng_service *svc)
 {
+    if (svc->store.self) svc->store.free(svc->store.self);
+    memset(&svc->store, 0, sizeof svc->store);
     if (svc->seq) eng_seq_free(svc->seq);
     if (svc->ctx) eng_ctx_free(svc->ctx);
     if (svc->vocab) tok_free(svc->vocab);
@@ -219,15 +221,26 @@ static int load_model(eng_service *svc, wk_error *err)
     eng_options o;
     eng_options_default(&o);
     o.n_threads = svc->cfg.n_threads;
+    o.policy = svc->cfg.policy;
+    o.kv_type = svc->cfg.kv_type;
     uint32_t train = svc->model->hp.n_ctx_train ? svc->model->hp.n_ctx_train : 4096;
     /* Default context: the model's, capped at 8192 to keep KV memory modest. */
     o.n_ctx = svc->cfg.n_ctx > 0 ? svc->cfg.n_ctx : (int32_t)(train < 8192 ? train : 8192);
     rc = eng_ctx_new(&svc->ctx, svc->model, &o, err);
     if (rc) goto fail;
-    rc = eng_seq_new(&svc->seq, svc->ctx, o.n_ctx, err);
-    if (rc) goto fail;
-    svc->n_ctx = eng_seq_capacity(svc->seq);
-    svc->state_bytes = model_kv_elems_per_layer(svc->model, svc->n_ctx) * 2 * svc->model->hp.n_attn_layers +
+    if (svc->cfg.store_factory) {
+        /* The prefix cache owns the sequences. */
+        rc = svc->cfg.store_factory(svc->cfg.store_user, svc->ctx, o.n_ctx, &svc->store, err);
+        if (rc) goto fail;
+        svc->n_ctx = o.n_ctx;
+    } else {
+        rc = eng_seq_new(&svc->seq, svc->ctx, o.n_ctx, err);
+        if (rc) goto fail;
+        svc->n_ctx = eng_seq_capacity(svc->seq);
+    }
+    svc->last_pos = 0;
+    svc->kv_bytes_per_token = eng_kv_bytes_per_token(svc->ctx);
+    svc->state_bytes = (size_t)svc->kv_bytes_per_token * (size_t)svc->n_ctx +
                        (model_conv_elems(svc->model) + model_ssm_elems(svc->model)) * sizeof(float) *
                            svc->model->hp.n_rec_layers;
     svc->model_info = build_model_info(svc);
@@ -246,7 +259,9 @@ static void run_control(eng_service *svc, int ctrl, unsigned seq)
     wk_error err = {0};
     int rc = 0;
     if (ctrl == CTRL_RESET) {
+        if (svc->store.self) svc->store.clear(svc->store.self);
         if (svc->seq) eng_seq_clear(svc->seq);
+        svc->last_pos = 0;
     } else if (ctrl == CTRL_RELOAD) {
         atomic_store(&svc->ready, false);
         pthread_rwlock_wrlock(&svc->model_lock);
@@ -256,8 +271,11 @@ static void run_control(eng_service *svc, int ctrl, unsigned seq)
         if (rc == 0) atomic_store(&svc->ready, true);
         else WK_ERROR("reload failed: %s", err.msg);
     }
+    json_t *sj = svc->store.self ? svc->store.state_json(svc->store.self) : NULL;
     pthread_mutex_lock(&svc->lock);
-    svc->seq_pos_snapshot = svc->seq ? eng_seq_pos(svc->seq) : 0;
+    svc->seq_pos_snapshot = svc->last_pos;
+    json_decref(svc->store_json);
+    svc->store_json = sj;
     svc->ctrl_rc = rc;
     svc->ctrl_err = err;
     svc->ctrl_seq_done = seq;
@@ -294,9 +312,14 @@ static void *engine_main(void *arg)
         if (!atomic_load(&svc->ready)) job_fail(job, 503, "unavailable_error", "model is not loaded");
         else svc_run_job(svc, job);
 
+        json_t *sj = svc->store.self ? svc->store.state_json(svc->store.self) : NULL;
         pthread_mutex_lock(&svc->lock);
         svc->active = NULL;
-        svc->seq_pos_snapshot = svc->seq ? eng_seq_pos(svc->seq) : 0;
+        svc->seq_pos_snapshot = svc->last_pos;
+        if (sj) {
+            json_decref(svc->store_json);
+            svc->store_json = sj;
+        }
         pthread_mutex_unlock(&svc->lock);
         eng_job_release(job);
     }
@@ -370,6 +393,7 @@ void eng_service_stop(eng_service *svc)
     if (svc->thread_started) pthread_join(svc->thread, NULL);
     unload_model(svc);
     json_decref(svc->recent);
+    json_decref(svc->store_json);
     free(svc->queue);
     pthread_mutex_destroy(&svc->lock);
     pthread_cond_destroy(&svc->wake);
@@ -501,6 +525,14 @@ void eng_service_cache_stats(eng_service *svc, uint64_t *hits, uint64_t *misses)
     pthread_mutex_unlock(&svc->lock);
 }
 
+json_t *eng_service_store_state(eng_service *svc)
+{
+    pthread_mutex_lock(&svc->lock);
+    json_t *o = svc->store_json ? json_deep_copy(svc->store_json) : NULL;
+    pthread_mutex_unlock(&svc->lock);
+    return o;
+}
+
 static json_t *counters_json(const eng_counters *c)
 {
     json_t *o = eng_counters_timings_json(c);
@@ -556,6 +588,9 @@ void svc_record_done(eng_service *svc, eng_job *job, const char *status, const c
     json_object_set_new(o, "provisional", json_false());
     json_object_set_new(o, "finished_at", json_integer((json_int_t)time(NULL)));
     json_object_set_new(o, "counters", counters_json(c));
+    WK_INFO("%s: %s%s%s, prompt %d (cached %d, computed %d), prefill %.1f ms %.1f tok/s, ttft %.1f ms, "
+            "%d tokens %.1f tok/s", job->req.id, status, finish ? " " : "", finish ? finish : "", c->prompt_tokens, c->cached_tokens, c->recomputed_tokens, c->prefill_ms, c->prefill_tok_per_s, c->ttft_ms,
+            c->completion_tokens, c->decode_tok_per_s);
     pthread_mutex_lock(&svc->lock);
     json_array_append_new(svc->recent, o);
     while (json_array_size(svc->recent) > (size_t)svc->cfg.n_recent) json_array_remove(svc->recent, 0);
@@ -583,12 +618,16 @@ json_t *eng_service_state(eng_service *svc)
     json_object_set_new(cache, "capacity", json_integer(n_ctx));
     json_object_set_new(cache, "hits", json_integer((json_int_t)svc->cache_hits));
     json_object_set_new(cache, "misses", json_integer((json_int_t)svc->cache_misses));
+    if (svc->store_json) json_object_set_new(cache, "prefix_cache", json_deep_copy(svc->store_json));
     json_object_set_new(st, "cache", cache);
     pthread_mutex_unlock(&svc->lock);
     pthread_rwlock_rdlock(&svc->model_lock);
     size_t wb = svc->weight_bytes, sb = svc->state_bytes;
+    uint64_t kv_tok = svc->kv_bytes_per_token;
     pthread_rwlock_unlock(&svc->model_lock);
     json_t *mem = json_object();
+    json_object_set_new(mem, "kv_type", json_string(svc->cfg.kv_type == BE_KV_Q8_0 ? "q8_0" : "f16"));
+    json_object_set_new(mem, "kv_bytes_per_token", json_integer((json_int_t)kv_tok));
     json_object_set_new(mem, "weights_bytes", json_integer((json_int_t)wb));
     json_object_set_new(mem, "state_bytes", json_integer((json_int_t)sb));
     json_object_set_new(mem, "total_bytes", json_integer((json_int_t)(wb + sb)));

@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "backend/backend.h"
 #include "util/err.h"
 
 enum eng_request_kind { ENG_REQ_CHAT = 0, ENG_REQ_COMPLETION = 1 };
@@ -58,6 +59,8 @@ typedef struct eng_request {
     float *bias_values;        /* ... and additive biases (owned); -100 bans */
     int n_bias;
     bool fresh;                /* {"wick": {"fresh": true}}: do not reuse cached state */
+    bool has_policy;           /* {"wick": {"attn_policy": ..., "global": ...}} given */
+    be_attn_policy policy;     /* this request's attention policy (has_policy) */
     bool ignore_eos;           /* keep generating past end-of-generation tokens (benchmarks) */
     bool stream;               /* informational (monitor) */
     char id[48];               /* "chatcmpl-..." / "cmpl-...", set by the server */
@@ -74,7 +77,10 @@ typedef struct eng_counters {
     int cached_tokens;       /* reused from the previous sequence */
     int recomputed_tokens;   /* everything prefilled for this request, replay included */
     int replayed_tokens;     /* part of recomputed that was cached text re-run after a
-                                checkpoint restore (0 until the prefix cache has checkpoints) */
+                                checkpoint restore */
+    int ckpt_pos;            /* position of the state resumed from, -1: cold start */
+    char ckpt_kind[24];      /* its kind ("system_end", "kv_prefix", "live", ...), "" when cold */
+    bool ckpt_from_disk;     /* loaded from the cache archive */
     double prefill_ms;
     double prefill_tok_per_s;
     double ttft_ms;          /* from start of processing to the first generated token */
@@ -119,6 +125,55 @@ void eng_event_clear(eng_event *ev);
 typedef struct eng_job eng_job;
 typedef struct eng_service eng_service;
 
+/* ---- pluggable prefix store ----------------------------------------------------
+ * The prefix cache (cache/) sits above engine/ in the module order, so the
+ * CLI plugs it in through this table. Without one the service keeps one
+ * sequence and reuses the longest common prefix (svc_reuse_decision). All
+ * calls happen on the engine thread. */
+
+/* A chat boundary of the prompt as a token position: kind is a
+ * chat_boundary_kind, flags CHAT_BFLAG_* (chat/chat.h). */
+typedef struct eng_mark {
+    int32_t pos;
+    int kind;
+    unsigned flags;
+} eng_mark;
+
+/* What the store decided for one request. */
+typedef struct eng_reuse {
+    struct eng_seq *seq;   /* sequence to prefill and decode into (owned by the store) */
+    int32_t start;         /* prompt tokens kept: prefill ids[start..n) */
+    int32_t replayed;      /* of the prefilled tokens, those that were cached text re-run */
+    int ckpt_kind;         /* store's kind of the state resumed from, -1: cold */
+    int32_t ckpt_pos;      /* its position, -1 when cold */
+    const char *ckpt_name; /* its name ("system_end", "kv_prefix", ...), borrowed */
+    bool from_disk;
+    void *plan;            /* store's per-request state */
+} eng_reuse;
+
+struct eng_prefill_opts;
+typedef struct eng_prefix_store {
+    void *self;
+    /* Picks and prepares a sequence for ids[0..n) (fresh: reuse nothing). */
+    int (*begin)(void *self, const int32_t *ids, int32_t n, const eng_mark *marks, int n_marks, bool fresh,
+                 eng_reuse *r, wk_error *err);
+    /* Prefills ids[r->start..n) into r->seq (returns what eng_prefill returns). */
+    int (*prefill)(void *self, eng_reuse *r, const int32_t *ids, int32_t n, const struct eng_prefill_opts *opts,
+                   wk_error *err);
+    /* After each successful eng_decode on r->seq. */
+    void (*decoded)(void *self, eng_reuse *r);
+    /* ok: the prefill completed (generation may have stopped anywhere). */
+    void (*end)(void *self, eng_reuse *r, bool ok);
+    void (*clear)(void *self);
+    json_t *(*state_json)(void *self); /* monitor view, new reference */
+    void (*free)(void *self);
+} eng_prefix_store;
+
+struct eng_ctx;
+/* Makes a store over a freshly created context (again after each reload). */
+typedef int (*eng_prefix_store_factory)(void *user, struct eng_ctx *ctx, int32_t n_ctx, eng_prefix_store *out,
+                                        wk_error *err);
+
 /* Model-facing part of the service, supplied by whoever owns the model (see
  * eng_service_config). All calls happen on the engine thread except
  * tokenize/detokenize, which must be safe to call concurrently with the
@@ -132,6 +187,10 @@ typedef struct eng_service_config {
     int max_queue;                /* pending requests before submit() reports busy */
     bool synthetic;               /* a random-weight demo model (said everywhere) */
     int n_recent;                 /* completed requests kept for the monitor */
+    eng_prefix_store_factory store_factory; /* NULL: built-in single-sequence reuse */
+    void *store_user;
+    be_attn_policy policy;        /* default attention policy (zeroed: dense); requests may override */
+    int kv_type;                  /* enum be_kv_type of the KV cache (0: F16) */
 } eng_service_config;
 
 /* Loads the model and starts the engine thread. On failure returns a
@@ -180,6 +239,10 @@ void eng_service_load(eng_service *svc, int *queue_depth, int *busy);
 
 /* Cache hits/misses so far (a hit = some prefix reused). */
 void eng_service_cache_stats(eng_service *svc, uint64_t *hits, uint64_t *misses);
+
+/* The plugged-in prefix store's monitor view as of the last finished
+ * request (see eng_prefix_store.state_json), or NULL. New reference. */
+json_t *eng_service_store_state(eng_service *svc);
 
 /* Drops the cached sequence (next request prefills from scratch). Queued
  * behind running work; returns once done. */

@@ -74,6 +74,10 @@ struct eng_service {
     int n_ctx;
     json_t *model_info;
     size_t weight_bytes, state_bytes;
+    uint64_t kv_bytes_per_token; /* KV cache bytes per position, all attention layers */
+    eng_prefix_store store;   /* plugged-in prefix cache (store.self NULL: none) */
+    int32_t last_pos;         /* tokens in the sequence the last request used */
+    json_t *store_json;       /* monitor copy of store.state_json, under lock */
 };
 
 enum { CTRL_RESET = 1, CTRL_RELOAD = 2 };
@@ -113,6 +117,12 @@ void svc_output_finish(svc_output *o);
 
 /* A fresh job with one reference (tests and eng_service_submit). */
 eng_job *svc_job_new(void);
+
+/* Token positions of the prompt's chat boundaries: seg_tok[i] = tokens
+ * before segment i (bos = 1 if a BOS was put in front). Boundaries inside a
+ * segment map to that segment's start (earlier is always safe). *out is
+ * malloc'd (caller frees), *n_out its count. */
+int svc_map_boundaries(const chat_prompt *p, const size_t *seg_tok, eng_mark **out, int *n_out);
 
 /* Records a finished request for the monitor (counters as returned). */
 void svc_record_done(eng_service *svc, eng_job *job, const char *status, const char *finish,

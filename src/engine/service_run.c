@@ -41,11 +41,35 @@ static uint64_t random_u64(void)
     return x;
 }
 
+int svc_map_boundaries(const chat_prompt *p, const size_t *seg_tok, eng_mark **out, int *n_out)
+{
+    *out = NULL;
+    *n_out = 0;
+    if (!p->n_bounds) return 0;
+    eng_mark *m = malloc(p->n_bounds * sizeof *m);
+    if (!m) return -1;
+    size_t seg = 0;
+    for (size_t b = 0; b < p->n_bounds; b++) {
+        size_t off = p->bounds[b].byte_offset;
+        /* Bounds are sorted: advance to the last segment starting at or before off. */
+        while (seg + 1 < p->n_segs && p->segs[seg + 1].offset <= off) seg++;
+        size_t pos = off >= p->len ? seg_tok[p->n_segs] : seg_tok[seg];
+        m[*n_out].pos = (int32_t)pos;
+        m[*n_out].kind = (int)p->bounds[b].kind;
+        m[*n_out].flags = p->bounds[b].flags;
+        (*n_out)++;
+    }
+    *out = m;
+    return 0;
+}
+
 /* Renders and tokenizes; fills ids, n and the parse options. Returns an
  * HTTP status (0 = fine) with msg filled. */
 static int build_prompt(eng_service *svc, eng_job *job, int32_t **ids, size_t *n, chat_parse_options *popt,
-                        char *msg, size_t msg_cap)
+                        eng_mark **marks, int *n_marks, char *msg, size_t msg_cap)
 {
+    *marks = NULL;
+    *n_marks = 0;
     eng_request *req = &job->req;
     wk_error err = {0};
     size_t cap = 0;
@@ -94,14 +118,28 @@ static int build_prompt(eng_service *svc, eng_job *job, int32_t **ids, size_t *n
         cap = 16;
         (*ids)[(*n)++] = bos;
     }
+    size_t *seg_tok = malloc((prompt.n_segs + 1) * sizeof *seg_tok);
+    if (!seg_tok) {
+        chat_prompt_free(&prompt);
+        goto oom;
+    }
     for (size_t i = 0; i < prompt.n_segs; i++) {
         const chat_segment *sg = &prompt.segs[i];
+        seg_tok[i] = *n;
         if (tok_encode_append(svc->vocab, prompt.text + sg->offset, sg->len, false,
                               sg->special ? TOK_SPECIAL_ALL : TOK_SPECIAL_NONE, ids, n, &cap, &err)) {
+            free(seg_tok);
             chat_prompt_free(&prompt);
             goto tok_fail;
         }
     }
+    seg_tok[prompt.n_segs] = *n;
+    if (svc_map_boundaries(&prompt, seg_tok, marks, n_marks)) {
+        free(seg_tok);
+        chat_prompt_free(&prompt);
+        goto oom;
+    }
+    free(seg_tok);
     chat_parse_options_from_prompt(popt, &prompt);
     if (!req->tools || req->tool_choice == ENG_TOOLS_NONE) popt->tool_format = CHAT_TOOLS_NONE;
     popt->tools = req->tools;
@@ -133,6 +171,22 @@ static void on_progress(void *user, int32_t done, int32_t total)
     pthread_mutex_unlock(&p->svc->lock);
 }
 
+/* The prefix store's side of one request. */
+typedef struct eng_store_run {
+    eng_service *svc;
+    eng_reuse reuse;
+    bool begun;
+} eng_store_run;
+
+/* Ends the store's part of the request (once) and notes the sequence length. */
+static void store_end(eng_store_run *st, eng_seq *seq, bool ok)
+{
+    st->svc->last_pos = seq ? eng_seq_pos(seq) : 0;
+    if (!st->begun) return;
+    st->svc->store.end(st->svc->store.self, &st->reuse, ok);
+    st->begun = false;
+}
+
 static void set_phase(eng_service *svc, eng_job *job, int phase)
 {
     pthread_mutex_lock(&svc->lock);
@@ -162,15 +216,20 @@ void svc_run_job(eng_service *svc, eng_job *job)
     size_t n = 0;
     chat_parse_options popt;
     char msg[WK_ERROR_MSG_CAP];
-    int status = build_prompt(svc, job, &ids, &n, &popt, msg, sizeof msg);
+    eng_mark *marks = NULL;
+    int n_marks = 0;
+    int status = build_prompt(svc, job, &ids, &n, &popt, &marks, &n_marks, msg, sizeof msg);
     if (status) {
         fail_and_record(svc, job, status, status == 400 ? "invalid_request_error" : "server_error", msg, &c);
         free(ids);
+        free(marks);
         return;
     }
     c.prompt_tokens = (int)n;
     if (n == 0) {
         fail_and_record(svc, job, 400, "invalid_request_error", "the prompt is empty", &c);
+        free(ids);
+        free(marks);
         return;
     }
     if ((int)n >= svc->n_ctx) {
@@ -178,6 +237,7 @@ void svc_run_job(eng_service *svc, eng_job *job)
                  n, svc->n_ctx);
         fail_and_record(svc, job, 400, "exceed_context_size_error", msg, &c);
         free(ids);
+        free(marks);
         return;
     }
     for (int i = 0; i < req->n_bias; i++)
@@ -186,6 +246,7 @@ void svc_run_job(eng_service *svc, eng_job *job)
                      tok_n_vocab(svc->vocab));
             fail_and_record(svc, job, 400, "invalid_request_error", msg, &c);
             free(ids);
+            free(marks);
             return;
         }
     eng_event acc = {0};
@@ -193,18 +254,52 @@ void svc_run_job(eng_service *svc, eng_job *job)
     acc.counters = c;
     job_push(job, &acc);
 
-    /* Prefix reuse. */
-    bool recurrent = svc->model->hp.n_rec_layers > 0;
-    int32_t keep = svc_reuse_decision(svc->seq, recurrent, ids, (int32_t)n, req->fresh);
+    /* The request's attention policy (wick extension) or the server's; set
+     * before reuse so that state computed under another policy is not reused
+     * (the prefix store compares fingerprints with the context's policy). */
+    const be_attn_policy *policy = req->has_policy ? &req->policy : &svc->cfg.policy;
+    eng_ctx_set_policy(svc->ctx, policy);
+
+    /* Prefix reuse: the plugged-in prefix cache, or one sequence cut at the
+     * longest common prefix. */
     wk_error err = {0};
-    if (keep < eng_seq_pos(svc->seq)) {
-        if (keep == 0) eng_seq_clear(svc->seq);
-        else if (kv_truncate(svc->seq, keep, &err)) {
-            WK_WARN("cache: truncate to %d failed (%s); starting fresh", keep, err.msg);
-            eng_seq_clear(svc->seq);
-            keep = 0;
+    eng_store_run st = {.svc = svc};
+    eng_seq *seq = NULL;
+    int32_t keep = 0;
+    int rc = 0;
+    if (svc->store.self) {
+        rc = svc->store.begin(svc->store.self, ids, (int32_t)n, marks, n_marks, req->fresh, &st.reuse, &err);
+        if (rc) {
+            free(ids);
+            free(marks);
+            fail_and_record(svc, job, 500, "server_error", err.msg, &c);
+            return;
         }
+        st.begun = true;
+        seq = st.reuse.seq;
+        keep = st.reuse.start;
+        c.replayed_tokens = st.reuse.replayed;
+        c.ckpt_pos = st.reuse.ckpt_pos;
+        if (st.reuse.ckpt_kind >= 0 && st.reuse.ckpt_name)
+            snprintf(c.ckpt_kind, sizeof c.ckpt_kind, "%s", st.reuse.ckpt_name);
+        c.ckpt_from_disk = st.reuse.from_disk;
+    } else {
+        seq = svc->seq;
+        bool recurrent = svc->model->hp.n_rec_layers > 0;
+        bool other_policy = eng_seq_pos(seq) > 0 && eng_seq_policy_fp(seq) != eng_ctx_fingerprint(svc->ctx);
+        keep = svc_reuse_decision(seq, recurrent, ids, (int32_t)n, req->fresh || other_policy);
+        if (keep < eng_seq_pos(seq)) {
+            if (keep == 0) eng_seq_clear(seq);
+            else if (kv_truncate(seq, keep, &err)) {
+                WK_WARN("cache: truncate to %d failed (%s); starting fresh", keep, err.msg);
+                eng_seq_clear(seq);
+                keep = 0;
+            }
+        }
+        c.ckpt_pos = keep > 0 ? keep : -1;
+        if (keep > 0) snprintf(c.ckpt_kind, sizeof c.ckpt_kind, "%s", keep == eng_seq_pos(seq) ? "live" : "kv_prefix");
     }
+    free(marks);
     c.cached_tokens = keep;
     c.recomputed_tokens = (int)n - keep;
     pthread_mutex_lock(&svc->lock);
@@ -221,17 +316,21 @@ void svc_run_job(eng_service *svc, eng_job *job)
     po.progress = on_progress;
     po.user = &pc;
     double tp = wk_now_ms();
-    int rc = eng_prefill(svc->ctx, svc->seq, ids + keep, (int32_t)n - keep, &po, &err);
+    if (st.begun) rc = svc->store.prefill(svc->store.self, &st.reuse, ids, (int32_t)n, &po, &err);
+    else rc = eng_prefill(svc->ctx, seq, ids + keep, (int32_t)n - keep, &po, &err);
     c.prefill_ms = wk_now_ms() - tp;
     free(ids);
     if (rc == WK_ECANCELLED) {
-        c.recomputed_tokens = eng_seq_pos(svc->seq) - keep;
+        c.recomputed_tokens = eng_seq_pos(seq) - keep;
+        store_end(&st, seq, false);
         fail_and_record(svc, job, 499, "cancelled", "request cancelled during prefill", &c);
         return;
     }
     if (rc) {
         /* The sequence may be half-written: start the next request fresh. */
-        eng_seq_clear(svc->seq);
+        if (st.begun) store_end(&st, seq, false);
+        else eng_seq_clear(seq);
+        svc->last_pos = 0;
         fail_and_record(svc, job, rc == WK_ERANGE ? 400 : 500, rc == WK_ERANGE ? "exceed_context_size_error" : "server_error",
                         err.msg, &c);
         return;
@@ -274,7 +373,7 @@ void svc_run_job(eng_service *svc, eng_job *job)
         size_t n_eog = tok_eog_ids(svc->vocab, &eog);
         for (size_t i = 0; i < n_eog; i++) eng_sampler_set_bias(smp, eog[i], -INFINITY, NULL);
     }
-    int room = svc->n_ctx - eng_seq_pos(svc->seq);
+    int room = svc->n_ctx - eng_seq_pos(seq);
     int max_new = req->max_tokens < 0 || req->max_tokens > room ? room : req->max_tokens;
     bool stopped = false;
     set_phase(svc, job, JOB_DECODE);
@@ -316,12 +415,13 @@ void svc_run_job(eng_service *svc, eng_job *job)
             finish = "length";
             break;
         }
-        if (eng_decode(svc->ctx, svc->seq, tok, &err)) {
+        if (eng_decode(svc->ctx, seq, tok, &err)) {
             fail_status = 500;
             snprintf(msg, sizeof msg, "decode failed: %.440s", err.msg);
-            eng_seq_clear(svc->seq);
+            if (!st.begun) eng_seq_clear(seq);
             break;
         }
+        if (st.begun) svc->store.decoded(svc->store.self, &st.reuse);
     }
     if (max_new <= 0) finish = "length";
     if (!stopped && !fail_status) {
@@ -350,6 +450,9 @@ void svc_run_job(eng_service *svc, eng_job *job)
     if (out.n_calls > 0 && strcmp(finish, "stop") == 0) finish = "tool_calls";
 
 done:
+    /* The prefill completed: whatever happened in generation, the state is
+     * consistent at a token boundary. */
+    store_end(&st, seq, true);
     if (fail_status) {
         fail_and_record(svc, job, fail_status, fail_type, msg, &c);
     } else {

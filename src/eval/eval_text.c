@@ -19,6 +19,15 @@ uint64_t ev_rand(uint64_t *state)
     return z ^ (z >> 31);
 }
 
+/* A generator state from a user seed: hashed, so seeds s and s + 1 give
+ * unrelated streams (splitmix64 states one increment apart would not). */
+static uint64_t seed_state(uint64_t seed, uint64_t salt)
+{
+    uint64_t st = seed ^ (salt << 32);
+    ev_rand(&st);
+    return ev_rand(&st);
+}
+
 /* ---- growable text ------------------------------------------------------------- */
 
 typedef struct sbuf {
@@ -232,7 +241,7 @@ int ev_needle_build(const ev_needle_spec *spec, ev_count_fn count, void *user, e
     if (spec->doc_tokens < 64) return wk_fail(err, WK_EINVAL, "needle: document of %d tokens (at least 64)", spec->doc_tokens);
     if (spec->filler && spec->filler_len == 0) return wk_fail(err, WK_EINVAL, "needle: empty filler text");
 
-    uint64_t rng = spec->seed * 0x2545f4914f6cdd1dull + 1;
+    uint64_t rng = seed_state(spec->seed, 0x6e656564);
     out->codes = calloc((size_t)spec->n_codes, sizeof *out->codes);
     insertion *ins = calloc((size_t)spec->n_codes, sizeof *ins);
     filler f = {0};
@@ -344,7 +353,7 @@ int ev_vt_build(const ev_vt_spec *spec, ev_count_fn count, void *user, ev_vt_doc
     if (spec->doc_tokens < 64) return wk_fail(err, WK_EINVAL, "vt: document of %d tokens (at least 64)", spec->doc_tokens);
     if (spec->filler && spec->filler_len == 0) return wk_fail(err, WK_EINVAL, "vt: empty filler text");
     const int per = spec->n_hops + 1, n_st = spec->n_chains * per;
-    uint64_t rng = spec->seed * 0x9e3779b97f4a7c15ull + 7;
+    uint64_t rng = seed_state(spec->seed, 0x7674);
     char (*names)[8] = calloc((size_t)n_st, sizeof *names);
     char (*values)[8] = calloc((size_t)spec->n_chains, sizeof *values);
     char (*stmts)[48] = calloc((size_t)n_st, sizeof *stmts);

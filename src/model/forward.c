@@ -108,8 +108,10 @@ int model_attend(const model *m, be_backend *be, model_scratch *s, model_layer_s
 {
     const model_hparams *hp = &m->hp;
     const int32_t Hkv = (int32_t)hp->n_head_kv;
-    be_kv_store(be, ls->k, ls->kv_head_stride, pos0, s->k, (size_t)Hkv * hp->d_k, n_t, Hkv, (int32_t)hp->d_k);
-    be_kv_store(be, ls->v, ls->kv_head_stride, pos0, s->v, (size_t)Hkv * hp->d_v, n_t, Hkv, (int32_t)hp->d_v);
+    be_kv_store_typed(be, ls->kv_type, ls->k, ls->kv_head_stride, pos0, s->k, (size_t)Hkv * hp->d_k, n_t, Hkv,
+                      (int32_t)hp->d_k);
+    be_kv_store_typed(be, ls->kv_type, ls->v, ls->kv_head_stride, pos0, s->v, (size_t)Hkv * hp->d_v, n_t, Hkv,
+                      (int32_t)hp->d_v);
     be_attn_args a = {
         .q = q,
         .q_stride = q_stride,
@@ -126,6 +128,7 @@ int model_attend(const model *m, be_backend *be, model_scratch *s, model_layer_s
         .d_v = (int32_t)hp->d_v,
         .scale = 1.0f / sqrtf((float)hp->d_k),
         .policy = policy,
+        .kv_type = ls->kv_type,
         .out = s->att,
         .out_stride = (size_t)hp->n_head * hp->d_v,
     };

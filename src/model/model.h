@@ -122,7 +122,8 @@ void model_release_prepared(model *dst, be_backend *be);
  * [(K−1)][conv_dim] and ssm [H_v][d_k][d_v] (F32). Unused pointers are NULL. */
 typedef struct model_layer_state {
     uint16_t *k, *v;
-    size_t kv_head_stride;
+    size_t kv_head_stride;     /* uint16_t units between kv heads */
+    int kv_type;               /* enum be_kv_type: rows of be_kv_row_units(kv_type, d) units */
     float *conv, *ssm;
 } model_layer_state;
 

@@ -287,6 +287,96 @@ static void dot_q6_K(int64_t n, float *s, const void *w, const void *a)
     *s = hsum8(acc);
 }
 
+/* Q2_K: codes 0..3; Σ sc·code·a per 16-element sub-block, mins via bsums. */
+static void dot_q2_K(int64_t n, float *s, const void *w, const void *a)
+{
+    const blk_q2_K *x = w;
+    const blk_q8_K *y = a;
+    __m256 acc = _mm256_setzero_ps();
+    float msum = 0;
+    const __m256i m3 = _mm256_set1_epi8(3);
+    for (int64_t i = 0; i < n / 256; i++) {
+        const __m128i sc8 = _mm_loadu_si128((const __m128i *)x[i].scales);
+        const __m256i sc16 = _mm256_cvtepu8_epi16(sc8);
+        const __m256i scl = _mm256_and_si256(sc16, _mm256_set1_epi16(0x0F));
+        const __m256i mn = _mm256_srli_epi16(sc16, 4);
+        __m256i pm = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[i].bsums), mn);
+        __m128i t = _mm_add_epi32(_mm256_castsi256_si128(pm), _mm256_extracti128_si256(pm, 1));
+        t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4e));
+        t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xb1));
+        const int imin = _mm_cvtsi128_si32(t);
+        int16_t scv[16];
+        _mm256_storeu_si256((__m256i *)scv, scl);
+        __m256i isum = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * h));
+            for (int p = 0; p < 4; p++) {
+                __m256i c = _mm256_and_si256(_mm256_srli_epi16(q, 2 * p), m3);
+                __m256i yv = _mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * h + 32 * p));
+                int sb = 8 * h + 2 * p;
+                __m256i s16 = _mm256_set_m128i(_mm_set1_epi16(scv[sb + 1]), _mm_set1_epi16(scv[sb]));
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(c, yv), s16));
+            }
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * H2F(x[i].d)), _mm256_cvtepi32_ps(isum), acc);
+        msum += y[i].d * H2F(x[i].dmin) * (float)imin;
+    }
+    *s = hsum8(acc) - msum;
+}
+
+/* Q3_K: u = code + 4 in 0..7 (low 2 bits from qs, bit 2 from hmask);
+ * Σ s·code·a = Σ s·u·a − 4·Σ s·bsum. */
+static void dot_q3_K(int64_t n, float *s, const void *w, const void *a)
+{
+    const blk_q3_K *x = w;
+    const blk_q8_K *y = a;
+    __m256 acc = _mm256_setzero_ps();
+    const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+    for (int64_t i = 0; i < n / 256; i++) {
+        int16_t scv[16];
+        for (int sb = 0; sb < 16; sb++) scv[sb] = (int16_t)q3k_scale(sb, x[i].scales);
+        const __m256i s16all = _mm256_loadu_si256((const __m256i *)scv);
+        __m256i corr = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[i].bsums), s16all);
+        const __m256i hm = _mm256_loadu_si256((const __m256i *)x[i].hmask);
+        __m256i isum = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * h));
+            for (int p = 0; p < 4; p++) {
+                __m256i lo = _mm256_and_si256(_mm256_srli_epi16(q, 2 * p), m3);
+                __m256i hb = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + p), one);
+                __m256i u = _mm256_or_si256(lo, _mm256_slli_epi16(hb, 2));
+                __m256i yv = _mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * h + 32 * p));
+                int sb = 8 * h + 2 * p;
+                __m256i s16 = _mm256_set_m128i(_mm_set1_epi16(scv[sb + 1]), _mm_set1_epi16(scv[sb]));
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(u, yv), s16));
+            }
+        }
+        isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(corr, 2));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * H2F(x[i].d)), _mm256_cvtepi32_ps(isum), acc);
+    }
+    *s = hsum8(acc);
+}
+
+/* IQ4_XS: codebook values (signed) per 32-element sub-block with a 6-bit scale. */
+static void dot_iq4_xs(int64_t n, float *s, const void *w, const void *a)
+{
+    const blk_iq4_xs *x = w;
+    const blk_q8_K *y = a;
+    const __m256i book = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)k_iq4nl_values));
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 256; i++) {
+        __m256i isum = _mm256_setzero_si256();
+        for (int ib = 0; ib < 8; ib++) {
+            __m256i v = _mm256_shuffle_epi8(book, nibbles32(x[i].qs + 16 * ib));
+            __m256i yv = _mm256_loadu_si256((const __m256i *)(y[i].qs + 32 * ib));
+            __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(yv, v));
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, _mm256_set1_epi16((short)(iq4xs_scale(ib, &x[i]) - 32))));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * H2F(x[i].d)), _mm256_cvtepi32_ps(isum), acc);
+    }
+    *s = hsum8(acc);
+}
+
 qt_vec_dot_fn qt_dot_avx2(enum qt_type type)
 {
     switch (type) {
@@ -301,6 +391,9 @@ qt_vec_dot_fn qt_dot_avx2(enum qt_type type)
     case QT_Q5_K: return dot_q5_K;
     case QT_Q6_K: return dot_q6_K;
     case QT_IQ4_NL: return dot_iq4_nl;
-    default: return NULL; /* Q2_K, Q3_K, IQ4_XS, BF16: scalar */
+    case QT_Q2_K: return dot_q2_K;
+    case QT_Q3_K: return dot_q3_K;
+    case QT_IQ4_XS: return dot_iq4_xs;
+    default: return NULL; /* BF16: scalar (AVX-512 BF16 has its own) */
     }
 }

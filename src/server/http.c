@@ -497,8 +497,11 @@ static enum MHD_Result handle_metrics(srv_server *s, struct MHD_Connection *c)
     eng_service_load(s->svc, &g.queue_depth, &g.busy);
     eng_service_cache_stats(s->svc, &g.cache_hits, &g.cache_misses);
     g.connections = atomic_load(&s->connections);
+    json_t *store = eng_service_store_state(s->svc);
+    g.store = store;
     srv_buf b = {0};
     srv_metrics_render(&s->metrics, &g, &b);
+    json_decref(store);
     enum MHD_Result rc = send_bytes(s, c, "metrics", 200, "text/plain; version=0.0.4; charset=utf-8",
                                     b.data ? b.data : "", b.len, true);
     srv_buf_free(&b);

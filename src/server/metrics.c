@@ -106,5 +106,20 @@ int srv_metrics_render(srv_metrics *m, const srv_gauges *g, srv_buf *o)
     render_gauge(o, "wick_http_connections", "Open HTTP connections.", g->connections);
     render_counter(o, "wick_cache_hits_total", "Requests that reused a cached prefix.", g->cache_hits);
     render_counter(o, "wick_cache_misses_total", "Requests that reused nothing.", g->cache_misses);
+    if (g->store) {
+        const json_t *st = g->store;
+        render_counter(o, "wick_cache_evictions_total", "Checkpoints and slots evicted for the memory budget.",
+                       (uint64_t)json_integer_value(json_object_get(st, "evictions")));
+        render_counter(o, "wick_cache_refused_total", "Checkpoints that failed validation and were not used.",
+                       (uint64_t)json_integer_value(json_object_get(st, "refused")));
+        render_gauge(o, "wick_cache_ram_bytes", "RAM held by idle cached sequences and checkpoints.",
+                     (long long)json_integer_value(json_object_get(st, "ram_bytes")));
+        render_gauge(o, "wick_cache_ram_budget_bytes", "RAM budget of the prefix cache.",
+                     (long long)json_integer_value(json_object_get(st, "ram_budget")));
+        render_gauge(o, "wick_cache_disk_bytes", "Bytes in the cache archive folder.",
+                     (long long)json_integer_value(json_object_get(st, "disk_bytes")));
+        render_gauge(o, "wick_cache_slots", "Conversations cached in RAM.",
+                     (long long)json_array_size(json_object_get(st, "slots")));
+    }
     return 0;
 }

@@ -5,6 +5,7 @@
 #ifndef WICK_SERVER_METRICS_H
 #define WICK_SERVER_METRICS_H
 
+#include <jansson.h>
 #include <pthread.h>
 #include <stdint.h>
 
@@ -39,6 +40,7 @@ typedef struct srv_gauges {
     int busy;
     int connections;
     uint64_t cache_hits, cache_misses;
+    const json_t *store;  /* prefix cache view (ram_bytes, evictions, refused, slots ...) or NULL */
 } srv_gauges;
 
 void srv_metrics_init(srv_metrics *m);

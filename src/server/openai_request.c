@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/context.h"
 #include "server/sse.h"
 
 void srv_limits_default(srv_limits *l)
@@ -263,21 +264,61 @@ static int parse_common(json_t *root, const srv_limits *lim, eng_request *req, s
                             json_string_value(t));
     }
 
-    /* Extension object for wick options: {"wick": {"fresh": true}}. */
+    /* Extension object for wick options: {"wick": {"fresh": true}}, and the
+     * attention policy {"wick": {"attn_policy": "approx", "global": N,
+     * "window": N, "dense_tail": N, "dense_tail_continue": N}} (the --attn-*
+     * flags without the prefix; numbers not given take the design defaults,
+     * numbers without attn_policy mean approx). */
     const json_t *wick = json_object_get(root, "wick");
     if (wick && !json_is_null(wick)) {
         if (!json_is_object(wick))
             return srv_fail(err, 400, "wick", "invalid_type", "'wick' must be an object, got %s", type_name(wick));
         const char *k;
         const json_t *v;
+        static const char *const known[] = {"fresh", "attn_policy", "global", "window", "dense_tail",
+                                            "dense_tail_continue"};
         json_object_foreach((json_t *)wick, k, v) {
-            if (strcmp(k, "fresh") != 0)
-                return srv_fail(err, 400, "wick", "invalid_value", "unknown wick option '%s' (known: fresh)", k);
+            bool ok = false;
+            for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) ok = ok || strcmp(k, known[i]) == 0;
+            if (!ok)
+                return srv_fail(err, 400, "wick", "invalid_value",
+                                "unknown wick option '%s' (known: fresh, attn_policy, global, window, dense_tail, "
+                                "dense_tail_continue)",
+                                k);
         }
         if (get_bool(wick, "fresh", &req->fresh, err)) {
             snprintf(err->param, sizeof err->param, "wick.fresh");
             return -1;
         }
+        const json_t *ap = json_object_get(wick, "attn_policy");
+        if (ap && !json_is_null(ap)) {
+            if (!json_is_string(ap) || (strcmp(json_string_value(ap), "dense") && strcmp(json_string_value(ap), "approx")))
+                return srv_fail(err, 400, "wick.attn_policy", "invalid_value", "'wick.attn_policy' must be \"dense\" or \"approx\"");
+            req->has_policy = true;
+        }
+        eng_policy_approx_default(&req->policy);
+        req->policy.approx = !ap || json_is_null(ap) || strcmp(json_string_value(ap), "approx") == 0;
+        struct {
+            const char *key;
+            int32_t *dst;
+            long long lo;
+        } nums[] = {{"global", &req->policy.global, 0},
+                    {"window", &req->policy.window, 1},
+                    {"dense_tail", &req->policy.dense_tail, 0},
+                    {"dense_tail_continue", &req->policy.dense_tail_continue, 0}};
+        for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
+            long long x;
+            bool has;
+            if (get_int(wick, nums[i].key, nums[i].lo, 1 << 30, &x, &has, err)) {
+                snprintf(err->param, sizeof err->param, "wick.%s", nums[i].key);
+                return -1;
+            }
+            if (has) {
+                *nums[i].dst = (int32_t)x;
+                req->has_policy = true;
+            }
+        }
+        if (!req->has_policy) memset(&req->policy, 0, sizeof req->policy);
     }
     /* llama-server's ignore_eos: generate exactly max_tokens (benchmarks). */
     if (get_bool(root, "ignore_eos", &req->ignore_eos, err)) return -1;

@@ -41,6 +41,10 @@ for r in rows:
     assert ("gbytes_per_s" in r) == r["test"].startswith("tg")
 print("bench JSON ok:", len(rows), "rows")
 PY
+# a hybrid (Gated DeltaNet) MoE model: depth means restoring recurrent state, not just truncating KV
+"$WICK_BIN" synth -q --preset tiny-qwen35moe --type q4_k_m -o "$tmp/hybrid.gguf"
+"$WICK_BIN" bench -m "$tmp/hybrid.gguf" -p 16 -n 4 -d 0,8 -r 2 -t 1 --json -q >"$tmp/hybrid.jsonl"
+python3 -c 'import json,sys; rows=[json.loads(l) for l in open(sys.argv[1])]; assert len(rows)==4 and all(r["tok_per_s_median"]>0 and r["arch"]=="qwen35moe" for r in rows), rows' "$tmp/hybrid.jsonl"
 # the table form
 "$WICK_BIN" bench -m "$tmp/tiny.gguf" -p 16 -n 4 -r 1 -t 1 -q >"$tmp/table.md"
 grep -q "^| pp16 | 0 |" "$tmp/table.md"

@@ -255,6 +255,10 @@ int main(int argc, char **argv)
     }
     g_ctx.mv_rows = 1;
     g_ctx.mv_blocks_per_sm = 0;
+    g_ctx.mv_q4k_parts = 4;
+    bench_matvec(QT_Q4_K, 17408, 5120, "4 parts");
+    bench_matvec(QT_Q4_K, 5120, 17408, "4 parts");
+    g_ctx.mv_q4k_parts = 8;
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         bench_matvec(types[i], 17408, 5120, "ffn_up ");
         if (!quick) bench_matvec(types[i], 5120, 17408, "ffn_down");

@@ -142,4 +142,14 @@ void test_matmul_all(void)
         test_matvec_type(t, 40, 1024, 5, 6, 3, 300 + i); /* MoE: 2 tokens x 3 experts, shared x */
         test_matvec_type(t, 40, 1024, 5, 4, 1, 400 + i); /* MoE down: own x per slot */
     }
+    /* the other Q4_K split and the row-group launch variants */
+    g_ctx.mv_q4k_parts = 4;
+    test_matvec_type(QT_Q4_K, 333, 2048, 1, 1, 1, 500);
+    g_ctx.mv_q4k_parts = 8;
+    g_ctx.mv_rows = 2;
+    g_ctx.mv_blocks_per_sm = 3;
+    test_matvec_type(QT_Q6_K, 333, 2048, 1, 1, 1, 501);
+    test_matvec_type(QT_Q4_K, 40, 1024, 5, 6, 3, 502);
+    g_ctx.mv_rows = 1;
+    g_ctx.mv_blocks_per_sm = 0;
 }

@@ -112,6 +112,8 @@ test('a follow-up turn reports cached tokens; fresh bypasses the cache', async (
   assert.ok(cached >= r1.usage.prompt_tokens, `cached ${cached} covers the first prompt (${r1.usage.prompt_tokens})`);
   assert.ok(cached < r2.usage.prompt_tokens);
   assert.equal(r2.timings.recomputed_tokens, r2.usage.prompt_tokens - cached);
+  assert.equal(r2.timings.checkpoint.pos, cached, 'timings name the state the request resumed from');
+  assert.equal(typeof r2.timings.checkpoint.kind, 'string');
   const r3 = await client.chat.completions.create({ model, messages: q2, max_tokens: 2, temperature: 0, wick: { fresh: true } });
   assert.equal(r3.usage.prompt_tokens_details.cached_tokens, 0);
   assert.equal(r3.timings.recomputed_tokens, r3.usage.prompt_tokens);
@@ -310,7 +312,7 @@ test('/metrics is Prometheus text with request, token and histogram series', asy
   assert.equal(r.status, 200);
   assert.match(r.headers.get('content-type'), /text\/plain/);
   const m = parsePrometheus(await r.text());
-  for (const name of ['wick_prompt_tokens_total', 'wick_cached_tokens_total', 'wick_recomputed_tokens_total',
+  for (const name of ['wick_cache_refused_total', 'wick_cache_ram_bytes', 'wick_prompt_tokens_total', 'wick_cached_tokens_total', 'wick_recomputed_tokens_total',
     'wick_generated_tokens_total', 'wick_queue_depth', 'wick_cache_hits_total', 'wick_cache_misses_total',
     'wick_prefill_seconds_count', 'wick_decode_seconds_sum'])
     assert.ok(m.samples.has(name), name);

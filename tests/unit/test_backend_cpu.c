@@ -91,10 +91,63 @@ static void test_vector_kernels_match_scalar(void **state)
             v->scale_h(h1, 0.7f, n);
             cpu_vec_scalar.scale_h(h2, 0.7f, n);
             assert_memory_equal(h1, h2, sizeof(float) * n);
+            v->swiglu(y1, a, b, n);
+            cpu_vec_scalar.swiglu(y2, a, b, n);
+            assert_true(max_diff(y1, y2, (size_t)n) < 1e-6);
+            assert_true(fabs(v->sumsq(a, n) - cpu_vec_scalar.sumsq(a, n)) < 1e-9);
+            v->scale_mul(y1, a, 0.7f, b, n);
+            cpu_vec_scalar.scale_mul(y2, a, 0.7f, b, n);
+            assert_memory_equal(y1, y2, sizeof(float) * n);
+            if (n % 2 == 0) {
+                memcpy(y1, a, sizeof(float) * n);
+                memcpy(y2, a, sizeof(float) * n);
+                v->rope_neox(y1, b, b + n / 2, n / 2);
+                cpu_vec_scalar.rope_neox(y2, b, b + n / 2, n / 2);
+                assert_true(max_diff(y1, y2, (size_t)n) < 1e-6);
+            }
             free(a);
             free(b);
         }
     }
+}
+
+static void test_attention_tile_kernels_match_scalar(void **state)
+{
+    (void)state;
+    const cpu_vec_fns *v = cpu_vec_select(2);
+    const int nk = 37, d = 64, rp = 80, rows = 77, dv = 208; /* every block size and remainder */
+    float *k = randv((size_t)nk * d, 1), *qt = randv((size_t)d * rp, 1), *vv = randv((size_t)nk * dv, 1);
+    float *s1 = malloc(sizeof(float) * nk * rp), *s2 = malloc(sizeof(float) * nk * rp);
+    v->attn_qk(s1, k, nk, d, qt, rp, 0.125f);
+    cpu_vec_scalar.attn_qk(s2, k, nk, d, qt, rp, 0.125f);
+    assert_true(max_diff(s1, s2, (size_t)nk * rp) < 1e-4);
+    for (int t = 30; t < nk; t++) s1[t * rp + 3] = s2[t * rp + 3] = -INFINITY; /* a masked run */
+    for (int t = 0; t < nk; t++) s1[t * rp + 5] = s2[t * rp + 5] = -INFINITY; /* a fully masked row */
+    float m1[80], m2[80], l1[80], l2[80], c1[80], c2[80];
+    for (int r = 0; r < rp; r++) {
+        m1[r] = m2[r] = r % 3 ? -INFINITY : 0.5f;
+        l1[r] = l2[r] = r % 3 ? 0.0f : 2.0f;
+    }
+    v->attn_softmax(s1, nk, rp, m1, l1, c1);
+    cpu_vec_scalar.attn_softmax(s2, nk, rp, m2, l2, c2);
+    assert_true(max_diff(s1, s2, (size_t)nk * rp) < 1e-6);
+    assert_true(max_diff(l1, l2, rp) < 1e-5);
+    assert_true(max_diff(c1, c2, rp) < 1e-6);
+    for (int r = 0; r < rp; r++) /* -inf stays -inf in fully masked rows */
+        assert_true(m1[r] == m2[r] || fabsf(m1[r] - m2[r]) < 1e-5f);
+    assert_true(s1[5] == 0.0f && l1[5] == 0.0f && c1[5] == 1.0f);
+    float *a1 = randv((size_t)rows * dv, 1), *a2 = malloc(sizeof(float) * rows * dv);
+    memcpy(a2, a1, sizeof(float) * rows * dv);
+    v->attn_pv(a1, s1, nk, rp, rows, vv, dv, c1);
+    cpu_vec_scalar.attn_pv(a2, s2, nk, rp, rows, vv, dv, c2);
+    assert_true(max_diff(a1, a2, (size_t)rows * dv) < 1e-4);
+    free(k);
+    free(qt);
+    free(vv);
+    free(s1);
+    free(s2);
+    free(a1);
+    free(a2);
 }
 
 /* ---- norms, rope, element-wise ---------------------------------------------------------- */
@@ -542,6 +595,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_vector_kernels_match_scalar),
+        cmocka_unit_test(test_attention_tile_kernels_match_scalar),
         cmocka_unit_test(test_rms_norm_matches_naive),
         cmocka_unit_test(test_rope_variants_match_naive),
         cmocka_unit_test(test_elementwise_ops_match_naive),

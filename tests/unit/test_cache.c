@@ -330,6 +330,44 @@ static void test_restore_rejects_other_policy_model_and_prefix(void **state)
     close_model(&f);
 }
 
+/* Placement: essential boundaries always; earlier turns only min_step (16
+ * here) past the previous checkpoint; every tool result and assistant
+ * header after the last user turn; the prompt end. */
+static void test_checkpoints_sit_at_chat_boundaries(void **state)
+{
+    (void)state;
+    OPEN_OR_SKIP(f, "tiny-qwen35-F32.gguf");
+    ckpt_cache_config cfg;
+    ckpt_cache_config_default(&cfg);
+    cfg.min_step = 16;
+    cfg.gen_interval = -1; /* none in generated text */
+    ckpt_cache *c;
+    wk_error err = {0};
+    assert_int_equal(ckpt_cache_new(&c, f.ctx, &cfg, &err), 0);
+    const ckpt_mark marks[] = {{12, CKPT_SYSTEM_END},     {20, CKPT_USER_START},   {40, CKPT_USER_START},
+                               {50, CKPT_ASSISTANT_START}, {70, CKPT_LAST_USER_START}, {75, CKPT_TOOL_RESULT},
+                               {80, CKPT_ASSISTANT_START}, {90, CKPT_GENERATION_START}};
+    int32_t t[96];
+    make_tokens(t, 96, 77);
+    ckpt_plan p;
+    run_cached(&f, c, t, 96, marks, 8, &p, NULL);
+    json_t *j = ckpt_cache_json(c);
+    json_t *cks = json_object_get(json_array_get(json_object_get(j, "slots"), 0), "checkpoints");
+    const int32_t want_pos[] = {12, 40, 70, 75, 80, 90, 96, 96 + GREEDY};
+    const char *want_kind[] = {"system_end", "user_start", "last_user_start", "tool_result",
+                               "assistant_start", "generation_start", "prompt_end", "gen_end"};
+    assert_int_equal(json_array_size(cks), 8);
+    for (size_t i = 0; i < 8; i++) {
+        json_t *k = json_array_get(cks, i);
+        assert_int_equal(json_integer_value(json_object_get(k, "pos")), want_pos[i]);
+        assert_string_equal(json_string_value(json_object_get(k, "kind")), want_kind[i]);
+        assert_true(json_integer_value(json_object_get(k, "bytes")) > 0);
+    }
+    json_decref(j);
+    ckpt_cache_free(c);
+    close_model(&f);
+}
+
 static int cancel_after;
 static bool cancel_countdown(void *user)
 {
@@ -458,6 +496,38 @@ static void test_budget_evicts_idle_checkpoints_but_keeps_newest(void **state)
     run_cached(&f, c, a2, 120, NULL, 0, &p, NULL);
     assert_int_equal(p.slot, 0);
     assert_int_equal(p.start, 96 + GREEDY);
+    ckpt_cache_free(c);
+    close_model(&f);
+}
+
+/* Pure attention: checkpoints hold no state, so the budget evicts whole
+ * idle conversations, the longest idle first. */
+static void test_budget_evicts_longest_idle_conversation(void **state)
+{
+    (void)state;
+    OPEN_OR_SKIP(f, "tiny-qwen3-F32.gguf");
+    size_t kv = model_kv_elems_per_layer(f.m, N_CTX) * 2 * f.m->hp.n_attn_layers;
+    ckpt_cache *c = new_cache(&f, kv, NULL); /* one idle sequence besides the working one */
+    int32_t a[96], b[96], d[96], a2[120], b2[120];
+    make_tokens(a, 96, 41);
+    make_tokens(b, 96, 42);
+    make_tokens(d, 96, 43);
+    ckpt_plan p;
+    run_cached(&f, c, a, 96, k_marks, 4, &p, NULL);
+    memcpy(a2, eng_seq_tokens(p.seq), sizeof(int32_t) * (96 + GREEDY));
+    run_cached(&f, c, b, 96, k_marks, 4, &p, NULL);
+    memcpy(b2, eng_seq_tokens(p.seq), sizeof(int32_t) * (96 + GREEDY));
+    run_cached(&f, c, d, 96, k_marks, 4, &p, NULL); /* a is now the longest idle: evicted */
+    ckpt_cache_stats st;
+    ckpt_cache_get_stats(c, &st);
+    assert_int_equal(st.n_slots, 2);
+    assert_true(st.evictions >= 1);
+    make_tokens(a2 + 96 + GREEDY, 120 - 96 - GREEDY, 44);
+    make_tokens(b2 + 96 + GREEDY, 120 - 96 - GREEDY, 45);
+    run_cached(&f, c, b2, 120, NULL, 0, &p, NULL);
+    assert_int_equal(p.start, 96 + GREEDY); /* b survived */
+    run_cached(&f, c, a2, 120, NULL, 0, &p, NULL);
+    assert_int_equal(p.start, 0); /* a was evicted */
     ckpt_cache_free(c);
     close_model(&f);
 }
@@ -607,6 +677,49 @@ static void check_archive_rejects(int damage)
     close_model(&f);
 }
 
+/* Another server process rewrote the file after this cache scanned it: the
+ * load notices, reads the newer file and resumes from it. */
+static void test_archive_replaced_since_scan_is_read_again(void **state)
+{
+    (void)state;
+    OPEN_OR_SKIP(f, "tiny-qwen35-F32.gguf");
+    char *dir = make_tmpdir();
+    ckpt_cache *a = new_cache(&f, 0, dir);
+    int32_t t1[96], t2[120], t3[150];
+    make_tokens(t1, 96, 21);
+    ckpt_plan p;
+    run_cached(&f, a, t1, 96, k_marks, 4, &p, NULL);
+    int32_t fed1 = eng_seq_pos(p.seq);
+    memcpy(t2, eng_seq_tokens(p.seq), sizeof(int32_t) * (size_t)fed1);
+    make_tokens(t2 + fed1, 120 - fed1, 22);
+
+    ckpt_cache *b = new_cache(&f, 0, dir); /* scans the first version */
+    ckpt_cache_stats st;
+    ckpt_cache_get_stats(b, &st);
+    assert_int_equal(st.n_disk, 1);
+
+    run_cached(&f, a, t2, 120, NULL, 0, &p, NULL); /* rewrites the same conversation's file */
+    int32_t fed2 = eng_seq_pos(p.seq);
+    memcpy(t3, eng_seq_tokens(p.seq), sizeof(int32_t) * (size_t)fed2);
+    make_tokens(t3 + fed2, 150 - fed2, 23);
+    ckpt_cache_free(a);
+
+    run_out ref, got;
+    run_uncached(&f, t3, 150, &ref);
+    run_cached(&f, b, t3, 150, NULL, 0, &p, &got);
+    assert_true(p.from_disk);
+    assert_int_equal(p.start, fed2); /* the newer file's end of generation */
+    assert_same_run(&f, &got, &ref);
+    ckpt_cache_get_stats(b, &st);
+    assert_int_equal(st.disk_corrupt, 0);
+    free_run(&ref);
+    free_run(&got);
+    ckpt_cache_free(b);
+    rm_dir(dir);
+    free(dir);
+    close_model(&f);
+}
+
 static void test_archive_rejects_corrupted_payload(void **state)
 {
     (void)state;
@@ -631,11 +744,14 @@ int main(void)
         cmocka_unit_test(test_restore_gives_uncached_logits_qwen3),
         cmocka_unit_test(test_restore_gives_uncached_logits_qwen35),
         cmocka_unit_test(test_restore_rejects_other_policy_model_and_prefix),
+        cmocka_unit_test(test_checkpoints_sit_at_chat_boundaries),
         cmocka_unit_test(test_cancelled_prefill_leaves_no_checkpoint_qwen35),
         cmocka_unit_test(test_cancelled_prefill_leaves_no_checkpoint_qwen3),
         cmocka_unit_test(test_budget_evicts_idle_checkpoints_but_keeps_newest),
+        cmocka_unit_test(test_budget_evicts_longest_idle_conversation),
         cmocka_unit_test(test_archive_round_trips_qwen35),
         cmocka_unit_test(test_archive_round_trips_qwen3),
+        cmocka_unit_test(test_archive_replaced_since_scan_is_read_again),
         cmocka_unit_test(test_archive_rejects_corrupted_payload),
         cmocka_unit_test(test_archive_rejects_corrupted_header),
         cmocka_unit_test(test_archive_rejects_truncated_file),

@@ -108,12 +108,42 @@ static void test_completion_text_is_content_verbatim(void **state)
     json_decref(resp);
 }
 
+static void test_boundaries_map_to_segment_token_positions(void **state)
+{
+    (void)state;
+    /* text: [special 0..10)[content 10..20)[special 20..30); bounds at 0, 20, 25, 30. */
+    chat_segment segs[3] = {{0, 10, true}, {10, 10, false}, {20, 10, true}};
+    chat_boundary bounds[4] = {{CHAT_B_USER_START, 0, 0, CHAT_BFLAG_LAST_USER},
+                               {CHAT_B_GENERATION_START, 20, -1, 0},
+                               {CHAT_B_ASSISTANT_START, 25, 1, 0},
+                               {CHAT_B_SYSTEM_END, 30, -1, 0}};
+    chat_prompt p = {0};
+    p.len = 30;
+    p.segs = segs;
+    p.n_segs = 3;
+    p.bounds = bounds;
+    p.n_bounds = 4;
+    size_t seg_tok[4] = {1, 4, 9, 12}; /* BOS, then 3 + 5 + 3 tokens */
+    eng_mark *m = NULL;
+    int n = 0;
+    assert_int_equal(svc_map_boundaries(&p, seg_tok, &m, &n), 0);
+    assert_int_equal(n, 4);
+    assert_int_equal(m[0].pos, 1);
+    assert_int_equal(m[0].kind, CHAT_B_USER_START);
+    assert_int_equal(m[0].flags, CHAT_BFLAG_LAST_USER);
+    assert_int_equal(m[1].pos, 9);
+    assert_int_equal(m[2].pos, 9);  /* inside a segment: its start (never later than the boundary) */
+    assert_int_equal(m[3].pos, 12); /* end of the text */
+    free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reasoning_content_and_a_tool_call_come_apart),
         cmocka_unit_test(test_unparseable_tool_call_is_plain_content),
         cmocka_unit_test(test_completion_text_is_content_verbatim),
+        cmocka_unit_test(test_boundaries_map_to_segment_token_positions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

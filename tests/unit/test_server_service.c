@@ -174,6 +174,35 @@ static void test_full_queue_reports_busy(void **state)
     eng_service_stop(svc);
 }
 
+static void test_reset_and_reload_drop_the_cache_and_keep_serving(void **state)
+{
+    (void)state;
+    GOLDEN_OR_SKIP(golden);
+    eng_service *svc = start(golden, "tiny-qwen3-F32.gguf", 4);
+    int rc, deltas;
+    eng_event last;
+    eng_job *job = submit_completion(svc, "Cache me", 2, &rc);
+    assert_int_equal(drain(job, &last, &deltas, NULL, 0), ENG_EV_DONE);
+    eng_job_release(job);
+    wk_error err = {0};
+    assert_int_equal(eng_service_reset_cache(svc, &err), 0);
+    job = submit_completion(svc, "Cache me", 2, &rc);
+    assert_int_equal(drain(job, &last, &deltas, NULL, 0), ENG_EV_DONE);
+    assert_int_equal(last.counters.cached_tokens, 0);
+    eng_job_release(job);
+    assert_int_equal(eng_service_reload(svc, &err), 0);
+    assert_true(eng_service_ready(svc));
+    job = submit_completion(svc, "Cache me", 2, &rc);
+    assert_int_equal(rc, 0);
+    assert_int_equal(drain(job, &last, &deltas, NULL, 0), ENG_EV_DONE);
+    assert_int_equal(last.counters.cached_tokens, 0);
+    eng_job_release(job);
+    json_t *info = eng_service_model_info(svc);
+    assert_string_equal(json_string_value(json_object_get(info, "arch")), "qwen3");
+    json_decref(info);
+    eng_service_stop(svc);
+}
+
 /* Prefills ids into a fresh sequence of the model and asks the decision. */
 static void check_reuse(const char *golden, const char *file, int expect_partial)
 {
@@ -223,6 +252,7 @@ int main(void)
         cmocka_unit_test(test_completion_events_and_counters),
         cmocka_unit_test(test_cancel_stops_generation_within_a_step),
         cmocka_unit_test(test_full_queue_reports_busy),
+        cmocka_unit_test(test_reset_and_reload_drop_the_cache_and_keep_serving),
         cmocka_unit_test(test_reuse_decision_attention_vs_hybrid),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

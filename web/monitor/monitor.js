@@ -44,6 +44,17 @@
     $('cache-hm').textContent = `${fmtInt(c.hits)} / ${fmtInt(c.misses)}`;
     $('cache-bar').style.width = c.capacity ? (100 * c.tokens / c.capacity).toFixed(1) + '%' : '0';
     $('queue').textContent = `${fmtInt(s.queue_depth)} waiting (max ${fmtInt(s.max_queue)})`;
+    const pc = c.prefix_cache;
+    if (pc) {
+      const slots = pc.slots || [];
+      const ckpts = slots.reduce((n, x) => n + ((x.checkpoints || []).length), 0);
+      $('pc-ram').textContent = `${fmtBytes(pc.ram_bytes)} / ${fmtBytes(pc.ram_budget)}`;
+      $('pc-slots').textContent = `${slots.length} / ${ckpts}`;
+      $('pc-ev').textContent = `${fmtInt(pc.evictions)} / ${fmtInt(pc.refused)}`;
+      $('pc-disk').textContent = pc.disk_budget ? `${fmtBytes(pc.disk_bytes)} / ${fmtBytes(pc.disk_budget)}, ${(pc.archive || []).length} files` : 'off';
+    } else {
+      for (const id of ['pc-ram', 'pc-slots', 'pc-ev', 'pc-disk']) $(id).textContent = 'off';
+    }
   }
 
   function renderActive(rows) {

@@ -70,11 +70,14 @@ static int tile_visibility(const attn_mask *m, int32_t q0, int32_t q1, int32_t k
     return 0;
 }
 
+/* Query rows of an item padded to whole 16-lane vectors (tile kernels keep rows in lanes). */
+static int32_t rows_padded(int32_t rows) { return (rows + 15) & ~15; }
+
 static size_t attn_scratch_floats(const be_attn_args *a, int32_t ratio)
 {
-    size_t rows = (size_t)ratio * ATTN_BQ;
-    return (size_t)ATTN_BK * a->d_k + (size_t)ATTN_BK * a->d_v + rows * a->d_v + 2 * rows + ATTN_BK +
-           rows * a->d_k;
+    size_t rp = (size_t)rows_padded(ratio * ATTN_BQ);
+    return (size_t)ATTN_BK * a->d_k + (size_t)ATTN_BK * a->d_v + rp * a->d_v + 3 * rp +
+           (size_t)ATTN_BK * rp + 2 * rp * a->d_k;
 }
 
 /* One work item: queries of block qb for every query head of kv head g, over
@@ -91,15 +94,19 @@ static void attn_item(attn_job *j, int32_t g, int32_t qb, int32_t kb, int32_t ke
     const int32_t nqi = i1 - i0;
     const int32_t rows = ratio * nqi; /* row r = (query token i0 + r / ratio, head g*ratio + r % ratio) */
 
+    const int32_t rp = rows_padded(rows);
     float *kt = scratch;
     float *vt = kt + (size_t)ATTN_BK * d_k;
     float *acc = vt + (size_t)ATTN_BK * d_v;
-    float *m = acc + (size_t)ratio * ATTN_BQ * d_v;
-    float *l = m + (size_t)ratio * ATTN_BQ;
-    float *s = l + (size_t)ratio * ATTN_BQ;
-    float *qrows = s + ATTN_BK; /* query rows of this item, contiguous (F16-rounded in f16_acc mode) */
+    const size_t rp_max = (size_t)rows_padded(ratio * ATTN_BQ);
+    float *m = acc + rp_max * d_v;
+    float *l = m + rp_max;
+    float *corr = l + rp_max;
+    float *st = corr + rp_max;     /* tile scores / probabilities [key][row] */
+    float *qrows = st + (size_t)ATTN_BK * rp_max; /* query rows, contiguous (F16-rounded in f16_acc mode) */
+    float *qt = qrows + rp_max * d_k;             /* tiled mode: the same rows transposed [dim][row] */
 
-    for (int32_t r = 0; r < rows; r++) {
+    for (int32_t r = 0; r < rp; r++) {
         m[r] = -INFINITY;
         l[r] = 0.0f;
     }
@@ -107,14 +114,20 @@ static void attn_item(attn_job *j, int32_t g, int32_t qb, int32_t kb, int32_t ke
     for (int32_t r = 0; r < rows; r++) {
         int32_t i = i0 + r / ratio, h = g * ratio + r % ratio;
         const float *q = a->q + (size_t)i * a->q_stride + (size_t)h * j->q_head_stride;
-        if (j->f16_acc)
+        if (j->f16_acc) {
             vec->round_h(qrows + (size_t)r * d_k, q, d_k);
-        else
-            memcpy(qrows + (size_t)r * d_k, q, sizeof(float) * d_k);
+        } else {
+            for (int32_t c = 0; c < d_k; c++) qt[(size_t)c * rp + r] = q[c];
+        }
     }
+    if (!j->f16_acc)
+        for (int32_t c = 0; c < d_k; c++)
+            for (int32_t r = rows; r < rp; r++) qt[(size_t)c * rp + r] = 0.0f;
 
     const uint16_t *kh = a->k + (size_t)g * a->kv_head_stride;
     const uint16_t *vh = a->v + (size_t)g * a->kv_head_stride;
+    const bool q8 = a->kv_type == BE_KV_Q8_0;
+    const size_t k_row = be_kv_row_units(a->kv_type, (size_t)d_k), v_row = be_kv_row_units(a->kv_type, (size_t)d_v);
     int32_t key_end = a->q_pos0 + i1; /* exclusive: last query sees keys < key_end */
     if (key_end > ke) key_end = ke;
     int64_t tiles = 0;
@@ -126,8 +139,30 @@ static void attn_item(attn_job *j, int32_t g, int32_t qb, int32_t kb, int32_t ke
         tiles++;
         int32_t nk = k1 - k0;
         for (int32_t t = 0; t < nk; t++) {
+            if (q8) { /* Q8_0 cache: dequantized here, tile by tile */
+                cpu_kv_row_q8_0_to_f32(kt + (size_t)t * d_k, kh + (size_t)(k0 + t) * k_row, d_k);
+                cpu_kv_row_q8_0_to_f32(vt + (size_t)t * d_v, vh + (size_t)(k0 + t) * v_row, d_v);
+                continue;
+            }
             vec->f16_to_f32(kt + (size_t)t * d_k, kh + (size_t)(k0 + t) * d_k, d_k);
             vec->f16_to_f32(vt + (size_t)t * d_v, vh + (size_t)(k0 + t) * d_v, d_v);
+        }
+        if (!j->f16_acc) {
+            /* whole tile at once: scores for every row, masks, one softmax step, P·V */
+            vec->attn_qk(st, kt, nk, d_k, qt, rp, a->scale);
+            for (int32_t r = 0; r < rows; r++) {
+                const int32_t qpos = a->q_pos0 + i0 + r / ratio;
+                const int32_t limit = qpos + 1; /* causal: keys < limit */
+                const int row_vis = vis == 1 ? tile_visibility(&j->mask, qpos, qpos + 1, k0, k1) : 2;
+                int32_t t_end = limit <= k0 || row_vis == 0 ? 0 : limit < k1 ? limit - k0 : nk;
+                for (int32_t t = t_end; t < nk; t++) st[(size_t)t * rp + r] = -INFINITY;
+                if (row_vis == 1)
+                    for (int32_t t = 0; t < t_end; t++)
+                        if (!key_allowed(&j->mask, qpos, k0 + t)) st[(size_t)t * rp + r] = -INFINITY;
+            }
+            vec->attn_softmax(st, nk, rp, m, l, corr);
+            vec->attn_pv(acc, st, nk, rp, rows, vt, d_v, corr);
+            continue;
         }
         for (int32_t r = 0; r < rows; r++) {
             int32_t i = i0 + r / ratio;
@@ -140,49 +175,22 @@ static void attn_item(attn_job *j, int32_t g, int32_t qb, int32_t kb, int32_t ke
             const int row_vis = vis == 1 ? tile_visibility(&j->mask, qpos, qpos + 1, k0, k1) : 2;
             if (row_vis == 0) continue;
             const bool masked = row_vis == 1;
-            if (j->f16_acc) {
-                /* key by key, accumulator in F16 precision */
-                for (int32_t t = 0; t < kend; t++) {
-                    if (masked && !key_allowed(&j->mask, qpos, k0 + t)) continue;
-                    float sc = vec->dot(q, kt + (size_t)t * d_k, d_k) * a->scale;
-                    if (sc > m[r]) {
-                        float ms = expf(m[r] - sc);
-                        m[r] = sc;
-                        vec->scale_h(ar, ms, d_v);
-                        vec->axpy_h(ar, 1.0f, vt + (size_t)t * d_v, d_v);
-                        l[r] = l[r] * ms + 1.0f;
-                    } else {
-                        float vs = expf(sc - m[r]);
-                        vec->axpy_h(ar, vs, vt + (size_t)t * d_v, d_v);
-                        l[r] += vs;
-                    }
-                }
-                continue;
-            }
-            /* tile at once: scores, one rescale per tile, F32 accumulator */
-            float mx = -INFINITY;
+            /* key by key, accumulator in F16 precision */
             for (int32_t t = 0; t < kend; t++) {
-                if (masked && !key_allowed(&j->mask, qpos, k0 + t)) {
-                    s[t] = -INFINITY; /* exp(-inf - m) = 0: adds nothing */
-                    continue;
+                if (masked && !key_allowed(&j->mask, qpos, k0 + t)) continue;
+                float sc = vec->dot(q, kt + (size_t)t * d_k, d_k) * a->scale;
+                if (sc > m[r]) {
+                    float ms = expf(m[r] - sc);
+                    m[r] = sc;
+                    vec->scale_h(ar, ms, d_v);
+                    vec->axpy_h(ar, 1.0f, vt + (size_t)t * d_v, d_v);
+                    l[r] = l[r] * ms + 1.0f;
+                } else {
+                    float vs = expf(sc - m[r]);
+                    vec->axpy_h(ar, vs, vt + (size_t)t * d_v, d_v);
+                    l[r] += vs;
                 }
-                s[t] = vec->dot(q, kt + (size_t)t * d_k, d_k) * a->scale;
-                if (s[t] > mx) mx = s[t];
             }
-            if (mx > m[r]) {
-                float corr = expf(m[r] - mx); /* 0 on the first tile (m = -inf) */
-                l[r] *= corr;
-                vec->scale(ar, corr, d_v);
-                m[r] = mx;
-            }
-            float sum = 0.0f;
-            for (int32_t t = 0; t < kend; t++) {
-                if (masked && s[t] == -INFINITY) continue;
-                float p = expf(s[t] - m[r]);
-                sum += p;
-                vec->axpy(ar, p, vt + (size_t)t * d_v, d_v);
-            }
-            l[r] += sum;
         }
     }
     if (a->tiles_visited) __atomic_fetch_add(a->tiles_visited, tiles, __ATOMIC_RELAXED);
@@ -273,6 +281,9 @@ int cpu_op_attention(be_backend *be, const be_attn_args *a, wk_error *err)
     if (a->q_pos0 < 0 || a->q_pos0 + a->n_q > a->n_kv)
         return wk_fail(err, WK_EINVAL, "attention: queries at %d..%d beyond %d cached keys",
                        a->q_pos0, a->q_pos0 + a->n_q - 1, a->n_kv);
+    if (a->kv_type == BE_KV_Q8_0 && (a->d_k % 32 || a->d_v % 32))
+        return wk_fail(err, WK_EINVAL, "attention: Q8_0 KV cache needs head dims divisible by 32 (%d, %d)", a->d_k,
+                       a->d_v);
     attn_job j = {a, mask_of(a), cb, (a->n_q + ATTN_BQ - 1) / ATTN_BQ, a->n_head / a->n_head_kv,
                   a->q_head_stride ? a->q_head_stride : (size_t)a->d_k, a->n_q < ATTN_F16_ACC_BELOW};
     size_t need = attn_scratch_floats(a, j.ratio);

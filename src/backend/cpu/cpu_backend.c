@@ -152,6 +152,7 @@ typedef struct ew_job {
     float *y;
     const float *a, *b;
     float s;
+    const cpu_vec_fns *vec;
 } ew_job;
 
 static void add_range(void *p, long b, long e, int w)
@@ -163,7 +164,7 @@ static void add_range(void *p, long b, long e, int w)
 
 void cpu_op_add(be_backend *be, float *y, const float *a, const float *b, int64_t n)
 {
-    ew_job j = {y, a, b, 0};
+    ew_job j = {y, a, b, 0, NULL};
     cpu_parallel_for(cpu_of(be), n, ELEMWISE_MIN_PARALLEL, add_range, &j);
 }
 
@@ -181,12 +182,12 @@ static void swiglu_range(void *p, long b, long e, int w)
 {
     (void)w;
     ew_job *j = p;
-    for (long i = b; i < e; i++) j->y[i] = silu(j->a[i]) * j->b[i];
+    j->vec->swiglu(j->y + b, j->a + b, j->b + b, (int)(e - b));
 }
 
 void cpu_op_swiglu(be_backend *be, float *y, const float *gate, const float *up, int64_t n)
 {
-    ew_job j = {y, gate, up, 0};
+    ew_job j = {y, gate, up, 0, cpu_of(be)->vec};
     cpu_parallel_for(cpu_of(be), n, ELEMWISE_MIN_PARALLEL / 4, swiglu_range, &j);
 }
 
@@ -207,7 +208,7 @@ static void mul_silu_range(void *p, long b, long e, int w)
 
 void cpu_op_mul_silu(be_backend *be, float *y, const float *z, int64_t n)
 {
-    ew_job j = {y, z, NULL, 0};
+    ew_job j = {y, z, NULL, 0, NULL};
     cpu_parallel_for(cpu_of(be), n, ELEMWISE_MIN_PARALLEL / 4, mul_silu_range, &j);
 }
 
@@ -238,6 +239,7 @@ static const be_ops k_cpu_ops = {
     .rope_cache = cpu_op_rope_cache,
     .rope = cpu_op_rope,
     .kv_store = cpu_op_kv_store,
+    .kv_store_q8_0 = cpu_op_kv_store_q8_0,
     .attention = cpu_op_attention,
     .ssm_conv = cpu_op_ssm_conv,
     .gdn = cpu_op_gdn,

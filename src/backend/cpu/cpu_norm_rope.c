@@ -7,6 +7,7 @@
 /* ---- RMSNorm ------------------------------------------------------------------ */
 
 typedef struct norm_job {
+    const cpu_vec_fns *vec;
     float *y;
     size_t y_stride;
     const float *x;
@@ -24,20 +25,16 @@ static void norm_range(void *p, long b, long e, int worker)
         const float *x = j->x + r * j->x_stride;
         float *y = j->y + r * j->y_stride;
         /* sum of squares in double, scale in float: the same rounding as ggml */
-        double sum = 0.0;
-        for (int64_t i = 0; i < j->n; i++) sum += (double)(x[i] * x[i]);
+        double sum = j->vec->sumsq(x, (int)j->n);
         float scale = 1.0f / sqrtf((float)(sum / (double)j->n) + j->eps);
-        if (j->w)
-            for (int64_t i = 0; i < j->n; i++) y[i] = (x[i] * scale) * j->w[i];
-        else
-            for (int64_t i = 0; i < j->n; i++) y[i] = x[i] * scale;
+        j->vec->scale_mul(y, x, scale, j->w, (int)j->n);
     }
 }
 
 void cpu_op_rms_norm(be_backend *be, float *y, size_t y_stride, const float *x, size_t x_stride,
                      int64_t n_rows, int64_t n, const float *w, float eps)
 {
-    norm_job j = {y, y_stride, x, x_stride, n, w, eps};
+    norm_job j = {cpu_of(be)->vec, y, y_stride, x, x_stride, n, w, eps};
     /* rows of a few hundred floats: parallel only for batches */
     cpu_parallel_for(cpu_of(be), n_rows, 64, norm_range, &j);
 }
@@ -71,14 +68,15 @@ void cpu_op_rope_cache(be_backend *be, float *cs, const int32_t *pos, int64_t n_
             float ang = p->mode == BE_ROPE_IMROPE ? th[imrope_component(p->sections, i)] : th[0];
             if (p->freq_factors) ang /= p->freq_factors[i];
             ang *= p->freq_scale;
-            out[2 * i] = cosf(ang);
-            out[2 * i + 1] = sinf(ang);
+            out[i] = cosf(ang);
+            out[half + i] = sinf(ang);
             for (int c = 0; c < 4; c++) th[c] *= theta_scale;
         }
     }
 }
 
 typedef struct rope_job {
+    const cpu_vec_fns *vec;
     float *x;
     size_t t_stride;
     int32_t n_head, head_stride;
@@ -97,18 +95,13 @@ static void rope_range(void *pp, long b, long e, int worker)
             float *x = j->x + t * j->t_stride + (size_t)h * j->head_stride;
             if (j->p->mode == BE_ROPE_NORM) {
                 for (int i = 0; i < half; i++) {
-                    float c = cs[2 * i], s = cs[2 * i + 1];
+                    float c = cs[i], s = cs[half + i];
                     float a = x[2 * i], bb = x[2 * i + 1];
                     x[2 * i] = a * c - bb * s;
                     x[2 * i + 1] = a * s + bb * c;
                 }
             } else {
-                for (int i = 0; i < half; i++) {
-                    float c = cs[2 * i], s = cs[2 * i + 1];
-                    float a = x[i], bb = x[i + half];
-                    x[i] = a * c - bb * s;
-                    x[i + half] = a * s + bb * c;
-                }
+                j->vec->rope_neox(x, cs, cs + half, half);
             }
         }
     }
@@ -117,7 +110,7 @@ static void rope_range(void *pp, long b, long e, int worker)
 void cpu_op_rope(be_backend *be, float *x, int64_t n_t, size_t t_stride, int32_t n_head,
                  int32_t head_stride, const float *cs, const be_rope_params *p)
 {
-    rope_job j = {x, t_stride, n_head, head_stride, cs, p};
+    rope_job j = {cpu_of(be)->vec, x, t_stride, n_head, head_stride, cs, p};
     cpu_parallel_for(cpu_of(be), n_t, 32, rope_range, &j);
 }
 

@@ -4,6 +4,9 @@
 #include "util/cpu.h"
 #include "util/f16.h"
 
+#include <math.h>
+#include <stddef.h>
+
 static float dot_scalar(const float *a, const float *b, int n)
 {
     float s = 0.0f;
@@ -48,10 +51,84 @@ static void round_h_scalar(float *y, const float *x, int n)
     for (int i = 0; i < n; i++) y[i] = rh(x[i]);
 }
 
+static void swiglu_scalar(float *y, const float *g, const float *u, int n)
+{
+    for (int i = 0; i < n; i++) y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+static double sumsq_scalar(const float *x, int n)
+{
+    double s = 0.0;
+    for (int i = 0; i < n; i++) s += (double)(x[i] * x[i]);
+    return s;
+}
+
+void cpu_scale_mul_scalar(float *y, const float *x, float s, const float *w, int n)
+{
+    if (w)
+        for (int i = 0; i < n; i++) y[i] = (x[i] * s) * w[i];
+    else
+        for (int i = 0; i < n; i++) y[i] = x[i] * s;
+}
+
+void cpu_rope_neox_scalar(float *x, const float *c, const float *s, int half)
+{
+    for (int i = 0; i < half; i++) {
+        float a = x[i], b = x[i + half];
+        x[i] = a * c[i] - b * s[i];
+        x[i + half] = a * s[i] + b * c[i];
+    }
+}
+
+void cpu_attn_qk_scalar(float *st, const float *k, int nk, int d, const float *qt, int rp, float scale)
+{
+    for (int t = 0; t < nk; t++)
+        for (int r = 0; r < rp; r++) {
+            float acc = 0.0f;
+            for (int c = 0; c < d; c++) acc += k[t * d + c] * qt[c * rp + r];
+            st[t * rp + r] = acc * scale;
+        }
+}
+
+void cpu_attn_softmax_scalar(float *st, int nk, int rp, float *m, float *l, float *corr)
+{
+    for (int r = 0; r < rp; r++) {
+        float mx = m[r];
+        for (int t = 0; t < nk; t++) mx = st[t * rp + r] > mx ? st[t * rp + r] : mx;
+        corr[r] = mx == m[r] ? 1.0f : expf(m[r] - mx);
+        float sum = 0.0f;
+        for (int t = 0; t < nk; t++) {
+            float x = st[t * rp + r];
+            float p = x == -INFINITY ? 0.0f : expf(x - mx);
+            st[t * rp + r] = p;
+            sum += p;
+        }
+        l[r] = l[r] * corr[r] + sum;
+        m[r] = mx;
+    }
+}
+
+void cpu_attn_pv_scalar(float *acc, const float *p, int nk, int rp, int n_rows, const float *v, int d_v,
+                        const float *corr)
+{
+    for (int r = 0; r < n_rows; r++) {
+        float *a = acc + (size_t)r * d_v;
+        for (int c = 0; c < d_v; c++) a[c] *= corr[r];
+        for (int t = 0; t < nk; t++) {
+            float pt = p[t * rp + r];
+            if (pt == 0.0f) continue;
+            for (int c = 0; c < d_v; c++) a[c] += pt * v[(size_t)t * d_v + c];
+        }
+    }
+}
+
 /* These tables are immutable constants, not mutable state. */
 const cpu_vec_fns cpu_vec_scalar = {"scalar", dot_scalar, axpy_scalar, scale_scalar,
                                     f16_to_f32_scalar, f32_to_f16_scalar, axpy_h_scalar,
-                                    scale_h_scalar, round_h_scalar};
+                                    scale_h_scalar, round_h_scalar, swiglu_scalar, sumsq_scalar,
+                                    cpu_scale_mul_scalar, cpu_rope_neox_scalar,
+                                    cpu_attn_qk_scalar,
+                                    cpu_attn_softmax_scalar, cpu_attn_pv_scalar};
 
 const cpu_vec_fns *cpu_vec_select(int max_level)
 {

@@ -22,11 +22,39 @@ typedef struct cpu_vec_fns {
     void (*scale_h)(float *y, float s, int n);
     /* y[i] = f16(x[i]) */
     void (*round_h)(float *y, const float *x, int n);
+    /* y[i] = SiLU(g[i])·u[i] (y may alias g or u) */
+    void (*swiglu)(float *y, const float *g, const float *u, int n);
+    /* Σ x[i]² accumulated in double (RMSNorm, as ggml does) */
+    double (*sumsq)(const float *x, int n);
+    /* y[i] = (x[i]·s)·w[i] (w NULL: ones) */
+    void (*scale_mul)(float *y, const float *x, float s, const float *w, int n);
+    /* NEOX rotation of pairs (x[i], x[i+half]) by angles with cosines c[i], sines s[i] */
+    void (*rope_neox)(float *x, const float *c, const float *s, int half);
+
+    /* Attention tile with query rows in vector lanes (rp: rows padded to a
+     * multiple of 16). Scores: st[t*rp + r] = scale · Σ_c k[t*d + c]·qt[c*rp + r]
+     * for keys t < nk (k row-major, qt the transposed query block). */
+    void (*attn_qk)(float *st, const float *k, int nk, int d, const float *qt, int rp, float scale);
+    /* Online-softmax step over st [nk][rp] (-inf = masked), per lane r:
+     * m' = max(m[r], max_t st), corr[r] = e^(m[r] − m') (1 when equal),
+     * st ← e^(st − m') (0 where -inf), l[r] = l[r]·corr[r] + Σ_t st, m[r] = m'. */
+    void (*attn_softmax)(float *st, int nk, int rp, float *m, float *l, float *corr);
+    /* acc[r*d_v + c] = acc[r*d_v + c]·corr[r] + Σ_t p[t*rp + r]·v[t*d_v + c], r < n_rows. */
+    void (*attn_pv)(float *acc, const float *p, int nk, int rp, int n_rows, const float *v, int d_v,
+                    const float *corr);
 } cpu_vec_fns;
 
 /* Kernel levels: 0 scalar, 1 AVX2, 2 AVX-512. Returns the table for the
  * highest level <= max_level this CPU supports (wk_cpu()). */
 const cpu_vec_fns *cpu_vec_select(int max_level);
+
+/* Scalar kernels also used by the AVX2 table. */
+void cpu_scale_mul_scalar(float *y, const float *x, float s, const float *w, int n);
+void cpu_rope_neox_scalar(float *x, const float *c, const float *s, int half);
+void cpu_attn_qk_scalar(float *st, const float *k, int nk, int d, const float *qt, int rp, float scale);
+void cpu_attn_softmax_scalar(float *st, int nk, int rp, float *m, float *l, float *corr);
+void cpu_attn_pv_scalar(float *acc, const float *p, int nk, int rp, int n_rows, const float *v, int d_v,
+                        const float *corr);
 
 /* The per-ISA tables (NULL-free; only call after the CPU check). */
 extern const cpu_vec_fns cpu_vec_scalar;

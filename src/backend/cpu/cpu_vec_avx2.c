@@ -1,6 +1,7 @@
 /* AVX2 + FMA + F16C vector kernels (compiled with those flags; called only
  * after cpu_vec_select checked the CPU). */
 #include <immintrin.h>
+#include <math.h>
 
 #include "backend/cpu/cpu_vec.h"
 #include "util/f16.h"
@@ -89,5 +90,19 @@ static void round_h_avx2(float *y, const float *x, int n)
     for (; i < n; i++) y[i] = rh1(x[i]);
 }
 
+static void swiglu_avx2(float *y, const float *g, const float *u, int n)
+{
+    for (int i = 0; i < n; i++) y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+static double sumsq_avx2(const float *x, int n)
+{
+    double s = 0.0;
+    for (int i = 0; i < n; i++) s += (double)(x[i] * x[i]);
+    return s;
+}
+
 const cpu_vec_fns cpu_vec_avx2 = {"avx2", dot_avx2, axpy_avx2, scale_avx2, f16_to_f32_avx2,
-                                  f32_to_f16_avx2, axpy_h_avx2, scale_h_avx2, round_h_avx2};
+                                  f32_to_f16_avx2, axpy_h_avx2, scale_h_avx2, round_h_avx2,
+                                  swiglu_avx2, sumsq_avx2, cpu_scale_mul_scalar, cpu_rope_neox_scalar,
+                                  cpu_attn_qk_scalar, cpu_attn_softmax_scalar, cpu_attn_pv_scalar};

@@ -1,6 +1,8 @@
 /* AVX-512 vector kernels (compiled with AVX-512 flags; called only after
  * cpu_vec_select checked the CPU). */
 #include <immintrin.h>
+#include <math.h>
+#include <stddef.h>
 
 #include "backend/cpu/cpu_vec.h"
 #include "util/f16.h"
@@ -86,5 +88,232 @@ static void round_h_avx512(float *y, const float *x, int n)
     for (; i < n; i++) y[i] = rh1(x[i]);
 }
 
+/* e^x, ~1 ulp (Cephes expf: x = n·ln2 + r, degree-6 polynomial on r, scaled by 2^n). */
+static inline __m512 exp512(__m512 x)
+{
+    x = _mm512_min_ps(x, _mm512_set1_ps(88.3762626647949f));
+    x = _mm512_max_ps(x, _mm512_set1_ps(-88.3762626647949f));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    return _mm512_scalef_ps(p, n);
+}
+
+static void swiglu_avx512(float *y, const float *g, const float *u, int n)
+{
+    const __m512 one = _mm512_set1_ps(1.0f);
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 x = _mm512_loadu_ps(g + i);
+        __m512 e = exp512(_mm512_sub_ps(_mm512_setzero_ps(), x));
+        _mm512_storeu_ps(y + i, _mm512_mul_ps(_mm512_div_ps(x, _mm512_add_ps(one, e)), _mm512_loadu_ps(u + i)));
+    }
+    for (; i < n; i++) y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+/* products rounded to float (as ggml's scalar loop does), summed in double */
+static double sumsq_avx512(const float *x, int n)
+{
+    __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd();
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 v = _mm512_loadu_ps(x + i);
+        __m512 sq = _mm512_mul_ps(v, v);
+        s0 = _mm512_add_pd(s0, _mm512_cvtps_pd(_mm512_castps512_ps256(sq)));
+        s1 = _mm512_add_pd(s1, _mm512_cvtps_pd(_mm512_extractf32x8_ps(sq, 1)));
+    }
+    double s = _mm512_reduce_add_pd(_mm512_add_pd(s0, s1));
+    for (; i < n; i++) s += (double)(x[i] * x[i]);
+    return s;
+}
+
+static void scale_mul_avx512(float *y, const float *x, float s, const float *w, int n)
+{
+    const __m512 vs = _mm512_set1_ps(s);
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + i), vs);
+        if (w) v = _mm512_mul_ps(v, _mm512_loadu_ps(w + i));
+        _mm512_storeu_ps(y + i, v);
+    }
+    for (; i < n; i++) y[i] = w ? (x[i] * s) * w[i] : x[i] * s;
+}
+
+static void rope_neox_avx512(float *x, const float *c, const float *s, int half)
+{
+    int i = 0;
+    for (; i + 16 <= half; i += 16) {
+        __m512 a = _mm512_loadu_ps(x + i), b = _mm512_loadu_ps(x + i + half);
+        __m512 vc = _mm512_loadu_ps(c + i), vsn = _mm512_loadu_ps(s + i);
+        _mm512_storeu_ps(x + i, _mm512_fmsub_ps(a, vc, _mm512_mul_ps(b, vsn)));
+        _mm512_storeu_ps(x + i + half, _mm512_fmadd_ps(a, vsn, _mm512_mul_ps(b, vc)));
+    }
+    for (; i < half; i++) {
+        float a = x[i], b = x[i + half];
+        x[i] = a * c[i] - b * s[i];
+        x[i + half] = a * s[i] + b * c[i];
+    }
+}
+
+/* Register blocks of 4 keys × 64 rows (16 accumulators): each query-vector
+ * load feeds 4 FMAs and each key broadcast 4. */
+static void attn_qk_avx512(float *st, const float *k, int nk, int d, const float *qt, int rp, float scale)
+{
+    const __m512 vs = _mm512_set1_ps(scale);
+    int t = 0;
+    for (; t + 4 <= nk; t += 4) {
+        const float *k0 = k + (size_t)t * d, *k1 = k0 + d, *k2 = k1 + d, *k3 = k2 + d;
+        int r = 0;
+        for (; r + 64 <= rp; r += 64) {
+            __m512 a[4][4];
+#pragma GCC unroll 4
+            for (int x = 0; x < 4; x++)
+#pragma GCC unroll 4
+                for (int y = 0; y < 4; y++) a[x][y] = _mm512_setzero_ps();
+            for (int c = 0; c < d; c++) {
+                const float *qc = qt + (size_t)c * rp + r;
+                __m512 q0 = _mm512_loadu_ps(qc), q1 = _mm512_loadu_ps(qc + 16);
+                __m512 q2 = _mm512_loadu_ps(qc + 32), q3 = _mm512_loadu_ps(qc + 48);
+                __m512 b0 = _mm512_set1_ps(k0[c]), b1 = _mm512_set1_ps(k1[c]);
+                __m512 b2 = _mm512_set1_ps(k2[c]), b3 = _mm512_set1_ps(k3[c]);
+                a[0][0] = _mm512_fmadd_ps(b0, q0, a[0][0]);
+                a[0][1] = _mm512_fmadd_ps(b0, q1, a[0][1]);
+                a[0][2] = _mm512_fmadd_ps(b0, q2, a[0][2]);
+                a[0][3] = _mm512_fmadd_ps(b0, q3, a[0][3]);
+                a[1][0] = _mm512_fmadd_ps(b1, q0, a[1][0]);
+                a[1][1] = _mm512_fmadd_ps(b1, q1, a[1][1]);
+                a[1][2] = _mm512_fmadd_ps(b1, q2, a[1][2]);
+                a[1][3] = _mm512_fmadd_ps(b1, q3, a[1][3]);
+                a[2][0] = _mm512_fmadd_ps(b2, q0, a[2][0]);
+                a[2][1] = _mm512_fmadd_ps(b2, q1, a[2][1]);
+                a[2][2] = _mm512_fmadd_ps(b2, q2, a[2][2]);
+                a[2][3] = _mm512_fmadd_ps(b2, q3, a[2][3]);
+                a[3][0] = _mm512_fmadd_ps(b3, q0, a[3][0]);
+                a[3][1] = _mm512_fmadd_ps(b3, q1, a[3][1]);
+                a[3][2] = _mm512_fmadd_ps(b3, q2, a[3][2]);
+                a[3][3] = _mm512_fmadd_ps(b3, q3, a[3][3]);
+            }
+#pragma GCC unroll 4
+            for (int x = 0; x < 4; x++)
+#pragma GCC unroll 4
+                for (int y = 0; y < 4; y++)
+                    _mm512_storeu_ps(st + (size_t)(t + x) * rp + r + 16 * y, _mm512_mul_ps(a[x][y], vs));
+        }
+        for (; r < rp; r += 16) {
+            __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+            for (int c = 0; c < d; c++) {
+                __m512 q = _mm512_loadu_ps(qt + (size_t)c * rp + r);
+                a0 = _mm512_fmadd_ps(_mm512_set1_ps(k0[c]), q, a0);
+                a1 = _mm512_fmadd_ps(_mm512_set1_ps(k1[c]), q, a1);
+                a2 = _mm512_fmadd_ps(_mm512_set1_ps(k2[c]), q, a2);
+                a3 = _mm512_fmadd_ps(_mm512_set1_ps(k3[c]), q, a3);
+            }
+            _mm512_storeu_ps(st + (size_t)t * rp + r, _mm512_mul_ps(a0, vs));
+            _mm512_storeu_ps(st + (size_t)(t + 1) * rp + r, _mm512_mul_ps(a1, vs));
+            _mm512_storeu_ps(st + (size_t)(t + 2) * rp + r, _mm512_mul_ps(a2, vs));
+            _mm512_storeu_ps(st + (size_t)(t + 3) * rp + r, _mm512_mul_ps(a3, vs));
+        }
+    }
+    for (; t < nk; t++) {
+        const float *k0 = k + (size_t)t * d;
+        for (int r = 0; r < rp; r += 16) {
+            __m512 a0 = _mm512_setzero_ps();
+            for (int c = 0; c < d; c++)
+                a0 = _mm512_fmadd_ps(_mm512_set1_ps(k0[c]), _mm512_loadu_ps(qt + (size_t)c * rp + r), a0);
+            _mm512_storeu_ps(st + (size_t)t * rp + r, _mm512_mul_ps(a0, vs));
+        }
+    }
+}
+
+static void attn_softmax_avx512(float *st, int nk, int rp, float *m, float *l, float *corr)
+{
+    const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    for (int r = 0; r < rp; r += 16) {
+        __m512 mo = _mm512_loadu_ps(m + r), mx = mo;
+        for (int t = 0; t < nk; t++) mx = _mm512_max_ps(mx, _mm512_loadu_ps(st + (size_t)t * rp + r));
+        __mmask16 same = _mm512_cmp_ps_mask(mo, mx, _CMP_EQ_OQ);
+        __m512 c = _mm512_mask_blend_ps(same, exp512(_mm512_sub_ps(mo, mx)), _mm512_set1_ps(1.0f));
+        __m512 sum = _mm512_setzero_ps();
+        for (int t = 0; t < nk; t++) {
+            __m512 x = _mm512_loadu_ps(st + (size_t)t * rp + r);
+            __mmask16 live = _mm512_cmp_ps_mask(x, ninf, _CMP_NEQ_OQ);
+            __m512 p = _mm512_maskz_mov_ps(live, exp512(_mm512_sub_ps(x, mx)));
+            _mm512_storeu_ps(st + (size_t)t * rp + r, p);
+            sum = _mm512_add_ps(sum, p);
+        }
+        _mm512_storeu_ps(l + r, _mm512_fmadd_ps(_mm512_loadu_ps(l + r), c, sum));
+        _mm512_storeu_ps(m + r, mx);
+        _mm512_storeu_ps(corr + r, c);
+    }
+}
+
+/* Accumulators of four rows × 64 columns stay in registers across the tile;
+ * each V load feeds four rows. */
+static void pv_rows4_64(float *a, int d_v, const float *p, int nk, int rp, const float *v, const float *corr)
+{
+    __m512 x[4][4];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+        const __m512 cr = _mm512_set1_ps(corr[i]);
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; q++) x[i][q] = _mm512_mul_ps(cr, _mm512_loadu_ps(a + (size_t)i * d_v + 16 * q));
+    }
+    for (int t = 0; t < nk; t++) {
+        const float *pt = p + (size_t)t * rp;
+        const __m512 p0 = _mm512_set1_ps(pt[0]), p1 = _mm512_set1_ps(pt[1]);
+        const __m512 p2 = _mm512_set1_ps(pt[2]), p3 = _mm512_set1_ps(pt[3]);
+        const float *vr = v + (size_t)t * d_v;
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; q++) {
+            __m512 vv = _mm512_loadu_ps(vr + 16 * q);
+            x[0][q] = _mm512_fmadd_ps(p0, vv, x[0][q]);
+            x[1][q] = _mm512_fmadd_ps(p1, vv, x[1][q]);
+            x[2][q] = _mm512_fmadd_ps(p2, vv, x[2][q]);
+            x[3][q] = _mm512_fmadd_ps(p3, vv, x[3][q]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++)
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; q++) _mm512_storeu_ps(a + (size_t)i * d_v + 16 * q, x[i][q]);
+}
+
+static void pv_row_16(float *a, const float *p, int nk, int rp, const float *v, int d_v, float cr)
+{
+    __m512 x = _mm512_mul_ps(_mm512_set1_ps(cr), _mm512_loadu_ps(a));
+    for (int t = 0; t < nk; t++)
+        x = _mm512_fmadd_ps(_mm512_set1_ps(p[(size_t)t * rp]), _mm512_loadu_ps(v + (size_t)t * d_v), x);
+    _mm512_storeu_ps(a, x);
+}
+
+static void attn_pv_avx512(float *acc, const float *p, int nk, int rp, int n_rows, const float *v, int d_v,
+                           const float *corr)
+{
+    if (d_v % 16) {
+        cpu_attn_pv_scalar(acc, p, nk, rp, n_rows, v, d_v, corr);
+        return;
+    }
+    int r = 0;
+    for (; r + 4 <= n_rows; r += 4) {
+        float *a0 = acc + (size_t)r * d_v;
+        int c = 0;
+        for (; c + 64 <= d_v; c += 64) pv_rows4_64(a0 + c, d_v, p + r, nk, rp, v + c, corr + r);
+        for (; c < d_v; c += 16)
+            for (int i = 0; i < 4; i++) pv_row_16(a0 + (size_t)i * d_v + c, p + r + i, nk, rp, v + c, d_v, corr[r + i]);
+    }
+    for (; r < n_rows; r++)
+        for (int c = 0; c < d_v; c += 16) pv_row_16(acc + (size_t)r * d_v + c, p + r, nk, rp, v + c, d_v, corr[r]);
+}
+
 const cpu_vec_fns cpu_vec_avx512 = {"avx512", dot_avx512, axpy_avx512, scale_avx512,
-                                    f16_to_f32_avx512, f32_to_f16_avx512, axpy_h_avx512, scale_h_avx512, round_h_avx512};
+                                    f16_to_f32_avx512, f32_to_f16_avx512, axpy_h_avx512, scale_h_avx512, round_h_avx512,
+                                    swiglu_avx512, sumsq_avx512, scale_mul_avx512,
+                                    rope_neox_avx512, attn_qk_avx512, attn_softmax_avx512, attn_pv_avx512};

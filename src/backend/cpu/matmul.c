@@ -1,5 +1,9 @@
-/* CPU matmul driver: quantizes the activations once per call, then splits
- * (weight-row block × activation-row chunk) tiles over the thread pool. */
+/* CPU matmul driver. Per call: pick the regime (decode: N < 8 rows, else the
+ * panel kernels on AVX-512 CPUs, else generic tiles), quantize the
+ * activations once into the scratch, split the work over the thread pool.
+ * Kernels: matmul_decode_avx512.c, matmul_float_avx512.c (tile kernels),
+ * matmul_panel_avx512.c + matmul_amx_avx512.c (prefill panels), quant/'s
+ * vec_dot (everything else, any ISA). */
 #include "backend/cpu/matmul.h"
 
 #include <stdlib.h>
@@ -35,7 +39,7 @@ void cpu_scratch_free(cpu_scratch *s)
     s->cap = 0;
 }
 
-/* Generic tile: one vec_dot per output. */
+/* Work of the non-panel paths: activations already quantized into act. */
 typedef struct {
     qt_vec_dot_fn dot;
     cpu_gemm_fn gemm;
@@ -46,19 +50,23 @@ typedef struct {
     float *y;
     int64_t y_stride;
     long m_blocks, n_chunks, chunk_rows;
+    cpu_queue queue; /* tiles (prefill) or 16-row units (decode) */
 } mm_job;
 
+/* Generic tile: one vec_dot per output; weight row outer, so each row is
+ * read from memory once and reused from L1 for the tile's activations. */
 static void tile_generic(const mm_job *job, int64_t r0, int64_t r1, int64_t i0, int64_t i1)
 {
     const cpu_weight *w = job->w;
     const uint8_t *wbase = w->data;
-    for (int64_t i = i0; i < i1; i++) {
-        const uint8_t *a = job->act + (size_t)i * job->act_stride;
-        float *yrow = job->y + i * job->y_stride;
-        for (int64_t r = r0; r < r1; r++) job->dot(w->cols, &yrow[r], wbase + (size_t)r * w->row_bytes, a);
-    }
+    for (int64_t r = r0; r < r1; r++)
+        for (int64_t i = i0; i < i1; i++)
+            job->dot(w->cols, &job->y[i * job->y_stride + r], wbase + (size_t)r * w->row_bytes,
+                     job->act + (size_t)i * job->act_stride);
 }
 
+/* Rows [r0, r1) of W against activation rows [i0, i1): the ISA's tile
+ * kernel if there is one, else vec_dot per output. */
 static void run_tile(const mm_job *job, int64_t r0, int64_t r1, int64_t i0, int64_t i1)
 {
     if (job->gemm) {
@@ -68,34 +76,36 @@ static void run_tile(const mm_job *job, int64_t r0, int64_t r1, int64_t i0, int6
                   job->y + i0 * job->y_stride + r0, job->y_stride);
         return;
     }
-    /* Decode: row-major over W so each weight row is read once for all n. */
     tile_generic(job, r0, r1, i0, i1);
 }
 
 static void mm_body(void *ctx, int worker, int n_workers)
 {
-    const mm_job *job = ctx;
+    mm_job *job = ctx;
+    (void)worker, (void)n_workers;
     const int64_t m = job->w->rows;
-    long items = job->m_blocks * job->n_chunks, b, e;
-    wk_split(items, worker, n_workers, &b, &e);
-    for (long it = b; it < e; it++) {
-        long mb = it / job->n_chunks, nc = it % job->n_chunks;
-        int64_t r0 = mb * TILE_ROWS, r1 = r0 + TILE_ROWS < m ? r0 + TILE_ROWS : m;
-        int64_t i0 = nc * job->chunk_rows, i1 = i0 + job->chunk_rows < job->n ? i0 + job->chunk_rows : job->n;
-        if (i0 < i1) run_tile(job, r0, r1, i0, i1);
+    long b, e;
+    while (cpu_queue_take(&job->queue, &b, &e)) {
+        for (long it = b; it < e; it++) {
+            long mb = it / job->n_chunks, nc = it % job->n_chunks;
+            int64_t r0 = mb * TILE_ROWS, r1 = r0 + TILE_ROWS < m ? r0 + TILE_ROWS : m;
+            int64_t i0 = nc * job->chunk_rows, i1 = i0 + job->chunk_rows < job->n ? i0 + job->chunk_rows : job->n;
+            if (i0 < i1) run_tile(job, r0, r1, i0, i1);
+        }
     }
 }
 
-/* Decode regime: contiguous row ranges per worker (W streamed once). */
+/* Decode regime: contiguous row ranges (W streamed once), handed out in
+ * units of 16 rows so the kernels see full register blocks. */
 static void mm_decode_body(void *ctx, int worker, int n_workers)
 {
-    const mm_job *job = ctx;
+    mm_job *job = ctx;
+    (void)worker, (void)n_workers;
     long b, e;
-    /* split in units of 16 rows so fast kernels see full register blocks */
-    long units = (long)((job->w->rows + 15) / 16);
-    wk_split(units, worker, n_workers, &b, &e);
-    int64_t r0 = b * 16, r1 = e * 16 < job->w->rows ? e * 16 : job->w->rows;
-    if (r0 < r1) run_tile(job, r0, r1, 0, job->n);
+    while (cpu_queue_take(&job->queue, &b, &e)) {
+        int64_t r0 = b * 16, r1 = e * 16 < job->w->rows ? e * 16 : job->w->rows;
+        if (r0 < r1) run_tile(job, r0, r1, 0, job->n);
+    }
 }
 
 typedef struct {
@@ -105,19 +115,23 @@ typedef struct {
     const int32_t *x_rows;
     uint8_t *act;
     size_t act_stride;
+    cpu_queue queue; /* activation rows */
 } q_job;
 
 static void quant_body(void *ctx, int worker, int n_workers)
 {
-    const q_job *q = ctx;
+    q_job *q = ctx;
+    (void)worker, (void)n_workers;
     long b, e;
-    wk_split((long)q->n, worker, n_workers, &b, &e);
-    for (long i = b; i < e; i++) {
-        int64_t src = q->x_rows ? q->x_rows[i] : i;
-        qt_quantize_act(q->wtype, q->x + src * q->x_stride, q->act + (size_t)i * q->act_stride, q->k);
+    while (cpu_queue_take(&q->queue, &b, &e)) {
+        for (long i = b; i < e; i++) {
+            int64_t src = q->x_rows ? q->x_rows[i] : i;
+            qt_quantize_act(q->wtype, q->x + src * q->x_stride, q->act + (size_t)i * q->act_stride, q->k);
+        }
     }
 }
 
+/* AVX-512 tile kernels (decode-regime quantized ones, float ones), or NULL. */
 static cpu_gemm_fn pick_gemm(enum qt_type type)
 {
     const wk_cpu_features *f = wk_cpu();
@@ -172,11 +186,13 @@ static void matmul_quantized(wk_pool *pool, const cpu_weight *w, const float *x,
                              const int32_t *x_rows, int64_t n, float *y, int64_t y_stride, uint8_t *act,
                              size_t act_stride)
 {
-    q_job q = {w->type, x, x_stride, w->cols, n, x_rows, act, act_stride};
+    int threads = pool ? wk_pool_size(pool) : 1;
+    q_job q = {.wtype = w->type, .x = x, .x_stride = x_stride, .k = w->cols, .n = n, .x_rows = x_rows,
+               .act = act, .act_stride = act_stride};
+    cpu_queue_init(&q.queue, (long)n, (long)n / (8L * threads));
     if (n * w->cols >= 16384 && pool) wk_pool_run(pool, quant_body, &q);
     else quant_body(&q, 0, 1);
 
-    int threads = pool ? wk_pool_size(pool) : 1;
     mm_job job = {0};
     job.dot = qt_vec_dot(w->type);
     job.w = w;
@@ -188,6 +204,8 @@ static void matmul_quantized(wk_pool *pool, const cpu_weight *w, const float *x,
     job.gemm = pick_gemm(w->type);
     if (w->rows == 0 || n == 0) return;
     if (n <= DECODE_MAX_N) {
+        long units = (long)((w->rows + 15) / 16);
+        cpu_queue_init(&job.queue, units, units / (8L * threads));
         if (pool && threads > 1 && w->rows >= 64) wk_pool_run(pool, mm_decode_body, &job);
         else mm_decode_body(&job, 0, 1);
         return;
@@ -200,6 +218,7 @@ static void matmul_quantized(wk_pool *pool, const cpu_weight *w, const float *x,
         job.chunk_rows /= 2;
         job.n_chunks = (long)((n + job.chunk_rows - 1) / job.chunk_rows);
     }
+    cpu_queue_init(&job.queue, job.m_blocks * job.n_chunks, 1);
     if (pool && threads > 1) wk_pool_run(pool, mm_body, &job);
     else mm_body(&job, 0, 1);
 }
@@ -270,7 +289,7 @@ int cpu_weight_prepare(cpu_weight *w, wk_error *err)
 {
     int rc = check_weight(w, err);
     if (rc) return rc;
-    w->packed = NULL; /* no repacked layout yet: the plain path is used */
+    w->packed = NULL; /* no type has a repacked layout (see matmul.h) */
     return 0;
 }
 

@@ -33,15 +33,21 @@ static inline __attribute__((always_inline)) void gemm_float(enum qt_type t, int
             const int ni = na - i0 < NR ? na - i0 : NR;
             const uint8_t *ar[NR];
             for (int i = 0; i < NR; i++) ar[i] = (const uint8_t *)a + (size_t)(i0 + (i < ni ? i : ni - 1)) * a_stride;
+            /* all loops below are unrolled so the 16 accumulators stay in registers */
             __m512 acc[MR][NR];
+#pragma GCC unroll 4
             for (int r = 0; r < MR; r++)
+#pragma GCC unroll 4
                 for (int i = 0; i < NR; i++) acc[r][i] = _mm512_setzero_ps();
             for (int64_t e = 0; e < k; e += 16) {
                 const __mmask16 m = k - e >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (k - e)) - 1);
                 __m512 av[NR];
+#pragma GCC unroll 4
                 for (int i = 0; i < NR; i++) av[i] = load16(t, ar[i], e, m);
+#pragma GCC unroll 4
                 for (int r = 0; r < MR; r++) {
                     const __m512 wv = load16(t, wr[r], e, m);
+#pragma GCC unroll 4
                     for (int i = 0; i < NR; i++) acc[r][i] = _mm512_fmadd_ps(wv, av[i], acc[r][i]);
                 }
             }

@@ -18,6 +18,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "backend/cpu/matmul_impl.h"
 #include "backend/cpu/matmul_panel.h"
 #include "quant/blocks.h"
 #include "quant/quant.h"
@@ -139,6 +140,11 @@ static void unpack_row(enum qt_type type, const void *src, int64_t k, int8_t *co
     case QT_Q5_0:
     case QT_Q5_1: {
         const int is1 = type == QT_Q5_1;
+        const __m256i m4 = _mm256_set1_epi8(0x0F);
+        /* byte l of the 32 takes qh byte l/8; then test bit l%8 */
+        const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2,
+                                                2, 3, 3, 3, 3, 3, 3, 3, 3);
+        const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
         for (int64_t i = 0; i < k / 32; i++) {
             const uint8_t *qs, *qhp;
             uint16_t d, m = 0;
@@ -151,12 +157,13 @@ static void unpack_row(enum qt_type type, const void *src, int64_t k, int8_t *co
             }
             uint32_t qh;
             memcpy(&qh, qhp, 4);
-            int8_t *c = codes + i * cs;
-            const int off = is1 ? 0 : 16;
-            for (int j = 0; j < 16; j++) {
-                c[j] = (int8_t)((int)((qs[j] & 0xF) | (((qh >> j) & 1) << 4)) - off);
-                c[j + 16] = (int8_t)((int)((qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) - off);
-            }
+            __m128i q = _mm_loadu_si128((const __m128i *)qs);
+            __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), m4);
+            __m256i hb = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), spread);
+            hb = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb, bit), bit), _mm256_set1_epi8(0x10));
+            __m256i c = _mm256_or_si256(nib, hb);
+            if (!is1) c = _mm256_sub_epi8(c, _mm256_set1_epi8(16));
+            _mm256_storeu_si256((__m256i *)(codes + i * cs), c);
             scale[i * TILE] = h2f(d);
             minv[i * TILE] = is1 ? -h2f(m) : 0.0f;
         }
@@ -247,41 +254,44 @@ static void unpack_row(enum qt_type type, const void *src, int64_t k, int8_t *co
         }
         break;
     }
-    case QT_Q3_K: {
-        const blk_q3_K *b = src;
-        for (int64_t i = 0; i < k / 256; i++) {
-            const float d = h2f(b[i].d);
-            for (int h = 0; h < 2; h++)
-                for (int p = 0; p < 4; p++) {
-                    const uint8_t m = (uint8_t)(1u << (4 * h + p));
-                    for (int half = 0; half < 2; half++) {
-                        int sb = 8 * h + 2 * p + half;
-                        int8_t *c = codes + (i * 16 + sb) * cs;
-                        for (int l = 0; l < 16; l++) {
-                            int li = 16 * half + l;
-                            c[l] = (int8_t)(((b[i].qs[32 * h + li] >> (2 * p)) & 3) - ((b[i].hmask[li] & m) ? 0 : 4));
-                        }
-                        scale[(i * 16 + sb) * TILE] = d * (float)q3k_scale(sb, b[i].scales);
-                        minv[(i * 16 + sb) * TILE] = 0;
-                    }
-                }
-        }
-        break;
-    }
+    case QT_Q3_K:
     case QT_Q2_K: {
-        const blk_q2_K *b = src;
+        /* both: half h, plane p → 32 codes (bytes l of qs[32h..], shift 2p) =
+         * sub-blocks 8h+2p and 8h+2p+1; Q3_K adds the hmask bit (4h+p) */
+        const int is3 = type == QT_Q3_K;
+        const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1), four = _mm256_set1_epi8(4);
         for (int64_t i = 0; i < k / 256; i++) {
-            const float d = h2f(b[i].d), dmin = h2f(b[i].dmin);
-            for (int h = 0; h < 2; h++)
-                for (int p = 0; p < 4; p++)
-                    for (int half = 0; half < 2; half++) {
-                        int sb = 8 * h + 2 * p + half;
-                        int8_t *c = codes + (i * 16 + sb) * cs;
-                        const uint8_t *q = b[i].qs + 32 * h + 16 * half;
-                        for (int l = 0; l < 16; l++) c[l] = (int8_t)((q[l] >> (2 * p)) & 3);
-                        scale[(i * 16 + sb) * TILE] = d * (float)(b[i].scales[sb] & 0xF);
-                        minv[(i * 16 + sb) * TILE] = dmin * (float)(b[i].scales[sb] >> 4);
+            const uint8_t *qs = is3 ? ((const blk_q3_K *)src)[i].qs : ((const blk_q2_K *)src)[i].qs;
+            const __m256i hm = is3 ? _mm256_loadu_si256((const __m256i *)((const blk_q3_K *)src)[i].hmask)
+                                   : _mm256_setzero_si256();
+            for (int h = 0; h < 2; h++) {
+                const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * h));
+                for (int p = 0; p < 4; p++) {
+                    __m256i c = _mm256_and_si256(_mm256_srli_epi16(q, 2 * p), m3);
+                    if (is3) { /* code − 4 unless the high bit is set */
+                        __m256i hb = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + p), one);
+                        c = _mm256_sub_epi8(c, _mm256_andnot_si256(_mm256_slli_epi16(hb, 2), four));
                     }
+                    int64_t sb = i * 16 + 8 * h + 2 * p;
+                    _mm_storeu_si128((__m128i *)(codes + sb * cs), _mm256_castsi256_si128(c));
+                    _mm_storeu_si128((__m128i *)(codes + (sb + 1) * cs), _mm256_extracti128_si256(c, 1));
+                }
+            }
+            if (is3) {
+                const blk_q3_K *x = (const blk_q3_K *)src + i;
+                const float d = h2f(x->d);
+                for (int sb = 0; sb < 16; sb++) {
+                    scale[(i * 16 + sb) * TILE] = d * (float)q3k_scale(sb, x->scales);
+                    minv[(i * 16 + sb) * TILE] = 0;
+                }
+            } else {
+                const blk_q2_K *x = (const blk_q2_K *)src + i;
+                const float d = h2f(x->d), dmin = h2f(x->dmin);
+                for (int sb = 0; sb < 16; sb++) {
+                    scale[(i * 16 + sb) * TILE] = d * (float)(x->scales[sb] & 0xF);
+                    minv[(i * 16 + sb) * TILE] = dmin * (float)(x->scales[sb] >> 4);
+                }
+            }
         }
         break;
     }
@@ -342,6 +352,8 @@ typedef struct {
     float *y;
     int64_t y_stride;
     long n_panels, n_chunks, chunk_groups;
+    cpu_queue pack_queue; /* activation rows (incl. padding) */
+    cpu_queue queue;      /* (panel, group chunk) items, panel-major */
 } panel_job;
 
 /* Quantizes activation row `row` (bit-exact partner format) and copies its
@@ -399,11 +411,12 @@ static void pack_act_row(const panel_job *job, int64_t row, uint8_t *qbuf)
 
 static void pack_body(void *ctx, int worker, int n_workers)
 {
-    const panel_job *job = ctx;
+    panel_job *job = ctx;
+    (void)n_workers;
     long b, e;
-    wk_split((long)(job->L.groups * TILE), worker, n_workers, &b, &e);
     uint8_t *qbuf = job->scratch + job->L.qbufs + job->L.qbuf_bytes * (size_t)worker;
-    for (long r = b; r < e; r++) pack_act_row(job, r, qbuf);
+    while (cpu_queue_take(&job->pack_queue, &b, &e))
+        for (long r = b; r < e; r++) pack_act_row(job, r, qbuf);
 }
 
 /* ---- AVX-512 VNNI kernel -------------------------------------------------- */
@@ -455,46 +468,52 @@ static inline __attribute__((always_inline)) void vnni_tile(const uint8_t *panel
 
 /* ---- driver ---------------------------------------------------------------- */
 
-static void gemm_body(void *ctx, int worker, int n_workers)
+/* One (panel, group chunk) item: unpack the panel unless this worker has it
+ * already, then 16 activations × 16 weight rows per group. */
+static void gemm_item(const panel_job *job, long it, uint8_t *panel, long *have_panel)
 {
-    const panel_job *job = ctx;
     const panel_layout *L = &job->L;
     const int G = job->G;
     const int with_min = has_min(job->w->type);
     const int amx = job->kernel == CPU_PANEL_AMX;
-    uint8_t *panel = job->scratch + L->panels + L->panel_bytes * (size_t)worker;
     const size_t tile_bytes = TILE * (size_t)G;
-    long items = job->n_panels * job->n_chunks, b, e;
-    wk_split(items, worker, n_workers, &b, &e);
-    if (b >= e) return;
-    if (amx) cpu_amx_begin(G);
-    long have_panel = -1;
     float out[TILE][TILE] __attribute__((aligned(64)));
-    for (long it = b; it < e; it++) {
-        long p = it / job->n_chunks, c = it % job->n_chunks;
-        int64_t r0 = p * TILE;
-        int nv = (int)(job->w->rows - r0 < TILE ? job->w->rows - r0 : TILE);
-        if (have_panel != p) {
-            unpack_panel(job->w, r0, nv, G, L->blocks, panel, !amx);
-            have_panel = p;
-        }
-        int64_t g0 = c * job->chunk_groups, g1 = g0 + job->chunk_groups < L->groups ? g0 + job->chunk_groups : L->groups;
-        for (int64_t g = g0; g < g1; g++) {
-            const size_t t0 = (size_t)(g * L->blocks);
-            const uint8_t *acts = job->scratch + L->acts + t0 * tile_bytes;
-            const float *as = (const float *)(job->scratch + L->ascale) + t0 * TILE;
-            const float *am = (const float *)(job->scratch + L->asum) + t0 * TILE;
-            const int32_t *ac = (const int32_t *)(job->scratch + L->acorr) + t0 * TILE;
-            if (amx) cpu_amx_tile(panel, acts, as, am, L->blocks, G, out, with_min);
-            else if (with_min) vnni_tile(panel, acts, as, am, ac, L->blocks, G, out, 1);
-            else vnni_tile(panel, acts, as, am, ac, L->blocks, G, out, 0);
-            int64_t nj = job->n - g * TILE < TILE ? job->n - g * TILE : TILE;
-            const __mmask16 keep = (__mmask16)((1u << nv) - 1);
-            for (int64_t j = 0; j < nj; j++)
-                _mm512_mask_storeu_ps(job->y + (g * TILE + j) * job->y_stride + r0, keep, _mm512_load_ps(out[j]));
-        }
+    long p = it / job->n_chunks, c = it % job->n_chunks;
+    int64_t r0 = p * TILE;
+    int nv = (int)(job->w->rows - r0 < TILE ? job->w->rows - r0 : TILE);
+    if (*have_panel != p) {
+        unpack_panel(job->w, r0, nv, G, L->blocks, panel, !amx);
+        *have_panel = p;
     }
-    if (amx) cpu_amx_end();
+    int64_t g0 = c * job->chunk_groups, g1 = g0 + job->chunk_groups < L->groups ? g0 + job->chunk_groups : L->groups;
+    for (int64_t g = g0; g < g1; g++) {
+        const size_t t0 = (size_t)(g * L->blocks);
+        const uint8_t *acts = job->scratch + L->acts + t0 * tile_bytes;
+        const float *as = (const float *)(job->scratch + L->ascale) + t0 * TILE;
+        const float *am = (const float *)(job->scratch + L->asum) + t0 * TILE;
+        const int32_t *ac = (const int32_t *)(job->scratch + L->acorr) + t0 * TILE;
+        if (amx) cpu_amx_tile(panel, acts, as, am, L->blocks, G, out, with_min);
+        else if (with_min) vnni_tile(panel, acts, as, am, ac, L->blocks, G, out, 1);
+        else vnni_tile(panel, acts, as, am, ac, L->blocks, G, out, 0);
+        int64_t nj = job->n - g * TILE < TILE ? job->n - g * TILE : TILE;
+        const __mmask16 keep = (__mmask16)((1u << nv) - 1);
+        for (int64_t j = 0; j < nj; j++)
+            _mm512_mask_storeu_ps(job->y + (g * TILE + j) * job->y_stride + r0, keep, _mm512_load_ps(out[j]));
+    }
+}
+
+static void gemm_body(void *ctx, int worker, int n_workers)
+{
+    panel_job *job = ctx;
+    (void)n_workers;
+    uint8_t *panel = job->scratch + job->L.panels + job->L.panel_bytes * (size_t)worker;
+    long b, e, have_panel = -1;
+    if (!cpu_queue_take(&job->queue, &b, &e)) return;
+    if (job->kernel == CPU_PANEL_AMX) cpu_amx_begin(job->G);
+    do {
+        for (long it = b; it < e; it++) gemm_item(job, it, panel, &have_panel);
+    } while (cpu_queue_take(&job->queue, &b, &e));
+    if (job->kernel == CPU_PANEL_AMX) cpu_amx_end();
 }
 
 int cpu_matmul_panel(wk_pool *pool, enum cpu_panel_kernel kernel, const cpu_weight *w, const float *x,
@@ -518,6 +537,7 @@ int cpu_matmul_panel(wk_pool *pool, enum cpu_panel_kernel kernel, const cpu_weig
     if (!G || kernel == CPU_PANEL_NONE) return -1;
     job.L = layout_of(w->type, G, n, w->cols, threads);
     if (scratch_bytes < job.L.total || ((uintptr_t)scratch & 63)) return -1;
+    cpu_queue_init(&job.pack_queue, (long)(job.L.groups * TILE), 4);
     if (pool && threads > 1 && n >= 8) wk_pool_run(pool, pack_body, &job);
     else pack_body(&job, 0, 1);
     job.n_panels = (long)((w->rows + TILE - 1) / TILE);
@@ -528,6 +548,7 @@ int cpu_matmul_panel(wk_pool *pool, enum cpu_panel_kernel kernel, const cpu_weig
         job.chunk_groups = (job.chunk_groups + 1) / 2;
         job.n_chunks = (long)((job.L.groups + job.chunk_groups - 1) / job.chunk_groups);
     }
+    cpu_queue_init(&job.queue, job.n_panels * job.n_chunks, 1);
     if (pool && threads > 1) wk_pool_run(pool, gemm_body, &job);
     else gemm_body(&job, 0, 1);
     return 0;

@@ -119,6 +119,7 @@ static void *cb_alloc(be_backend *be, size_t bytes)
 static void cb_release(be_backend *be, void *p)
 {
     cuda_be *b = cb_of(be);
+    cuda_ctx_act_invalidate(&b->ctx); /* may write rows a cached activation came from */
     if (!p) return;
     size_t i = alloc_find(b, (uintptr_t)p);
     if (i > 0 && b->allocs[i - 1].p == (uintptr_t)p) {
@@ -150,6 +151,7 @@ static void cb_to_host(be_backend *be, void *dst, const void *src, size_t bytes)
 static void cb_from_host(be_backend *be, void *dst, const void *src, size_t bytes)
 {
     cuda_be *b = cb_of(be);
+    cuda_ctx_act_invalidate(&b->ctx); /* may write rows a cached activation came from */
     cb_copy(be, dst, src, bytes, is_device(b, dst) ? cudaMemcpyHostToDevice : cudaMemcpyHostToHost);
 }
 
@@ -289,6 +291,10 @@ static const cuda_qweight *dev_weight(cuda_be *b, const be_weight *w, wk_error *
         rc = cuda_qw_upload(&b->ctx, &e->w, QT_F32, tmp, cols, rows, (size_t)cols * 4, n_mat, (size_t)cols * rows * 4,
                             err);
         free(tmp);
+        /* llama.cpp multiplies these types with Q8_0/Q8_1 (32) or Q8_K (256) activations */
+        const qt_traits *tr = qt_traits_of(w->type);
+        if (!rc && tr && tr->is_quantized)
+            e->w.act_group = tr->vec_dot == QT_Q8_K ? 256 : 32;
     }
     if (rc) {
         wk_fail_prefix(err, "weight %s", w->name ? w->name : "?");
@@ -313,12 +319,17 @@ static int cb_matmul(be_backend *be, const be_weight *w, const float *x, int64_t
     if (take_error(b, err)) return err->code;
     const cuda_qweight *dw = dev_weight(b, w, err);
     if (!dw) return err->code ? err->code : WK_EIO;
-    return cuda_matmul(&b->ctx, dw, 0, x, n_rows, y, err);
+    int rc = cuda_matmul(&b->ctx, dw, 0, x, n_rows, y, err);
+    /* y overlapping the cached rows would make them stale */
+    const float *cx = b->ctx.actq_x;
+    if (cx && y < cx + b->ctx.actq_n * b->ctx.actq_K && cx < y + n_rows * dw->rows) cuda_ctx_act_invalidate(&b->ctx);
+    return rc;
 }
 
 static int cb_get_rows(be_backend *be, const be_weight *w, const int32_t *ids, int64_t n, float *y, wk_error *err)
 {
     cuda_be *b = cb_of(be);
+    cuda_ctx_act_invalidate(&b->ctx); /* may write rows a cached activation came from */
     if (take_error(b, err)) return err->code;
     const cuda_qweight *dw = dev_weight(b, w, err);
     if (!dw) return err->code ? err->code : WK_EIO;
@@ -331,6 +342,7 @@ static void cb_rms_norm(be_backend *be, float *y, size_t y_stride, const float *
                         int64_t n, const float *w, float eps)
 {
     cuda_be *b = cb_of(be);
+    cuda_ctx_act_invalidate(&b->ctx); /* may write rows a cached activation came from */
     keep_launch(b, cuda_rms_norm(&b->ctx, y, y_stride, x, x_stride, n_rows, n, dev_f32(b, w, (size_t)n), eps),
                 "rms_norm");
 }
@@ -338,6 +350,8 @@ static void cb_rms_norm(be_backend *be, float *y, size_t y_stride, const float *
 static void cb_rope_cache(be_backend *be, float *cs, const int32_t *pos, int64_t n_t, const be_rope_params *p)
 {
     cuda_be *b = cb_of(be);
+    cuda_ctx_act_invalidate(&b->ctx); /* may write rows a cached activation came from */
+    cuda_ctx_act_invalidate(&b->ctx); /* may write rows a cached activation came from */
     const int32_t *d_pos = dev_ints(b, pos, (size_t)n_t);
     const float *ff = dev_f32(b, p->freq_factors, (size_t)p->n_rot / 2);
     keep_launch(b, d_pos ? cuda_rope_cache(&b->ctx, cs, d_pos, n_t, (int)p->mode, p->n_rot, p->theta, p->freq_scale, ff,
@@ -358,6 +372,7 @@ static void cb_kv_store(be_backend *be, uint16_t *cache, size_t head_stride, int
                         size_t x_stride, int64_t n_t, int32_t n_head_kv, int32_t d)
 {
     cuda_be *b = cb_of(be);
+    cuda_ctx_act_invalidate(&b->ctx); /* may write rows a cached activation came from */
     keep_launch(b, cuda_kv_store(&b->ctx, cache, head_stride, pos0, x, x_stride, n_t, n_head_kv, d), "kv_store");
 }
 
@@ -382,6 +397,7 @@ static cuda_attn_mask mask_of(const be_attn_args *a)
 static int cb_attention(be_backend *be, const be_attn_args *a, wk_error *err)
 {
     cuda_be *b = cb_of(be);
+    cuda_ctx_act_invalidate(&b->ctx); /* may write rows a cached activation came from */
     if (take_error(b, err)) return err->code;
     if (a->d_k != a->d_v)
         return wk_fail(err, WK_EUNSUPPORTED, "cuda attention: d_k %d != d_v %d", a->d_k, a->d_v);
@@ -410,6 +426,7 @@ static void cb_ssm_conv(be_backend *be, float *y, size_t y_stride, const float *
                         int64_t n_ch, const float *w, int32_t k, float *state)
 {
     cuda_be *b = cb_of(be);
+    cuda_ctx_act_invalidate(&b->ctx); /* may write rows a cached activation came from */
     keep_launch(b, cuda_ssm_conv(&b->ctx, y, y_stride, x, x_stride, n_t, n_ch, dev_f32(b, w, (size_t)n_ch * k), k, state),
                 "ssm_conv");
 }
@@ -417,6 +434,7 @@ static void cb_ssm_conv(be_backend *be, float *y, size_t y_stride, const float *
 static int cb_gdn(be_backend *be, const be_gdn_args *a, wk_error *err)
 {
     cuda_be *b = cb_of(be);
+    cuda_ctx_act_invalidate(&b->ctx); /* may write rows a cached activation came from */
     if (take_error(b, err)) return err->code;
     cuda_gdn g;
     memset(&g, 0, sizeof g);
@@ -446,6 +464,7 @@ static void cb_moe_route(be_backend *be, const float *logits, int64_t n_t, int32
                          float *weights)
 {
     cuda_be *b = cb_of(be);
+    cuda_ctx_act_invalidate(&b->ctx); /* may write rows a cached activation came from */
     keep_launch(b, cuda_moe_route(&b->ctx, logits, n_t, n_expert, k, ids, weights), "moe_route");
 }
 
@@ -471,6 +490,14 @@ static int moe_matvec(cuda_be *b, const cuda_qweight *w, const float *x, int64_t
     if (!is_float_type(w->type)) {
         int rc = cuda_quantize_act(&b->ctx, x, n_x, w->cols, cuda_act_group(w->type), xq, xd);
         if (rc) return wk_fail(err, rc, "cuda moe: quantizing %lld columns", (long long)w->cols);
+    } else if (w->act_group) {
+        /* F32 copy of a type without kernels: round x like its partner format */
+        void *scr;
+        int rc = cuda_ctx_scratch(&b->ctx, (size_t)n_x * w->cols * 4, &scr, err);
+        if (rc) return rc;
+        rc = cuda_round_act_f32(&b->ctx, x, n_x, w->cols, w->act_group, (float *)scr);
+        if (rc) return wk_fail(err, rc, "cuda moe: rounding %lld columns", (long long)w->cols);
+        x = (const float *)scr;
     }
     return cuda_matvec(&b->ctx, w, xq, xd, x, n_slots, slots_per_x, ids, y, err);
 }
@@ -480,6 +507,7 @@ static int moe_matvec(cuda_be *b, const cuda_qweight *w, const float *x, int64_t
 static int cb_moe_ffn(be_backend *be, const be_moe_args *a, wk_error *err)
 {
     cuda_be *b = cb_of(be);
+    cuda_ctx_act_invalidate(&b->ctx); /* may write rows a cached activation came from */
     if (take_error(b, err)) return err->code;
     const bool fused = a->up->data == NULL;
     const cuda_qweight *wg = dev_weight(b, a->gate, err);
@@ -524,32 +552,38 @@ static int cb_moe_ffn(be_backend *be, const be_moe_args *a, wk_error *err)
 static void cb_add(be_backend *be, float *y, const float *a, const float *c, int64_t n)
 {
     cuda_be *b = cb_of(be);
+    cuda_ctx_act_invalidate(&b->ctx); /* may write rows a cached activation came from */
     keep_launch(b, cuda_add(&b->ctx, y, a, c, n), "add");
 }
 static void cb_add_bias(be_backend *be, float *y, const float *bias, int64_t n_rows, int64_t n)
 {
     cuda_be *b = cb_of(be);
+    cuda_ctx_act_invalidate(&b->ctx); /* may write rows a cached activation came from */
     keep_launch(b, cuda_add_bias(&b->ctx, y, dev_f32(b, bias, (size_t)n), n_rows, n), "add_bias");
 }
 static void cb_swiglu(be_backend *be, float *y, const float *gate, const float *up, int64_t n)
 {
     cuda_be *b = cb_of(be);
+    cuda_ctx_act_invalidate(&b->ctx); /* may write rows a cached activation came from */
     keep_launch(b, cuda_swiglu(&b->ctx, y, gate, up, n), "swiglu");
 }
 static void cb_mul_sigmoid(be_backend *be, float *y, size_t y_stride, const float *g, size_t g_stride, int64_t n_rows,
                            int64_t n)
 {
     cuda_be *b = cb_of(be);
+    cuda_ctx_act_invalidate(&b->ctx); /* may write rows a cached activation came from */
     keep_launch(b, cuda_mul_sigmoid(&b->ctx, y, y_stride, g, g_stride, n_rows, n), "mul_sigmoid");
 }
 static void cb_mul_silu(be_backend *be, float *y, const float *z, int64_t n)
 {
     cuda_be *b = cb_of(be);
+    cuda_ctx_act_invalidate(&b->ctx); /* may write rows a cached activation came from */
     keep_launch(b, cuda_mul_silu(&b->ctx, y, z, n), "mul_silu");
 }
 static void cb_add_scaled_sigmoid(be_backend *be, float *y, const float *x, const float *s, int64_t n_rows, int64_t n)
 {
     cuda_be *b = cb_of(be);
+    cuda_ctx_act_invalidate(&b->ctx); /* may write rows a cached activation came from */
     keep_launch(b, cuda_add_scaled_sigmoid(&b->ctx, y, x, s, n_rows, n), "add_scaled_sigmoid");
 }
 

@@ -37,7 +37,20 @@ typedef struct cuda_ctx {
     int sm_count;
     int mv_rows;          /* matvec: rows per warp at a time (1 or 2) */
     int mv_blocks_per_sm; /* matvec: grid cap in blocks per multiprocessor (0 = one warp per row group) */
+    int mv_q4k_parts;     /* matvec: Q4_K block split over 4 or 8 threads */
+    /* decode matmuls: the last quantized activation rows, reused while the
+     * same rows feed consecutive matmuls (q/k/v, gate/up, the DeltaNet
+     * projections); cuda_ctx_act_invalidate drops it */
+    void *actq;           /* device: xd floats then xq bytes */
+    size_t actq_bytes;
+    const float *actq_x;  /* NULL: nothing cached */
+    int64_t actq_n, actq_K;
+    int actq_group;
 } cuda_ctx;
+
+/* Forget the cached quantized activations: call after anything that may have
+ * written the rows they came from (every op but a matmul). */
+void cuda_ctx_act_invalidate(cuda_ctx *c);
 
 int cuda_ctx_init(cuda_ctx *c, int device, wk_error *err);
 void cuda_ctx_free(cuda_ctx *c);
@@ -56,6 +69,8 @@ typedef struct cuda_qweight {
     size_t row_bytes;     /* device row stride */
     size_t mat_bytes;     /* device matrix stride = rows * row_bytes */
     void *data;           /* device, owned */
+    int act_group;        /* F32 copies of types without kernels: activations are rounded
+                             like that type's partner format (32: Q8_0, 256: Q8_K); else 0 */
 } cuda_qweight;
 
 /* 1 if the type has device kernels (matvec, dequant). */
@@ -80,6 +95,8 @@ int cuda_act_group(uint32_t type);
  * scale repeated over the 8 sub-groups). xq: n_rows*K bytes, xd: n_rows*K/32. */
 int cuda_quantize_act(cuda_ctx *c, const float *x, int64_t n_rows, int64_t K, int group, int8_t *xq,
                       float *xd);
+/* The same rounding, written back as F32 values (out: n_rows*K floats). */
+int cuda_round_act_f32(cuda_ctx *c, const float *x, int64_t n_rows, int64_t K, int group, float *out);
 /* y[s][0..M) = W[e_s] · x[s / slots_per_x] for s < n_slots, e_s = ids ? ids[s] : 0
  * (ids device). Quantized types take xq/xd from cuda_quantize_act; F32/F16/BF16
  * weights take the F32 rows xf instead. */

@@ -21,7 +21,8 @@
  * prefill GEMM then sees the activations llama.cpp's integer dot products see). */
 template <int GROUP, bool F16OUT = false>
 __global__ void quantize_act_kernel(const float *__restrict__ x, int64_t n_rows, int64_t K,
-                                    int8_t *__restrict__ xq, float *__restrict__ xd, __half *__restrict__ xh = nullptr)
+                                    int8_t *__restrict__ xq, float *__restrict__ xd, __half *__restrict__ xh = nullptr,
+                                    float *__restrict__ xf = nullptr)
 {
     const int lane = threadIdx.x & 31;
     const int64_t chunk = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
@@ -78,6 +79,12 @@ __global__ void quantize_act_kernel(const float *__restrict__ x, int64_t n_rows,
         }
     }
     if (!live) return;
+    if (xf) { /* rounded values in F32 (weights kept as F32 on the device) */
+        float4 *o = (float4 *)(xf + r * K + i0);
+        o[0] = make_float4(q[0] * d, q[1] * d, q[2] * d, q[3] * d);
+        o[1] = make_float4(q[4] * d, q[5] * d, q[6] * d, q[7] * d);
+        return;
+    }
     if (F16OUT) {
         unsigned h[4];
         for (int i = 0; i < 4; i++) {
@@ -112,6 +119,24 @@ extern "C" int cuda_quantize_act(cuda_ctx *c, const float *x, int64_t n_rows, in
     else
         quantize_act_kernel<32><<<cdiv(chunks, warps), warps * 32, 0, c->stream>>>(x, n_rows, K, xq, xd);
     return cu_launch_status();
+}
+
+/* Rounds n_rows rows of K floats to the int8 grid of `group` and writes the
+ * rounded values as F32 (activations for weights stored dequantized). */
+static int round_act_f32(cuda_ctx *c, const float *x, int64_t n_rows, int64_t K, int group, float *out)
+{
+    if (K % 32 || (group == 256 && K % 256)) return WK_EINVAL;
+    const int64_t chunks = n_rows * ((K + 255) / 256);
+    if (group == 256)
+        quantize_act_kernel<256><<<cdiv(chunks, 8), 256, 0, c->stream>>>(x, n_rows, K, NULL, NULL, NULL, out);
+    else
+        quantize_act_kernel<32><<<cdiv(chunks, 8), 256, 0, c->stream>>>(x, n_rows, K, NULL, NULL, NULL, out);
+    return cu_launch_status();
+}
+
+extern "C" int cuda_round_act_f32(cuda_ctx *c, const float *x, int64_t n_rows, int64_t K, int group, float *out)
+{
+    return round_act_f32(c, x, n_rows, K, group, out);
 }
 
 /* ---- matrix × vector ----------------------------------------------------------- */
@@ -264,7 +289,10 @@ extern "C" int cuda_matvec(cuda_ctx *c, const cuda_qweight *w, const int8_t *xq,
     matvec_f_kernel<T><<<grid, block, 0, c->stream>>>(W, w->row_bytes, w->mat_bytes, w->rows, w->cols, xf, \
                                                        slots_per_x, ids, y)
     switch (w->type) {
-    case QT_Q4_K: MVQ(QT_Q4_K); break;
+    case QT_Q4_K:
+        if (c->mv_q4k_parts == 8) MVQ(QT_Q4_K_8PARTS);
+        else MVQ(QT_Q4_K);
+        break;
     case QT_Q5_K: MVQ(QT_Q5_K); break;
     case QT_Q6_K: MVQ(QT_Q6_K); break;
     case QT_Q8_0: MVQ(QT_Q8_0); break;
@@ -394,20 +422,44 @@ extern "C" int cuda_matmul(cuda_ctx *c, const cuda_qweight *w, int64_t mat, cons
     const int64_t M = w->rows, K = w->cols;
     if (n <= 0) return 0;
     const bool quant = w->type != QT_F32 && w->type != QT_F16 && w->type != QT_BF16;
+    if (w->type == QT_F32 && w->act_group) {
+        /* dequantized on upload: round x as the original type's partner format */
+        void *scr;
+        int rc = cuda_ctx_scratch(c, (size_t)n * K * 4, &scr, err);
+        if (rc) return rc;
+        rc = round_act_f32(c, x, n, K, w->act_group, (float *)scr);
+        if (rc) return wk_fail(err, rc, "cuda: rounding activations of a %lld-column matmul", (long long)K);
+        x = (const float *)scr; /* the products below take no other scratch for F32 weights */
+    }
     if (n <= CUDA_MATVEC_MAX_ROWS) {
         if (!quant) {
             cuda_qweight one = *w;
             one.data = (uint8_t *)w->data + mat * w->mat_bytes;
             return cuda_matvec(c, &one, NULL, NULL, x, n, 1, NULL, y, err);
         }
-        void *scr;
         const size_t xd_bytes = ((size_t)n * (K / 32) * 4 + 255) & ~(size_t)255; /* keeps xq 16-byte aligned */
-        int rc = cuda_ctx_scratch(c, xd_bytes + (size_t)n * K, &scr, err);
-        if (rc) return rc;
-        float *xd = (float *)scr;
-        int8_t *xq = (int8_t *)scr + xd_bytes;
-        rc = cuda_quantize_act(c, x, n, K, cuda_act_group(w->type), xq, xd);
-        if (rc) return wk_fail(err, rc, "cuda: quantizing activations for a %lld-column matmul", (long long)K);
+        const int group = cuda_act_group(w->type);
+        const bool hit = c->actq_x == x && c->actq_n == n && c->actq_K == K && c->actq_group == group;
+        if (!hit && xd_bytes + (size_t)n * K > c->actq_bytes) {
+            if (c->actq) cudaFree(c->actq); /* waits for kernels still reading it */
+            c->actq = NULL;
+            c->actq_bytes = 0;
+            c->actq_x = NULL;
+            const size_t want = 2 * (xd_bytes + (size_t)n * K);
+            cudaError_t e = cudaMalloc(&c->actq, want);
+            if (e != cudaSuccess) return wk_fail(err, WK_ENOMEM, "cuda: %zu bytes for activations", want);
+            c->actq_bytes = want;
+        }
+        float *xd = (float *)c->actq;
+        int8_t *xq = (int8_t *)c->actq + xd_bytes;
+        if (!hit) {
+            int rc = cuda_quantize_act(c, x, n, K, group, xq, xd);
+            if (rc) return wk_fail(err, rc, "cuda: quantizing activations for a %lld-column matmul", (long long)K);
+            c->actq_x = x;
+            c->actq_n = n;
+            c->actq_K = K;
+            c->actq_group = group;
+        }
         cuda_qweight one = *w;
         one.data = (uint8_t *)w->data + mat * w->mat_bytes;
         return cuda_matvec(c, &one, xq, xd, NULL, n, 1, NULL, y, err);

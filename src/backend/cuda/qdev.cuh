@@ -73,9 +73,41 @@ __device__ __forceinline__ uint4 iq4nl_lookup16(uint4 nib)
 
 template <int T> struct qdev;
 
-/* Q4_K: 8 parts; part t = (group g = t/2, half h = t%2) covers 16 low nibbles
- * (sub-block 2g) and 16 high nibbles (sub-block 2g+1) of qs[32g + 16h ..]. */
+/* Q4_K: 4 parts; part g covers qs[32g .. 32g+31]: 32 low nibbles (sub-block
+ * 2g) and 32 high nibbles (sub-block 2g+1). Two 16-byte loads of quants per
+ * header load and scale decode; measured slower than 8 parts, kept as the
+ * alternative (cuda_ctx.mv_q4k_parts = 4). */
 template <> struct qdev<QT_Q4_K> {
+    static constexpr int QK = 256, TPB = 4;
+    __device__ static float dot(const uint8_t *row, int64_t nb, int64_t ib, int g, const int8_t *xq,
+                                const float *xd)
+    {
+        (void)nb;
+        const uint8_t *blk = row + ib * 144;
+        uint4 hd = ld_w(blk);
+        uint4 q0 = ld_w(blk + 16 + 32 * g), q1 = ld_w(blk + 32 + 32 * g);
+        const int8_t *xa = xq + ib * 256 + 64 * g;
+        int4 a0 = ld_act(xa), a1 = ld_act(xa + 16), a2 = ld_act(xa + 32), a3 = ld_act(xa + 48);
+        int ilo = dot16(and4(q0, 0x0F0F0F0Fu), a0, dot16(and4(q1, 0x0F0F0F0Fu), a1, 0));
+        int ihi = dot16(and4(shr4(q0, 4), 0x0F0F0F0Fu), a2, dot16(and4(shr4(q1, 4), 0x0F0F0F0Fu), a3, 0));
+        const uint4 ones = make_uint4(0x01010101u, 0x01010101u, 0x01010101u, 0x01010101u);
+        int slo = dot16(ones, a0, dot16(ones, a1, 0)), shi = dot16(ones, a2, dot16(ones, a3, 0));
+        int sc0, mn0, sc1, mn1;
+        kq_scale_min(2 * g, hd.y, hd.z, hd.w, &sc0, &mn0);
+        kq_scale_min(2 * g + 1, hd.y, hd.z, hd.w, &sc1, &mn1);
+        float d = __half2float(__ushort_as_half((uint16_t)(hd.x & 0xFFFF)));
+        float dmin = __half2float(__ushort_as_half((uint16_t)(hd.x >> 16)));
+        float x0 = xd[ib * 8 + 2 * g], x1 = xd[ib * 8 + 2 * g + 1];
+        return d * (x0 * (float)(sc0 * ilo) + x1 * (float)(sc1 * ihi)) -
+               dmin * (x0 * (float)(mn0 * slo) + x1 * (float)(mn1 * shi));
+    }
+};
+
+/* Q4_K in 8 parts of 16 quant bytes (part t = group t/2, half t%2): the
+ * default split (cuda_ctx.mv_q4k_parts = 8), faster than 4 parts on the H200
+ * (more warps' loads in flight for the same bytes). */
+#define QT_Q4_K_8PARTS 1012
+template <> struct qdev<QT_Q4_K_8PARTS> {
     static constexpr int QK = 256, TPB = 8;
     __device__ static float dot(const uint8_t *row, int64_t nb, int64_t ib, int t, const int8_t *xq,
                                 const float *xd)
