@@ -146,6 +146,12 @@ static choice slot_usable(ckpt_cache *c, int si, const int32_t *ids, int32_t n, 
     if (!s->seq || eng_seq_policy_fp(s->seq) != fp) return ch;
     int32_t limit = match < n - 1 ? match : n - 1; /* the last prompt token is always computed */
     if (limit <= 0) return ch;
+    /* The index said so; the sequence's own tokens must agree, token by token. */
+    if (eng_seq_pos(s->seq) < match || memcmp(eng_seq_tokens(s->seq), ids, sizeof(int32_t) * (size_t)match)) {
+        WK_WARN("cache: slot %d does not hold the %d tokens its index entry claims; not reused", si, match);
+        c->st.refused++;
+        return ch;
+    }
     if (!c->recurrent) {
         ch.start = limit;
         ch.kind = CKPT_KV_PREFIX;

@@ -16,6 +16,7 @@
 
 #include "backend/backend.h"
 #include "testutil.h"
+#include "quant/quant.h"
 #include "util/f16.h"
 
 /* Kernel tiles (cpu_attention.c): queries per work item, keys per tile. The
@@ -27,6 +28,7 @@ typedef struct attn_case {
     int32_t n_q, q_pos0, n_head, n_head_kv, d;
     bool approx;
     int32_t global, window, tail; /* call level: tail = last queries of this call that are dense */
+    int kv_type;                  /* enum be_kv_type (0 = F16) */
 } attn_case;
 
 typedef struct attn_data {
@@ -34,30 +36,65 @@ typedef struct attn_data {
     int32_t n_kv;
     size_t head_stride;
     float *q;        /* [n_q][n_head][d] */
-    uint16_t *k, *v; /* [n_head_kv][n_kv][d] F16 */
+    uint16_t *k, *v; /* [n_head_kv][n_kv] rows of be_kv_row_units(kv_type, d) units */
+    float *kf, *vf;  /* the same, decoded: [n_head_kv][n_kv][d] (what the reference reads) */
     float *out;      /* [n_q][n_head][d] */
 } attn_data;
+
+/* The cache is filled through the backend's own kv_store (F16 or Q8_0). */
+static be_backend *g_store_be;
 
 static void data_new(attn_data *t, const attn_case *c, uint64_t seed)
 {
     memset(t, 0, sizeof *t);
     t->c = *c;
     t->n_kv = c->q_pos0 + c->n_q;
-    t->head_stride = (size_t)t->n_kv * c->d + 8; /* padded: the kernel must use the stride */
-    size_t nq = (size_t)c->n_q * c->n_head * c->d;
+    const size_t row = be_kv_row_units(c->kv_type, (size_t)c->d);
+    t->head_stride = (size_t)t->n_kv * row + 34; /* padded: the kernel must use the stride */
+    size_t nq = (size_t)c->n_q * c->n_head * c->d, nkv = (size_t)t->n_kv * c->n_head_kv * c->d;
     t->q = malloc(nq * sizeof(float));
     t->out = malloc(nq * sizeof(float));
     t->k = calloc(t->head_stride * c->n_head_kv, sizeof(uint16_t));
     t->v = calloc(t->head_stride * c->n_head_kv, sizeof(uint16_t));
+    t->kf = malloc(nkv * sizeof(float));
+    t->vf = malloc(nkv * sizeof(float));
     assert_non_null(t->q);
     assert_non_null(t->k);
+    assert_non_null(t->kf);
     uint64_t s = seed;
     for (size_t i = 0; i < nq; i++) t->q[i] = test_rand_normal(&s);
+    /* token-major source [n_kv][n_head_kv][d], as the forward pass hands it over */
+    float *ks = malloc(nkv * sizeof(float)), *vs = malloc(nkv * sizeof(float));
+    for (size_t i = 0; i < nkv; i++) {
+        ks[i] = test_rand_normal(&s);
+        /* Q8_0: uneven magnitudes so that blocks get different scales */
+        vs[i] = test_rand_normal(&s) * (c->kv_type == BE_KV_Q8_0 ? 1.0f + (float)(i / 32 % 7) : 1.0f);
+    }
+    if (!g_store_be) {
+        wk_error err = {0};
+        assert_int_equal(be_cpu_new(&g_store_be, 1, &err), 0);
+    }
+    const size_t x_stride = (size_t)c->n_head_kv * c->d;
+    be_kv_store_typed(g_store_be, c->kv_type, t->k, t->head_stride, 0, ks, x_stride, t->n_kv, c->n_head_kv, c->d);
+    be_kv_store_typed(g_store_be, c->kv_type, t->v, t->head_stride, 0, vs, x_stride, t->n_kv, c->n_head_kv, c->d);
     for (int32_t g = 0; g < c->n_head_kv; g++)
-        for (size_t i = 0; i < (size_t)t->n_kv * c->d; i++) {
-            t->k[g * t->head_stride + i] = wk_f32_to_f16(test_rand_normal(&s));
-            t->v[g * t->head_stride + i] = wk_f32_to_f16(test_rand_normal(&s));
+        for (int32_t p = 0; p < t->n_kv; p++) {
+            const uint16_t *kr = t->k + g * t->head_stride + (size_t)p * row;
+            const uint16_t *vr = t->v + g * t->head_stride + (size_t)p * row;
+            float *kd = t->kf + ((size_t)g * t->n_kv + p) * c->d, *vd = t->vf + ((size_t)g * t->n_kv + p) * c->d;
+            if (c->kv_type == BE_KV_Q8_0) {
+                /* decoded with the quant module (ggml's dequantize_row_q8_0), not the kernel's own code */
+                assert_int_equal(qt_dequantize_row(QT_Q8_0, kr, kd, c->d), 0);
+                assert_int_equal(qt_dequantize_row(QT_Q8_0, vr, vd, c->d), 0);
+            } else {
+                for (int32_t e = 0; e < c->d; e++) {
+                    kd[e] = wk_f16_to_f32(kr[e]);
+                    vd[e] = wk_f16_to_f32(vr[e]);
+                }
+            }
         }
+    free(ks);
+    free(vs);
 }
 
 static void data_free(attn_data *t)
@@ -66,6 +103,8 @@ static void data_free(attn_data *t)
     free(t->out);
     free(t->k);
     free(t->v);
+    free(t->kf);
+    free(t->vf);
 }
 
 static be_attn_policy policy_of(const attn_case *c)
@@ -97,6 +136,7 @@ static int run_kernel(be_backend *be, attn_data *t, int64_t *tiles)
         .out = t->out,
         .out_stride = (size_t)c->n_head * c->d,
         .tiles_visited = tiles,
+        .kv_type = c->kv_type,
     };
     wk_error err = {0};
     return be_attention(be, &a, &err);
@@ -126,8 +166,8 @@ static double max_error_vs_reference(const attn_data *t, bool f16_q, double *max
         int32_t i = c->q_pos0 + qi;
         for (int32_t h = 0; h < c->n_head; h++) {
             const float *q = t->q + ((size_t)qi * c->n_head + h) * d;
-            const uint16_t *kh = t->k + (size_t)(h / ratio) * t->head_stride;
-            const uint16_t *vh = t->v + (size_t)(h / ratio) * t->head_stride;
+            const float *kh = t->kf + (size_t)(h / ratio) * t->n_kv * d;
+            const float *vh = t->vf + (size_t)(h / ratio) * t->n_kv * d;
             for (int pass = 0; pass < 2; pass++) { /* 0: the policy, 1: dense (for the gap) */
                 double mx = -INFINITY, sum = 0.0;
                 for (int32_t j = 0; j <= i; j++) {
@@ -137,7 +177,7 @@ static double max_error_vs_reference(const attn_data *t, bool f16_q, double *max
                     double s = 0.0;
                     for (int32_t e = 0; e < d; e++) {
                         double qv = f16_q ? wk_f16_to_f32(wk_f32_to_f16(q[e])) : q[e];
-                        s += qv * wk_f16_to_f32(kh[(size_t)j * d + e]);
+                        s += qv * kh[(size_t)j * d + e];
                     }
                     sc[j] = s / sqrt((double)d);
                     if (sc[j] > mx) mx = sc[j];
@@ -148,7 +188,7 @@ static double max_error_vs_reference(const attn_data *t, bool f16_q, double *max
                     if (sc[j] == -INFINITY) continue;
                     double p = exp(sc[j] - mx);
                     sum += p;
-                    for (int32_t e = 0; e < d; e++) dst[e] += p * wk_f16_to_f32(vh[(size_t)j * d + e]);
+                    for (int32_t e = 0; e < d; e++) dst[e] += p * vh[(size_t)j * d + e];
                 }
                 for (int32_t e = 0; e < d; e++) dst[e] /= sum;
             }
@@ -180,7 +220,7 @@ static void check_case(be_backend *be, const attn_case *c, uint64_t seed)
     bool f16_mode = c->n_q < 64;
     double gap = 0.0;
     double err = max_error_vs_reference(&t, f16_mode, &gap);
-    double tol = f16_mode ? 1e-2 : 5e-5;
+    double tol = (f16_mode ? 1e-2 : 5e-5) * (c->kv_type == BE_KV_Q8_0 ? 8.0 : 1.0); /* V up to 7x larger */
     if (err > tol)
         fail_msg("n_q %d pos0 %d heads %d/%d d %d %s g%d w%d t%d: max error %.3g > %.3g", c->n_q, c->q_pos0,
                  c->n_head, c->n_head_kv, c->d, c->approx ? "approx" : "dense", c->global, c->window, c->tail, err,
@@ -208,7 +248,7 @@ static void test_dense_matches_reference_on_many_shapes(void **state)
         for (size_t di = 0; di < 3; di++)
             for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
                 int32_t pos0 = (int32_t)((li * 37) % 71); /* continuation over an existing cache */
-                attn_case c = {lens[li], pos0, 2 * ratios[r], 2, dims[di], false, 0, 0, 0};
+                attn_case c = {lens[li], pos0, 2 * ratios[r], 2, dims[di], false, 0, 0, 0, 0};
                 check_case(be, &c, seed++);
             }
     be_free(be);
@@ -222,12 +262,12 @@ static void test_approx_matches_masked_reference_on_many_shapes(void **state)
      * globals that fall inside tiles, on tile edges, zero tails, long tails,
      * continuations, tiny windows. */
     const attn_case cases[] = {
-        {200, 0, 4, 4, 64, true, 5, 17, 0},     {200, 0, 8, 4, 64, true, 64, 64, 0},
-        {257, 0, 8, 2, 128, true, 3, 100, 31},  {131, 70, 8, 1, 64, true, 10, 33, 7},
-        {96, 300, 16, 2, 128, true, 0, 1, 0},   {160, 0, 4, 1, 256, true, 70, 65, 40},
-        {300, 0, 8, 8, 64, true, 0, 128, 0},    {129, 129, 8, 4, 128, true, 129, 63, 5},
-        {40, 200, 8, 2, 64, true, 16, 32, 3},   {63, 500, 4, 4, 128, true, 1, 9, 0},
-        {65, 33, 4, 2, 256, true, 12, 20, 64},  {100, 0, 8, 1, 64, true, 2, 1000, 0},
+        {200, 0, 4, 4, 64, true, 5, 17, 0, 0},     {200, 0, 8, 4, 64, true, 64, 64, 0, 0},
+        {257, 0, 8, 2, 128, true, 3, 100, 31, 0},  {131, 70, 8, 1, 64, true, 10, 33, 7, 0},
+        {96, 300, 16, 2, 128, true, 0, 1, 0, 0},   {160, 0, 4, 1, 256, true, 70, 65, 40, 0},
+        {300, 0, 8, 8, 64, true, 0, 128, 0, 0},    {129, 129, 8, 4, 128, true, 129, 63, 5, 0},
+        {40, 200, 8, 2, 64, true, 16, 32, 3, 0},   {63, 500, 4, 4, 128, true, 1, 9, 0, 0},
+        {65, 33, 4, 2, 256, true, 12, 20, 64, 0},  {100, 0, 8, 1, 64, true, 2, 1000, 0, 0},
     };
     uint64_t seed = 100;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(be, &cases[i], seed++);
@@ -239,7 +279,7 @@ static void test_approx_policy_changes_the_output_beyond_its_reach(void **state)
 {
     (void)state;
     be_backend *be = new_backend(1);
-    attn_case c = {200, 0, 4, 2, 64, true, 4, 16, 0};
+    attn_case c = {200, 0, 4, 2, 64, true, 4, 16, 0, 0};
     attn_data t;
     data_new(&t, &c, 7);
     assert_int_equal(run_kernel(be, &t, NULL), 0);
@@ -258,9 +298,9 @@ static void test_approx_is_bit_identical_to_dense_below_global_plus_window(void 
     (void)state;
     be_backend *be = new_backend(2);
     const attn_case shapes[] = {
-        {300, 0, 8, 2, 64, true, 100, 201, 0},
-        {33, 150, 4, 4, 128, true, 64, 120, 0},
-        {1, 900, 8, 2, 64, true, 500, 401, 0}, /* split-KV decode path */
+        {300, 0, 8, 2, 64, true, 100, 201, 0, 0},
+        {33, 150, 4, 4, 128, true, 64, 120, 0, 0},
+        {1, 900, 8, 2, 64, true, 500, 401, 0, 0}, /* split-KV decode path */
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         attn_case c = shapes[i];
@@ -285,10 +325,10 @@ static void test_split_kv_decode_respects_the_policy(void **state)
     (void)state;
     be_backend *be = new_backend(4);
     const attn_case cases[] = {
-        {1, 1500, 8, 2, 64, false, 0, 0, 0},
-        {1, 1500, 8, 2, 64, true, 100, 300, 0},
-        {1, 2047, 4, 4, 128, true, 0, 64, 0},
-        {1, 1000, 8, 1, 128, true, 10, 20, 1}, /* the one query in the dense tail */
+        {1, 1500, 8, 2, 64, false, 0, 0, 0, 0},
+        {1, 1500, 8, 2, 64, true, 100, 300, 0, 0},
+        {1, 2047, 4, 4, 128, true, 0, 64, 0, 0},
+        {1, 1000, 8, 1, 128, true, 10, 20, 1, 0}, /* the one query in the dense tail */
     };
     uint64_t seed = 900;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(be, &cases[i], seed++);
@@ -321,7 +361,7 @@ static void test_visited_tiles_fall_with_the_window(void **state)
     const int32_t windows[] = {1 << 20, 1024, 512, 256, 64};
     int64_t prev = INT64_MAX, dense = 0;
     for (size_t w = 0; w < sizeof windows / sizeof windows[0]; w++) {
-        attn_case c = {2048, 0, 4, 2, 64, w > 0, 64, windows[w], 32};
+        attn_case c = {2048, 0, 4, 2, 64, w > 0, 64, windows[w], 32, 0};
         attn_data t;
         data_new(&t, &c, 5);
         int64_t tiles = 0;
@@ -339,6 +379,61 @@ static void test_visited_tiles_fall_with_the_window(void **state)
     be_free(be);
 }
 
+/* A Q8_0 cache is read in place, block by block: against the reference on
+ * the Q8_0-rounded K/V, dense and approximate, GQA, the decode split. */
+static void test_q8_0_cache_matches_reference_on_rounded_kv(void **state)
+{
+    (void)state;
+    be_backend *be = new_backend(2);
+    const attn_case cases[] = {
+        {97, 0, 8, 2, 64, false, 0, 0, 0, BE_KV_Q8_0},    {130, 33, 4, 4, 128, false, 0, 0, 0, BE_KV_Q8_0},
+        {65, 0, 8, 1, 256, false, 0, 0, 0, BE_KV_Q8_0},   {200, 0, 8, 4, 64, true, 5, 17, 0, BE_KV_Q8_0},
+        {257, 0, 8, 2, 128, true, 3, 100, 31, BE_KV_Q8_0}, {40, 200, 8, 2, 64, true, 16, 32, 3, BE_KV_Q8_0},
+        {1, 1500, 8, 2, 128, false, 0, 0, 0, BE_KV_Q8_0}, {1, 1500, 8, 2, 64, true, 100, 300, 0, BE_KV_Q8_0},
+    };
+    uint64_t seed = 3000;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(be, &cases[i], seed++);
+    be_free(be);
+}
+
+/* Q8_0 rows are ggml's block_q8_0: the kernel's stored bytes decode with the
+ * quant module to within a half step of the input. */
+static void test_q8_0_store_writes_ggml_blocks(void **state)
+{
+    (void)state;
+    be_backend *be = new_backend(1);
+    const int32_t d = 64, n_t = 3, n_head_kv = 2;
+    float x[3 * 2 * 64], back[64];
+    uint64_t s = 77;
+    for (size_t i = 0; i < sizeof x / sizeof x[0]; i++) x[i] = test_rand_normal(&s) * 3.0f;
+    const size_t row = be_kv_row_units(BE_KV_Q8_0, d), head_stride = 4 * row;
+    assert_int_equal(row * 2, 2 * 34); /* two blocks of 34 bytes */
+    uint16_t *cache = calloc(head_stride * n_head_kv, sizeof(uint16_t));
+    be_kv_store_typed(be, BE_KV_Q8_0, cache, head_stride, 1, x, (size_t)n_head_kv * d, n_t, n_head_kv, d);
+    for (int32_t t = 0; t < n_t; t++)
+        for (int32_t g = 0; g < n_head_kv; g++) {
+            const float *src = x + ((size_t)t * n_head_kv + g) * d;
+            assert_int_equal(qt_dequantize_row(QT_Q8_0, cache + g * head_stride + (size_t)(1 + t) * row, back, d), 0);
+            for (int32_t b = 0; b < d; b += 32) {
+                float amax = 0.0f;
+                for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(src[b + j]));
+                for (int j = 0; j < 32; j++) assert_true(fabsf(back[b + j] - src[b + j]) <= amax / 127.0f * 0.51f + 1e-3f);
+            }
+        }
+    /* position 0 untouched */
+    for (size_t i = 0; i < row; i++) assert_int_equal(cache[i], 0);
+    free(cache);
+    be_free(be);
+}
+
+static int teardown_store(void **state)
+{
+    (void)state;
+    be_free(g_store_be);
+    g_store_be = NULL;
+    return 0;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -348,6 +443,8 @@ int main(void)
         cmocka_unit_test(test_approx_is_bit_identical_to_dense_below_global_plus_window),
         cmocka_unit_test(test_split_kv_decode_respects_the_policy),
         cmocka_unit_test(test_visited_tiles_fall_with_the_window),
+        cmocka_unit_test(test_q8_0_cache_matches_reference_on_rounded_kv),
+        cmocka_unit_test(test_q8_0_store_writes_ggml_blocks),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, NULL, teardown_store);
 }

@@ -532,6 +532,114 @@ static void test_budget_evicts_longest_idle_conversation(void **state)
     close_model(&f);
 }
 
+static bool cancel_at_chunk(void *user)
+{
+    int *left = user;
+    return (*left)-- <= 0;
+}
+
+/* Random conversations through a small cache: appends, edits at random
+ * positions, fresh requests, cancelled prefills, evictions. Every answered
+ * prompt must give the logits of an uncached run (no stale reuse, ever). */
+static void check_random_traffic(const char *name)
+{
+    OPEN_OR_SKIP(f, name);
+    eng_seq *probe;
+    wk_error err = {0};
+    assert_int_equal(eng_seq_new(&probe, f.ctx, N_CTX, &err), 0);
+    size_t ck = eng_snapshot_bytes(probe);
+    eng_seq_free(probe);
+    size_t kv = model_kv_elems_per_layer(f.m, N_CTX) * 2 * f.m->hp.n_attn_layers;
+    ckpt_cache_config cfg;
+    ckpt_cache_config_default(&cfg);
+    cfg.mem_bytes = kv + 16 * ck + 1; /* one idle conversation and some checkpoints */
+    cfg.max_slots = 3;
+    cfg.min_step = 24;
+    cfg.gen_interval = 3;
+    ckpt_cache *c;
+    assert_int_equal(ckpt_cache_new(&c, f.ctx, &cfg, &err), 0);
+    enum { KEEP = 6, MAXN = 200 };
+    int32_t prompts[KEEP][MAXN];
+    int lens[KEEP] = {0};
+    uint64_t rng = 0xcafe;
+    int reused = 0;
+    for (int step = 0; step < 60; step++) {
+        int32_t ids[MAXN];
+        int n;
+        int from = (int)(test_rand_u32(&rng) % KEEP);
+        uint32_t op = test_rand_u32(&rng) % 4;
+        if (!lens[from] || op == 0) { /* a new conversation */
+            n = 24 + (int)(test_rand_u32(&rng) % 60);
+            for (int i = 0; i < n; i++) ids[i] = 3 + (int32_t)(test_rand_u32(&rng) % 257);
+        } else {
+            int keep = op == 1 ? lens[from] : (int)(test_rand_u32(&rng) % (uint32_t)lens[from]); /* extend / edit */
+            memcpy(ids, prompts[from], sizeof(int32_t) * (size_t)keep);
+            n = keep + 1 + (int)(test_rand_u32(&rng) % 30);
+            if (n > MAXN - GREEDY) n = MAXN - GREEDY;
+            for (int i = keep; i < n; i++) ids[i] = 3 + (int32_t)(test_rand_u32(&rng) % 257);
+        }
+        ckpt_mark marks[12];
+        int nm = 0;
+        for (int32_t p = 4 + (int32_t)(test_rand_u32(&rng) % 8); p < n && nm < 12; p += 4 + (int32_t)(test_rand_u32(&rng) % 16))
+            marks[nm++] = (ckpt_mark){p, (int)(test_rand_u32(&rng) % CKPT_KIND_COUNT)};
+        bool fresh = test_rand_u32(&rng) % 8 == 0;
+        ckpt_plan p;
+        assert_int_equal(ckpt_cache_begin(c, ids, n, marks, nm, fresh, &p, &err), 0);
+        assert_true(p.start <= n - 1);
+        assert_true(p.start <= p.match);
+        if (fresh) assert_int_equal(p.start, 0);
+        assert_memory_equal(eng_seq_tokens(p.seq), ids, sizeof(int32_t) * (size_t)p.start);
+        if (test_rand_u32(&rng) % 6 == 0 && n - p.start > 16) { /* cancelled after one chunk */
+            int left = 1;
+            eng_prefill_opts po = {0};
+            po.cancel = cancel_at_chunk;
+            po.user = &left;
+            int rc = ckpt_cache_prefill(c, &p, ids, n, &po, &err);
+            assert_int_equal(rc, WK_ECANCELLED);
+            ckpt_cache_end(c, &p, false);
+            continue;
+        }
+        assert_int_equal(ckpt_cache_prefill(c, &p, ids, n, NULL, &err), 0);
+        float *cached = malloc(sizeof(float) * (size_t)f.n_vocab);
+        memcpy(cached, eng_logits(f.ctx), sizeof(float) * (size_t)f.n_vocab);
+        run_out ref;
+        run_uncached(&f, ids, n, &ref);
+        float diff = max_abs_diff(cached, ref.logits, f.n_vocab);
+        free(cached);
+        if (diff > TOL)
+            fail_msg("step %d: logits %g away from an uncached run (start %d of %d, resumed from %s)", step, diff,
+                     p.start, n, ckpt_kind_name(p.ckpt_kind));
+        for (int i = 0; i < 3; i++) { /* a short answer: generated state and interval checkpoints */
+            assert_int_equal(eng_decode(f.ctx, p.seq, ref.greedy[i], &err), 0);
+            ckpt_cache_decoded(c, &p);
+        }
+        free_run(&ref);
+        ckpt_cache_end(c, &p, true);
+        if (p.start > 0) reused++;
+        int slot = step % KEEP;
+        memcpy(prompts[slot], eng_seq_tokens(p.seq), sizeof(int32_t) * (size_t)eng_seq_pos(p.seq));
+        lens[slot] = eng_seq_pos(p.seq) < MAXN - 40 ? eng_seq_pos(p.seq) : 0;
+    }
+    assert_true(reused > 5); /* the traffic did exercise reuse */
+    ckpt_cache_stats st;
+    ckpt_cache_get_stats(c, &st);
+    assert_true(st.evictions > 0);
+    ckpt_cache_free(c);
+    close_model(&f);
+}
+
+static void test_random_traffic_never_reuses_stale_state_qwen35(void **state)
+{
+    (void)state;
+    check_random_traffic("tiny-qwen35-F32.gguf");
+}
+
+static void test_random_traffic_never_reuses_stale_state_qwen3(void **state)
+{
+    (void)state;
+    check_random_traffic("tiny-qwen3-F32.gguf");
+}
+
 /* ---- archive ------------------------------------------------------------------- */
 
 static char *make_tmpdir(void)
@@ -749,6 +857,8 @@ int main(void)
         cmocka_unit_test(test_cancelled_prefill_leaves_no_checkpoint_qwen3),
         cmocka_unit_test(test_budget_evicts_idle_checkpoints_but_keeps_newest),
         cmocka_unit_test(test_budget_evicts_longest_idle_conversation),
+        cmocka_unit_test(test_random_traffic_never_reuses_stale_state_qwen35),
+        cmocka_unit_test(test_random_traffic_never_reuses_stale_state_qwen3),
         cmocka_unit_test(test_archive_round_trips_qwen35),
         cmocka_unit_test(test_archive_round_trips_qwen3),
         cmocka_unit_test(test_archive_replaced_since_scan_is_read_again),

@@ -48,12 +48,12 @@
     if (pc) {
       const slots = pc.slots || [];
       const ckpts = slots.reduce((n, x) => n + ((x.checkpoints || []).length), 0);
-      $('pc-ram').textContent = `${fmtBytes(pc.ram_bytes)} / ${fmtBytes(pc.ram_budget)}`;
+      $('cache-ram').textContent = `${fmtBytes(pc.ram_bytes)} / ${fmtBytes(pc.ram_budget)}`;
       $('pc-slots').textContent = `${slots.length} / ${ckpts}`;
       $('pc-ev').textContent = `${fmtInt(pc.evictions)} / ${fmtInt(pc.refused)}`;
       $('pc-disk').textContent = pc.disk_budget ? `${fmtBytes(pc.disk_bytes)} / ${fmtBytes(pc.disk_budget)}, ${(pc.archive || []).length} files` : 'off';
     } else {
-      for (const id of ['pc-ram', 'pc-slots', 'pc-ev', 'pc-disk']) $(id).textContent = 'off';
+      for (const id of ['cache-ram', 'pc-slots', 'pc-ev', 'pc-disk']) $(id).textContent = 'off';
     }
   }
 
@@ -90,6 +90,31 @@
       cell(tr, r.phase === 'queued' ? 'queued ' + fmtMs(r.queued_ms) : fmtMs(r.elapsed_ms), 'elapsed');
       tb.appendChild(tr);
     }
+  }
+
+  // Checkpoints of the cached conversations, RAM slots first, then the archive.
+  function renderCheckpoints(pc) {
+    const tb = $('checkpoints').querySelector('tbody');
+    tb.replaceChildren();
+    let n = 0;
+    const add = (conv, where, tokens, ck) => {
+      const tr = document.createElement('tr');
+      cell(tr, String(conv), 'conversation');
+      cell(tr, where, 'where');
+      cell(tr, ck.kind, 'kind');
+      cell(tr, fmtInt(ck.pos), 'pos');
+      cell(tr, fmtBytes(ck.bytes), 'bytes');
+      cell(tr, fmtInt(tokens), 'tokens');
+      tb.appendChild(tr);
+      n++;
+    };
+    if (pc) {
+      for (const sl of pc.slots || [])
+        for (const ck of sl.checkpoints || []) add(sl.conversation ?? sl.slot, `RAM slot ${sl.slot}`, sl.tokens, ck);
+      for (const ar of pc.archive || [])
+        for (const ck of ar.checkpoints || []) add(ar.conversation, 'disk', ar.tokens, ck);
+    }
+    $('checkpoints-empty').hidden = n > 0;
   }
 
   function renderRecent(rows) {
@@ -132,6 +157,7 @@
         renderModel(s);
         renderActive(s.active || []);
         renderRecent(s.recent || []);
+        renderCheckpoints((s.cache || {}).prefix_cache);
       } else {
         $('conn').textContent = 'HTTP ' + r.status;
         $('conn').className = 'badge bad';
