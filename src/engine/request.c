@@ -45,7 +45,13 @@ static double r3(double x) { return (double)(long long)(x * 1000.0 + (x >= 0 ? 0
 json_t *eng_counters_timings_json(const eng_counters *c)
 {
     json_t *t = json_object();
-    /* llama-server's names (cache_n, prompt_n, ...) plus ours. */
+    /* Ours (prompt_n/cached_n/recomputed_n/decode_n…), the long names, and
+     * llama-server's (cache_n, prompt_ms, predicted_n…). Note prompt_n is the
+     * whole prompt here; llama-server's prompt_n (tokens processed) is our
+     * recomputed_n. */
+    json_object_set_new(t, "prompt_n", json_integer(c->prompt_tokens));
+    json_object_set_new(t, "cached_n", json_integer(c->cached_tokens));
+    json_object_set_new(t, "recomputed_n", json_integer(c->recomputed_tokens));
     json_object_set_new(t, "prompt_tokens", json_integer(c->prompt_tokens));
     json_object_set_new(t, "cached_tokens", json_integer(c->cached_tokens));
     json_object_set_new(t, "recomputed_tokens", json_integer(c->recomputed_tokens));
@@ -66,7 +72,6 @@ json_t *eng_counters_timings_json(const eng_counters *c)
     json_object_set_new(t, "decode_ms", json_real(r3(c->decode_ms)));
     json_object_set_new(t, "decode_tok_per_s", json_real(r3(c->decode_tok_per_s)));
     json_object_set_new(t, "cache_n", json_integer(c->cached_tokens));
-    json_object_set_new(t, "prompt_n", json_integer(c->recomputed_tokens));
     json_object_set_new(t, "prompt_ms", json_real(r3(c->prefill_ms)));
     json_object_set_new(t, "prompt_per_second", json_real(r3(c->prefill_tok_per_s)));
     json_object_set_new(t, "predicted_n", json_integer(c->completion_tokens));

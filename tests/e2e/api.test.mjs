@@ -48,6 +48,11 @@ test('non-streamed chat returns content, usage and timings that add up', async (
   assert.equal(u.prompt_tokens_details.cached_tokens, 0, 'fresh request reuses nothing');
   assert.equal(r.timings.recomputed_tokens + r.timings.cached_tokens, u.prompt_tokens);
   assert.equal(r.timings.completion_tokens, u.completion_tokens);
+  // the short names the monitor and docs use
+  assert.equal(r.timings.prompt_n, u.prompt_tokens);
+  assert.equal(r.timings.cached_n, r.timings.cached_tokens);
+  assert.equal(r.timings.recomputed_n, r.timings.recomputed_tokens);
+  assert.equal(r.timings.decode_n, u.completion_tokens);
   assert.ok(r.timings.prefill_ms > 0 && r.timings.prefill_tok_per_s > 0);
   assert.ok(r.timings.ttft_ms >= r.timings.prefill_ms);
 });
