@@ -110,6 +110,49 @@ elif [ "${CI:-}" = true ]; then
     echo "FAIL: golden models missing"; exit 1
 fi
 
+# Q8_0 KV cache: still a no-op below global + window, still different beyond.
+paired "$M" "$tmp/q8.below.json" --kv-type q8_0 --attn-global 4096 --attn-window 4096 --attn-dense-tail 16
+check_paired "$tmp/q8.below.json" same no
+paired "$M" "$tmp/q8.beyond.json" --kv-type q8_0 --attn-global 8 --attn-window 16 --attn-dense-tail 8
+check_paired "$tmp/q8.beyond.json" differs yes
+
+# ---- the same through a server: per-request policy in the wick extension object ------------------
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"$WICK_BIN" serve -m "$M" --host 127.0.0.1 --port "$port" -t 2 --ctx 2048 --kv-type q8_0 \
+    --attn-policy approx --attn-global 8 --attn-window 16 2>"$tmp/server.log" &
+server_pid=$!
+trap 'kill $server_pid 2>/dev/null; rm -rf "$tmp"' EXIT
+for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.2; done
+U="http://127.0.0.1:$port"
+"$WICK_BIN" eval paired --url "$U" -q --ctx 300 --samples 1 --max-tokens 6 --attn-global 4096 --attn-window 4096 \
+    --json >"$tmp/url.below.json"
+python3 - "$tmp/url.below.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["complete"] and r["via"] == "server", r
+s = r["results"][0]
+assert s["identical"] and s["policy_active"] is False and s["kl_mean"] is None, s
+print("server paired ok")
+PY
+"$WICK_BIN" eval needle --url "$U" -q --ctx 300 --codes 5 --max-tokens 8 | grep -q "(server)"
+code=$(curl -s -o "$tmp/bad.json" -w '%{http_code}' "$U/v1/chat/completions" -H 'Content-Type: application/json' \
+    -d '{"messages":[{"role":"user","content":"hi"}],"max_tokens":2,"wick":{"attn_policy":"sparse"}}')
+test "$code" = 400
+grep -q "attn_policy" "$tmp/bad.json"
+code=$(curl -s -o "$tmp/bad.json" -w '%{http_code}' "$U/v1/chat/completions" -H 'Content-Type: application/json' \
+    -d '{"messages":[{"role":"user","content":"hi"}],"max_tokens":2,"wick":{"window":0}}')
+test "$code" = 400
+curl -sf "$U/monitor/api/state" -o "$tmp/state.json"
+python3 - "$tmp/state.json" <<'PY'
+import json, sys
+mem = json.load(open(sys.argv[1]))["memory"]
+# tiny preset: 4 layers x 2 kv heads x 64 dims, K and V, Q8_0 = 34 bytes per 32 values
+assert mem["kv_type"] == "q8_0" and mem["kv_bytes_per_token"] == 4 * 2 * 2 * 68, mem
+print("monitor kv ok")
+PY
+kill $server_pid
+wait $server_pid 2>/dev/null || true
+
 # ---- never a partial result ---------------------------------------------------------------------
 if "$WICK_BIN" eval needle --url http://127.0.0.1:9 $T --ctx 300 >"$tmp/fail.txt" 2>"$tmp/fail.err"; then
     echo "FAIL: unreachable server reported success"; exit 1
