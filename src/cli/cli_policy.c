@@ -107,4 +107,15 @@ int cli_kv_type_option(int opt, const char *arg, int32_t *kv_type, const char *c
     return 1;
 }
 
+int cli_device_option(int opt, const char *arg, int32_t *device, int32_t *gpu, const char *cmd)
+{
+    if (opt != CLI_OPT_DEVICE) return 0;
+    wk_error err = {0};
+    if (eng_device_parse(arg, device, gpu, &err)) {
+        fprintf(stderr, "%s: %s\n", cmd, err.msg);
+        return -1;
+    }
+    return 1;
+}
+
 const char *cli_kv_type_name(int32_t kv_type) { return kv_type == BE_KV_Q8_0 ? "q8_0" : "f16"; }

@@ -18,7 +18,18 @@ enum {
     CLI_OPT_ATTN_DENSE_TAIL,
     CLI_OPT_ATTN_DENSE_TAIL_CONTINUE,
     CLI_OPT_KV_TYPE,
+    CLI_OPT_DEVICE,
 };
+
+/* --device cpu|cuda|cuda:N: where the engine runs (engine/ eng_options.device, .gpu). */
+#define CLI_DEVICE_OPTION {"device", required_argument, 0, CLI_OPT_DEVICE}
+#define CLI_DEVICE_HELP                                                                         \
+    "  --device D           cpu (default), cuda (GPU 0) or cuda:N; cuda needs a build with\n"  \
+    "                       CUDA (cmake -DWICK_CUDA=ON) and an NVIDIA GPU (sm_90)\n"
+
+/* Handles CLI_OPT_DEVICE (1), other codes (0), bad value or no CUDA in this
+ * build (-1, printed with cmd). */
+int cli_device_option(int opt, const char *arg, int32_t *device, int32_t *gpu, const char *cmd);
 
 /* --kv-type f16|q8_0: the KV cache element type (engine/ eng_options.kv_type). */
 #define CLI_KV_TYPE_OPTION {"kv-type", required_argument, 0, CLI_OPT_KV_TYPE}

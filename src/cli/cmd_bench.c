@@ -27,6 +27,7 @@ static void bench_usage(FILE *out)
             "  -d, --depth LIST     context depths (default 0)\n"
             "  -r, --reps N         repetitions per test (default 3); median, min, max reported\n"
             "  -t, --threads N      threads (default: physical cores)\n"
+            CLI_DEVICE_HELP
             "  -b, --ubatch N       prefill chunk in tokens (default 512)\n"
             CLI_POLICY_HELP CLI_KV_TYPE_HELP
             "  --json               one JSON object per test on stdout instead of a table\n"
@@ -96,6 +97,7 @@ int cmd_bench(int argc, char **argv)
         {"decode", required_argument, 0, 'n'}, {"depth", required_argument, 0, 'd'},
         {"reps", required_argument, 0, 'r'}, {"threads", required_argument, 0, 't'},
         {"ubatch", required_argument, 0, 'b'}, CLI_POLICY_LONG_OPTIONS, CLI_KV_TYPE_OPTION,
+        CLI_DEVICE_OPTION,
         {"json", no_argument, 0, 'J'}, {"membw", no_argument, 0, 'W'}, {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -105,6 +107,7 @@ int cmd_bench(int argc, char **argv)
     be_attn_policy policy;
     cli_policy_init(&policy);
     int32_t kv_type = BE_KV_F16;
+    int32_t device = ENG_DEVICE_CPU, gpu = 0;
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "m:p:n:d:r:t:b:qh", opts, NULL)) != -1) {
@@ -123,6 +126,7 @@ int cmd_bench(int argc, char **argv)
         default: {
             int pr = cli_policy_option(c, optarg, &policy, "wick bench");
             if (pr == 0) pr = cli_kv_type_option(c, optarg, &kv_type, "wick bench");
+            if (pr == 0) pr = cli_device_option(c, optarg, &device, &gpu, "wick bench");
             if (pr < 0) return 2;
             if (pr == 0) {
                 bench_usage(stderr);
@@ -172,6 +176,8 @@ int cmd_bench(int argc, char **argv)
     eo.n_ubatch = ubatch;
     eo.policy = policy;
     eo.kv_type = kv_type;
+    eo.device = device;
+    eo.gpu = gpu;
     eng_ctx *ctx = NULL;
     if (eng_ctx_new(&ctx, m, &eo, &err)) {
         fprintf(stderr, "wick bench: %s\n", err.msg);
@@ -189,8 +195,12 @@ int cmd_bench(int argc, char **argv)
     if (!json) {
         printf("model: %s (%s), %.2f MiB, %.2f M params, %.3f bits/weight\n", basename_of(path), arch,
                (double)model_bytes / (1 << 20), (double)costs.n_params / 1e6, costs.bits_per_weight);
-        printf("threads: %d, ubatch: %d, attention: %s, kv cache: %s (%llu bytes/token), cpu kernels: %s, reps: %d\n\n",
-               threads, ubatch, pol, cli_kv_type_name(kv_type), kv_per_tok, wk_cpu_level_name(), reps);
+        if (device == ENG_DEVICE_CUDA)
+            printf("device: cuda:%d, ubatch: %d, attention: %s, kv cache: %s (%llu bytes/token), reps: %d\n\n", gpu,
+                   ubatch, pol, cli_kv_type_name(kv_type), kv_per_tok, reps);
+        else
+            printf("threads: %d, ubatch: %d, attention: %s, kv cache: %s (%llu bytes/token), cpu kernels: %s, reps: %d\n\n",
+                   threads, ubatch, pol, cli_kv_type_name(kv_type), kv_per_tok, wk_cpu_level_name(), reps);
         if (membw) printf("memory copy bandwidth (%d threads): %.1f GB/s\n\n", threads, copy_gbps);
         printf("| test | depth | t/s median | t/s min | t/s max | ms/rep | rate |\n");
         printf("|---|---:|---:|---:|---:|---:|---:|\n");
@@ -222,6 +232,7 @@ int cmd_bench(int argc, char **argv)
                 if (r->test.kind == ENG_BENCH_TG) printf("\"gbytes_per_s\": %.3f, ", r->gbytes_per_s);
                 else printf("\"gflop_per_s\": %.3f, ", r->gflop_per_s);
                 printf("\"kv_type\": \"%s\", \"kv_bytes_per_token\": %llu, ", cli_kv_type_name(kv_type), kv_per_tok);
+                printf("\"device\": \"%s\", ", eng_device_name(device));
                 printf("\"peak_rss_bytes\": %llu, \"attn_policy\": \"%s\", \"ubatch\": %d, \"arch\": \"%s\", "
                        "\"model\": \"%s\", \"engine\": \"wick\"}\n",
                        (unsigned long long)peak_rss_bytes(), pol, ubatch, arch, basename_of(path));

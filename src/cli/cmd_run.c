@@ -35,6 +35,7 @@ typedef struct run_opts {
     eng_sampler_params sp;
     be_attn_policy policy;
     int32_t kv_type;
+    int32_t device, gpu;
 } run_opts;
 
 static void run_usage(FILE *out)
@@ -65,6 +66,7 @@ static void run_usage(FILE *out)
             "      --special          print control tokens as text\n"
             "\n"
             "engine:\n"
+            "      --device D         cpu (default), cuda (GPU 0) or cuda:N (needs a CUDA build)\n"
             "  -t, --threads N        worker threads (default: physical cores)\n"
             "  -c, --ctx N            context capacity in tokens (default: prompt + n-predict, at least 512)\n"
             "  -b, --ubatch N         prefill chunk size in tokens (default 512)\n"
@@ -169,6 +171,9 @@ static int parse_args(int argc, char **argv, run_opts *o)
             unsigned long long s = strtoull(v, &end, 10);
             if (errno || end == v || *end) return die("bad seed '%s'", v);
             o->sp.seed = s;
+        } else if (IS("--device")) {
+            NEED_VALUE();
+            if (cli_device_option(CLI_OPT_DEVICE, v, &o->device, &o->gpu, "wick run") != 1) return 1;
         } else if (IS("--kv-type")) {
             NEED_VALUE();
             if (cli_kv_type_option(CLI_OPT_KV_TYPE, v, &o->kv_type, "wick run") != 1) return 1;
@@ -349,6 +354,8 @@ int cmd_run(int argc, char **argv)
     eo.n_threads = o.n_threads;
     eo.policy = o.policy;
     eo.kv_type = o.kv_type;
+    eo.device = o.device;
+    eo.gpu = o.gpu;
     int64_t need = (int64_t)n_prompt + o.n_predict;
     eo.n_ctx = o.n_ctx ? o.n_ctx : (int32_t)(need > 512 ? need : 512);
     if (need > eo.n_ctx) {
@@ -441,8 +448,13 @@ int cmd_run(int argc, char **argv)
 
     /* decode steps: every generated token but the last was fed back */
     int32_t n_decoded = n_gen > 0 ? n_gen - 1 : 0;
-    fprintf(stderr, "\nmodel:     %s (%s, %u layers, %d threads), loaded in %.0f ms\n", o.model_path,
-            model_arch_name(m->arch), m->hp.n_layer, eng_ctx_options(ctx)->n_threads, t_load);
+    char where[32];
+    if (o.device == ENG_DEVICE_CUDA)
+        snprintf(where, sizeof where, "cuda:%d", (int)o.gpu);
+    else
+        snprintf(where, sizeof where, "%d threads", (int)eng_ctx_options(ctx)->n_threads);
+    fprintf(stderr, "\nmodel:     %s (%s, %u layers, %s), loaded in %.0f ms\n", o.model_path,
+            model_arch_name(m->arch), m->hp.n_layer, where, t_load);
     fprintf(stderr, "prompt:    %d tokens in %.1f ms (%.1f tok/s)\n", n_prompt, prefill_ms,
             prefill_ms > 0 ? n_prompt * 1000.0 / prefill_ms : 0.0);
     fprintf(stderr, "generated: %d tokens, %d decode steps in %.1f ms (%.1f tok/s)\n", n_gen, n_decoded, decode_ms,

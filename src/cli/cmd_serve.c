@@ -48,6 +48,7 @@ static void usage(FILE *out)
             "      --api-key KEY       require 'Authorization: Bearer KEY' on every route\n"
             "                          but /health and the monitor page (env WICK_API_KEY)\n"
             "  -t, --threads N         compute threads (default: physical cores)\n"
+            "      --device D          cpu (default), cuda (GPU 0) or cuda:N (needs a CUDA build)\n"
             "  -c, --ctx N             context length in tokens (default: model's, <= 8192)\n"
             "      --chat-template NAME  override the GGUF's chat template (%s)\n"
             "      --max-queue N       requests allowed to wait (default 64)\n"
@@ -175,7 +176,7 @@ int cmd_serve(int argc, char **argv)
         {"cache-mem", required_argument, 0, O_CMEM}, {"cache-slots", required_argument, 0, O_CSLOTS},
         {"cache-dir", required_argument, 0, O_CDIR}, {"cache-disk", required_argument, 0, O_CDISK},
         {"no-cache-checkpoints", no_argument, 0, O_NOCK}, CLI_POLICY_LONG_OPTIONS, CLI_KV_TYPE_OPTION,
-        {"verbose", no_argument, 0, 'v'},       {"help", no_argument, 0, 'h'},
+        CLI_DEVICE_OPTION,                      {"verbose", no_argument, 0, 'v'},       {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     srv_config sc;
     srv_config_default(&sc);
@@ -254,6 +255,11 @@ int cmd_serve(int argc, char **argv)
             int32_t kv = ec.kv_type;
             int pr = cli_policy_option(c, optarg, &ec.policy, "wick serve");
             if (pr == 0 && (pr = cli_kv_type_option(c, optarg, &kv, "wick serve")) == 1) ec.kv_type = kv;
+            int32_t dev = ec.device, gpu = ec.gpu;
+            if (pr == 0 && (pr = cli_device_option(c, optarg, &dev, &gpu, "wick serve")) == 1) {
+                ec.device = dev;
+                ec.gpu = gpu;
+            }
             if (pr <= 0) {
                 if (pr == 0) usage(stderr);
                 return 2;

@@ -4,6 +4,9 @@
 #include <xxhash.h>
 
 #include "engine/engine_impl.h"
+#ifdef WICK_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 
 void eng_options_default(eng_options *o)
 {
@@ -11,6 +14,49 @@ void eng_options_default(eng_options *o)
     o->n_threads = 0;
     o->n_ctx = 4096;
     o->n_ubatch = 512;
+    o->device = ENG_DEVICE_CPU;
+    o->gpu = 0;
+}
+
+bool eng_have_cuda(void)
+{
+#ifdef WICK_HAVE_CUDA
+    return true;
+#else
+    return false;
+#endif
+}
+
+const char *eng_device_name(int32_t device) { return device == ENG_DEVICE_CUDA ? "cuda" : "cpu"; }
+
+static int no_cuda(wk_error *err)
+{
+    return wk_fail(err, WK_EUNSUPPORTED,
+                   "this wick was built without CUDA (--device cuda); rebuild with cmake -DWICK_CUDA=ON on a "
+                   "machine with the CUDA toolkit, or use --device cpu");
+}
+
+int eng_device_parse(const char *s, int32_t *device, int32_t *gpu, wk_error *err)
+{
+    if (!s) return wk_fail(err, WK_EINVAL, "--device: missing value (cpu or cuda)");
+    if (!strcmp(s, "cpu")) {
+        *device = ENG_DEVICE_CPU;
+        *gpu = 0;
+        return 0;
+    }
+    if (strncmp(s, "cuda", 4) || (s[4] && s[4] != ':'))
+        return wk_fail(err, WK_EINVAL, "--device: unknown device '%s' (cpu, cuda or cuda:N)", s);
+    long n = 0;
+    if (s[4] == ':') {
+        char *end = NULL;
+        n = strtol(s + 5, &end, 10);
+        if (end == s + 5 || *end || n < 0 || n > 255)
+            return wk_fail(err, WK_EINVAL, "--device: bad GPU number in '%s' (cuda:N, N >= 0)", s);
+    }
+    if (!eng_have_cuda()) return no_cuda(err);
+    *device = ENG_DEVICE_CUDA;
+    *gpu = (int32_t)n;
+    return 0;
 }
 
 void eng_policy_approx_default(be_attn_policy *p)
@@ -57,8 +103,21 @@ int eng_ctx_new(eng_ctx **out, const model *m, const eng_options *o, wk_error *e
         return wk_fail(err, WK_EINVAL, "context: a Q8_0 KV cache needs head dims divisible by 32 (model has %u, %u)",
                        m->hp.d_k, m->hp.d_v);
     }
+    if (opt.device != ENG_DEVICE_CPU && opt.device != ENG_DEVICE_CUDA) {
+        free(c);
+        return wk_fail(err, WK_EINVAL, "context: unknown device %d", opt.device);
+    }
     c->policy_fp = eng_ctx_fingerprint(c);
-    int rc = be_cpu_new(&c->be, opt.n_threads, err);
+    int rc;
+    if (opt.device == ENG_DEVICE_CUDA) {
+#ifdef WICK_HAVE_CUDA
+        rc = be_cuda_new(&c->be, opt.gpu, err);
+#else
+        rc = no_cuda(err);
+#endif
+    } else {
+        rc = be_cpu_new(&c->be, opt.n_threads, err);
+    }
     if (rc) goto fail;
     c->opt.n_threads = be_cpu_threads(c->be);
     rc = model_prepare(&c->prepared, m, c->be, err);
@@ -178,6 +237,10 @@ static int prefill_run(eng_ctx *c, eng_seq *s, const int32_t *tokens, int32_t n,
         be_attn_policy call_policy;
         const be_attn_policy *pol = decode ? NULL : chunk_policy(&c->opt.policy, span0, span1, pos, nt, &call_policy);
         int rc = model_forward(c->m, c->be, c->scratch, &s->st, tokens + done, nt, mode, dst, pol, err);
+#ifdef WICK_HAVE_CUDA
+        /* the CUDA backend's void ops (norms, copies) keep their first error */
+        if (!rc && c->opt.device == ENG_DEVICE_CUDA) rc = be_cuda_status(c->be, err);
+#endif
         if (rc) return rc;
         memcpy(s->tokens + pos, tokens + done, sizeof(int32_t) * (size_t)nt);
         done += nt;

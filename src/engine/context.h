@@ -24,19 +24,41 @@
 typedef struct eng_seq eng_seq;
 typedef struct eng_ctx eng_ctx;
 
+/* Where a context runs its forward passes. */
+enum eng_device {
+    ENG_DEVICE_CPU = 0,  /* the CPU backend (default) */
+    ENG_DEVICE_CUDA = 1, /* the CUDA backend on GPU eng_options.gpu (builds with WICK_HAVE_CUDA) */
+};
+
 typedef struct eng_options {
-    int32_t n_threads;        /* <= 0: physical cores */
+    int32_t device;           /* enum eng_device (default CPU) */
+    int32_t gpu;              /* CUDA device ordinal (default 0) */
+    int32_t n_threads;        /* <= 0: physical cores (CPU device) */
     int32_t n_ctx;            /* default capacity for new sequences (positions) */
     int32_t n_ubatch;         /* tokens per forward chunk in prefill (default 512) */
     be_attn_policy policy;    /* attention policy (default dense) */
     int32_t kv_type;          /* enum be_kv_type of new sequences' KV cache (default F16) */
 } eng_options;
 
-/* n_threads 0, n_ctx 4096 (capped to the model's training context), n_ubatch 512, dense. */
+/* CPU, n_threads 0, n_ctx 4096 (capped to the model's training context), n_ubatch 512, dense. */
 void eng_options_default(eng_options *o);
 
-/* Creates a context over a loaded model (borrowed: must outlive the context).
- * Errors: WK_ENOMEM, WK_EINVAL for nonsense options. */
+/* Parses a --device value: "cpu", "cuda" or "cuda:N" (GPU N) into *device
+ * and *gpu. WK_EINVAL naming the value for anything else; WK_EUNSUPPORTED
+ * ("this wick was built without CUDA") for cuda in a build without it. */
+int eng_device_parse(const char *s, int32_t *device, int32_t *gpu, wk_error *err);
+
+/* "cpu" or "cuda" (for messages and reports). */
+const char *eng_device_name(int32_t device);
+
+/* Whether this build has the CUDA backend. */
+bool eng_have_cuda(void);
+
+/* Creates a context over a loaded model (borrowed: must outlive the context)
+ * on the options' device (CUDA: weights are uploaded here, activations and
+ * the sequences' KV/recurrent state live in GPU memory).
+ * Errors: WK_ENOMEM, WK_EINVAL for nonsense options, WK_EUNSUPPORTED for
+ * CUDA in a build without it, WK_EIO when no GPU can be used. */
 int eng_ctx_new(eng_ctx **out, const model *m, const eng_options *o, wk_error *err);
 void eng_ctx_free(eng_ctx *c);
 

@@ -94,7 +94,12 @@ static void zero_recurrent(eng_seq *s)
         be_from_host(s->ctx->be, s->rec_mem, z, s->rec_floats * sizeof(float));
         free(z);
     } else {
-        memset(s->rec_mem, 0, s->rec_floats * sizeof(float)); /* CPU memory; last resort */
+        /* no memory for one buffer: zero through a small one (rec_mem may be GPU memory) */
+        float zb[1024] = {0};
+        for (size_t i = 0; i < s->rec_floats; i += 1024) {
+            size_t n = s->rec_floats - i < 1024 ? s->rec_floats - i : 1024;
+            be_from_host(s->ctx->be, s->rec_mem + i, zb, n * sizeof(float));
+        }
     }
 }
 

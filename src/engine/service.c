@@ -223,6 +223,8 @@ static int load_model(eng_service *svc, wk_error *err)
     o.n_threads = svc->cfg.n_threads;
     o.policy = svc->cfg.policy;
     o.kv_type = svc->cfg.kv_type;
+    o.device = svc->cfg.device;
+    o.gpu = svc->cfg.gpu;
     uint32_t train = svc->model->hp.n_ctx_train ? svc->model->hp.n_ctx_train : 4096;
     /* Default context: the model's, capped at 8192 to keep KV memory modest. */
     o.n_ctx = svc->cfg.n_ctx > 0 ? svc->cfg.n_ctx : (int32_t)(train < 8192 ? train : 8192);

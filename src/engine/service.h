@@ -191,6 +191,8 @@ typedef struct eng_service_config {
     void *store_user;
     be_attn_policy policy;        /* default attention policy (zeroed: dense); requests may override */
     int kv_type;                  /* enum be_kv_type of the KV cache (0: F16) */
+    int device;                   /* enum eng_device (0: CPU) */
+    int gpu;                      /* CUDA device ordinal */
 } eng_service_config;
 
 /* Loads the model and starts the engine thread. On failure returns a

@@ -60,6 +60,11 @@ int model_scratch_new(model_scratch **out, const model *m, be_backend *be, int32
         {(void **)&s->pos, T * 4},
         {(void **)&s->logits, (size_t)s->logit_rows * hp->n_vocab * 4},
     };
+    s->pos_host = malloc(T * sizeof(int32_t));
+    if (!s->pos_host) {
+        free(s);
+        return wk_fail(err, WK_ENOMEM, "out of memory");
+    }
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
         *bufs[i].p = be_alloc(be, bufs[i].bytes);
         if (!*bufs[i].p) {
@@ -80,6 +85,7 @@ void model_scratch_free(model_scratch *s)
                     s->moe_out, s->sh_gate, s->rope_cs, s->tokens,   s->pos,      s->logits};
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++)
         if (ptrs[i]) be_release(s->be, ptrs[i]);
+    free(s->pos_host);
     free(s);
 }
 
@@ -89,7 +95,9 @@ int32_t model_scratch_max_tokens(const model_scratch *s) { return s->max_t; }
 
 int model_embed(const model *m, be_backend *be, model_scratch *s, int32_t n_t, int32_t pos0, wk_error *err)
 {
-    for (int32_t t = 0; t < n_t; t++) s->pos[t] = pos0 + t;
+    /* s->pos is backend memory (a GPU's): fill the host mirror, then copy */
+    for (int32_t t = 0; t < n_t; t++) s->pos_host[t] = pos0 + t;
+    be_from_host(be, s->pos, s->pos_host, sizeof(int32_t) * (size_t)n_t);
     be_rope_cache(be, s->rope_cs, s->pos, n_t, &m->hp.rope);
     return be_get_rows(be, &m->tok_embd, s->tokens, n_t, s->x, err);
 }
@@ -176,7 +184,7 @@ int model_forward(const model *m, be_backend *be, model_scratch *s, model_state 
         if (tokens[t] < 0 || (uint32_t)tokens[t] >= m->hp.n_vocab)
             return wk_fail(err, WK_EINVAL, "token id %d at index %d outside the vocabulary (%u)", tokens[t], t,
                            m->hp.n_vocab);
-    memcpy(s->tokens, tokens, sizeof(int32_t) * (size_t)n_t);
+    be_from_host(be, s->tokens, tokens, sizeof(int32_t) * (size_t)n_t); /* s->tokens is backend memory */
     int rc;
     switch (m->arch) {
     case MODEL_ARCH_LLAMA:

@@ -21,12 +21,13 @@ struct model_scratch {
     float *z, *gdn_o;     /* DeltaNet gate and scan output [T][value_dim] */
     float *alpha, *beta;  /* [T][H_v] */
     float *router;        /* [T][n_expert] */
-    int32_t *expert_ids;  /* [T][k] (host-visible) */
+    int32_t *expert_ids;  /* [T][k] (written by be_moe_route) */
     float *expert_w;      /* [T][k] */
     float *moe_out;       /* [T][n_embd] */
     float *sh_gate;       /* [T] */
     float *rope_cs;       /* [T][n_rot] */
-    int32_t *tokens, *pos; /* [T] */
+    int32_t *tokens, *pos; /* [T] backend memory, filled through be_from_host */
+    int32_t *pos_host;    /* [T] host memory: positions are written here, then copied to pos */
     float *logits;        /* [logit_rows][n_vocab] */
     int32_t logit_rows;
 };

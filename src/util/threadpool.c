@@ -8,10 +8,24 @@
 #include <string.h>
 #include <unistd.h>
 
-/* How many polls a worker spins before sleeping: long enough to bridge the gap
- * between consecutive ops of one forward pass, short enough not to burn a core
- * while the server idles. */
-#define SPIN_POLLS 200000
+/* Waiting is staged: PAUSE_POLLS polls with the pause instruction (bridges the
+ * microseconds between consecutive ops of one forward pass), then polls that
+ * yield the core (when the machine is oversubscribed the thread we wait for
+ * may need this core to run at all), then sleep on a condition variable after
+ * SPIN_POLLS so an idle server burns nothing. */
+#define PAUSE_POLLS 2000
+#define SPIN_POLLS 20000
+
+static inline void spin_wait(int polls)
+{
+    if (polls < PAUSE_POLLS) {
+#if defined(__x86_64__)
+        __builtin_ia32_pause();
+#endif
+    } else {
+        sched_yield();
+    }
+}
 
 struct wk_pool {
     int n;
@@ -44,9 +58,7 @@ static void *worker_main(void *p)
         int spins = 0;
         while ((gen = atomic_load_explicit(&pool->generation, memory_order_acquire)) == seen) {
             if (++spins < SPIN_POLLS) {
-#if defined(__x86_64__)
-                __builtin_ia32_pause();
-#endif
+                spin_wait(spins);
                 continue;
             }
             pthread_mutex_lock(&pool->lock);
@@ -168,9 +180,7 @@ void wk_pool_run(wk_pool *pool, wk_pool_fn fn, void *ctx)
     int spins = 0;
     while (atomic_load_explicit(&pool->remaining, memory_order_acquire) > 0) {
         if (++spins < SPIN_POLLS) {
-#if defined(__x86_64__)
-            __builtin_ia32_pause();
-#endif
+            spin_wait(spins);
             continue;
         }
         pthread_mutex_lock(&pool->lock);

@@ -206,11 +206,6 @@ int main(int argc, char **argv)
     memset(&r, 0, sizeof r);
     r.m = m;
     if (be_cuda_new(&r.be, 0, &err) || model_scratch_new(&r.s, m, r.be, CHUNK, &err)) goto fail;
-    /* forward.c writes tokens/pos from the host: host memory for those two */
-    be_release(r.be, r.s->tokens);
-    be_release(r.be, r.s->pos);
-    cudaMallocHost((void **)&r.s->tokens, CHUNK * 4);
-    cudaMallocHost((void **)&r.s->pos, CHUNK * 4);
     const int32_t n_ctx = depth + CHUNK + 256;
     model_layer_state *ls = calloc(n_layer, sizeof *ls);
     const size_t hs = (size_t)n_ctx * 256, per_cache = hs * hp->n_head_kv;

@@ -111,16 +111,6 @@ static int run_case(const char *dir, const gcase *c, const model *m, be_backend 
     seq q;
     int rc = model_scratch_new(&s, m, be, 64, err);
     if (rc) return rc;
-    int32_t *host_tokens = NULL, *host_pos = NULL;
-    if (is_cuda) {
-        /* forward.c writes s->tokens and s->pos from the host; give it host
-         * memory for those two (the backend stages host int arrays) */
-        if (cudaMallocHost((void **)&host_tokens, 64 * 4) || cudaMallocHost((void **)&host_pos, 64 * 4)) return -1;
-        be_release(be, s->tokens);
-        be_release(be, s->pos);
-        s->tokens = host_tokens;
-        s->pos = host_pos;
-    }
     if (seq_new(&q, m, be, 128)) return wk_fail(err, WK_ENOMEM, "state");
     float *logits = malloc(sizeof(float) * V * 64);
     rc = model_forward(m, be, s, &q.st, c->tokens, c->n_tokens, MODEL_LOGITS_ALL, logits, NULL, err);
@@ -138,13 +128,7 @@ static int run_case(const char *dir, const gcase *c, const model *m, be_backend 
     (void)dir;
     free(logits);
     seq_free(&q, be);
-    if (is_cuda) {
-        s->tokens = NULL;
-        s->pos = NULL;
-    }
     model_scratch_free(s);
-    if (host_tokens) cudaFreeHost(host_tokens);
-    if (host_pos) cudaFreeHost(host_pos);
     return rc;
 }
 

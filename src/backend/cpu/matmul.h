@@ -6,12 +6,14 @@
  * Q8_K / F16 / BF16 / F32, see quant/quant.h) exactly like llama.cpp's CPU
  * backend, then multiplied block by block with integer dot products.
  *
- * Work runs on a wk_pool (NULL = the calling thread only). N <= a few rows
- * (decode) splits the output rows M over the threads and streams W once;
- * larger N (prefill) tiles W so each tile is reused across many X rows.
- * Results do not depend on the thread count (each Y element is the same
- * block-by-block sum whatever the split); different N may take different
- * kernels (decode, AVX-512 tiles, AMX tiles), equal up to F32 rounding.
+ * Work runs on a wk_pool (NULL = the calling thread only). N < 8 (decode,
+ * drafts): the output rows M are split over the threads and W is streamed
+ * once, several rows side by side. N >= 8 (prefill) on AVX-512 CPUs: W is
+ * unpacked 16 rows at a time into int8 panels that are reused for all X rows
+ * (AMX int8 tiles where available, else AVX-512 VNNI); other CPUs/types use
+ * tiles of 32 W rows × 64 X rows. Results do not depend on the thread count
+ * (each Y element is the same block-by-block sum whatever the split);
+ * different N may take different kernels, equal up to F32 rounding.
  * Environment: WICK_ISA caps the ISA (util/cpu.h); WICK_NO_AMX=1 disables
  * the AMX int8 path (for comparisons). */
 #ifndef WICK_BACKEND_CPU_MATMUL_H

@@ -33,7 +33,7 @@ static inline __m256i dp_i8(__m256i x, __m256i y)
     return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
 }
 
-/* ---- Q8_0 / Q4_0 / IQ4_NL × Q8_0 ------------------------------------------ */
+/* ---- Q8_0 / Q4_0 / IQ4_NL / Q5_0 × Q8_0 ------------------------------------------ */
 
 /* Block codes of weight type T as signed bytes. */
 static inline __m256i codes_q8_0(const uint8_t *blk) { return _mm256_loadu_si256((const __m256i *)(blk + 2)); }
@@ -47,6 +47,19 @@ static inline __m256i codes_iq4_nl(const uint8_t *blk)
 {
     const __m256i book = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)k_iq4nl_values));
     return _mm256_shuffle_epi8(book, nibbles32(blk + 2));
+}
+
+static inline __m256i codes_q5_0(const uint8_t *blk)
+{
+    /* byte l of the 32 takes qh byte l/8, then tests bit l%8 → 0x10 */
+    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3,
+                                            3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    uint32_t qh;
+    memcpy(&qh, blk + 2, 4);
+    __m256i hb = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), spread);
+    hb = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb, bit), bit), _mm256_set1_epi8(0x10));
+    return _mm256_sub_epi8(_mm256_or_si256(nibbles32(blk + 6), hb), _mm256_set1_epi8(16));
 }
 
 #define DEFINE_GEMM_32(NAME, BLOCK_BYTES, CODES)                                                                  \
@@ -82,6 +95,7 @@ static inline __m256i codes_iq4_nl(const uint8_t *blk)
 DEFINE_GEMM_32(gemm_q8_0, 34, codes_q8_0)
 DEFINE_GEMM_32(gemm_q4_0, 18, codes_q4_0)
 DEFINE_GEMM_32(gemm_iq4_nl, 18, codes_iq4_nl)
+DEFINE_GEMM_32(gemm_q5_0, 22, codes_q5_0)
 
 /* ---- K-quants × Q8_K --------------------------------------------------------- */
 
@@ -251,6 +265,7 @@ cpu_gemm_fn cpu_gemm_decode_avx512(enum qt_type type)
     case QT_Q8_0: return gemm_q8_0;
     case QT_Q4_0: return gemm_q4_0;
     case QT_IQ4_NL: return gemm_iq4_nl;
+    case QT_Q5_0: return gemm_q5_0;
     case QT_Q4_K: return gemm_q4_K;
     case QT_Q5_K: return gemm_q5_K;
     case QT_Q6_K: return gemm_q6_K;

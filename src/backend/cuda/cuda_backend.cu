@@ -587,6 +587,39 @@ static void cb_add_scaled_sigmoid(be_backend *be, float *y, const float *x, cons
     keep_launch(b, cuda_add_scaled_sigmoid(&b->ctx, y, x, s, n_rows, n), "add_scaled_sigmoid");
 }
 
+/* Uploads a weight at load time (instead of on its first matmul) so that a
+ * model that does not fit fails at load, with the weight's name. w->prep
+ * stays NULL: the device copy is found by w->data like any other. */
+static int cb_prepare_weight(be_backend *be, be_weight *w, wk_error *err)
+{
+    cuda_be *b = cb_of(be);
+    if (take_error(b, err)) return err->code;
+    if (!w->data) return 0;
+    return dev_weight(b, w, err) ? 0 : (err->code ? err->code : WK_EIO);
+}
+
+/* Frees the device copy of w (if any) and removes it from the table
+ * (linear probing: the rest of its cluster is put back). */
+static void cb_release_weight(be_backend *be, be_weight *w)
+{
+    cuda_be *b = cb_of(be);
+    if (!w->data || !b->cap_weights) return;
+    size_t mask = b->cap_weights - 1, h = ptr_hash(w->data, b->cap_weights);
+    while (b->weights[h].host && b->weights[h].host != w->data) h = (h + 1) & mask;
+    if (!b->weights[h].host) return;
+    cudaStreamSynchronize(b->ctx.stream); /* no kernel may still read it */
+    cuda_qw_free(&b->weights[h].w);
+    b->weights[h].host = NULL;
+    b->n_weights--;
+    for (size_t i = (h + 1) & mask; b->weights[i].host; i = (i + 1) & mask) {
+        weight_ent e = b->weights[i];
+        b->weights[i].host = NULL;
+        size_t j = ptr_hash(e.host, b->cap_weights);
+        while (b->weights[j].host) j = (j + 1) & mask;
+        b->weights[j] = e;
+    }
+}
+
 static void cb_free(be_backend *be)
 {
     cuda_be *b = cb_of(be);
@@ -615,6 +648,8 @@ static be_ops make_ops(void)
     o.release = cb_release;
     o.to_host = cb_to_host;
     o.from_host = cb_from_host;
+    o.prepare_weight = cb_prepare_weight;
+    o.release_weight = cb_release_weight;
     o.matmul = cb_matmul;
     o.get_rows = cb_get_rows;
     o.rms_norm = cb_rms_norm;
