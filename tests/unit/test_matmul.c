@@ -228,6 +228,36 @@ static void test_gather_computes_only_the_listed_rows(void **state)
     wk_pool_free(pool);
 }
 
+/* The AMX and AVX-512 VNNI panel kernels form the same exact integer block
+ * sums and apply the same F32 operations in the same order: their results
+ * must agree bit for bit (on CPUs without AMX both runs take VNNI). */
+static void test_amx_and_vnni_panel_kernels_agree_bit_for_bit(void **state)
+{
+    (void)state;
+    uint64_t seed = 31;
+    wk_pool *pool = wk_pool_new(2);
+    for (size_t t = 0; t < N_TYPES; t++) {
+        if (qt_traits_of(k_types[t])->block_elems == 1) continue; /* no panel path */
+        int64_t k = 512, m = 50, n = 40;
+        test_weight w = make_weight(k_types[t], m, k, 0, &seed);
+        cpu_weight cw = cpu_weight_view(w.type, w.w, m, k, w.row_bytes);
+        float *x = random_acts(n, k, &seed);
+        float *ya = malloc((size_t)(n * m) * sizeof(float)), *yv = malloc((size_t)(n * m) * sizeof(float));
+        wk_error err = {0};
+        assert_int_equal(cpu_matmul(pool, &cw, x, k, n, ya, m, NULL, &err), 0);
+        setenv("WICK_NO_AMX", "1", 1);
+        assert_int_equal(cpu_matmul(pool, &cw, x, k, n, yv, m, NULL, &err), 0);
+        unsetenv("WICK_NO_AMX");
+        if (memcmp(ya, yv, (size_t)(n * m) * sizeof(float)) != 0)
+            fail_msg("%s: AMX and VNNI results differ", qt_traits_of(k_types[t])->name);
+        free(ya);
+        free(yv);
+        free(x);
+        free_weight(&w);
+    }
+    wk_pool_free(pool);
+}
+
 static void test_matmul_rejects_bad_weights(void **state)
 {
     (void)state;
@@ -251,6 +281,7 @@ int main(void)
         cmocka_unit_test(test_matmul_without_amx_matches_dequantized_reference),
         cmocka_unit_test(test_prepared_weight_gives_the_same_results_as_the_plain_view),
         cmocka_unit_test(test_gather_computes_only_the_listed_rows),
+        cmocka_unit_test(test_amx_and_vnni_panel_kernels_agree_bit_for_bit),
         cmocka_unit_test(test_matmul_rejects_bad_weights),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
