@@ -121,7 +121,7 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); p
 "$WICK_BIN" serve -m "$M" --host 127.0.0.1 --port "$port" -t 2 --ctx 2048 --kv-type q8_0 \
     --attn-policy approx --attn-global 8 --attn-window 16 2>"$tmp/server.log" &
 server_pid=$!
-trap 'kill $server_pid 2>/dev/null; rm -rf "$tmp"' EXIT
+trap 'kill $server_pid 2>/dev/null || true; rm -rf "$tmp"' EXIT
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.2; done
 U="http://127.0.0.1:$port"
 "$WICK_BIN" eval paired --url "$U" -q --ctx 300 --samples 1 --max-tokens 6 --attn-global 4096 --attn-window 4096 \

@@ -16,7 +16,9 @@
 
 #include "backend/backend.h"
 #include "testutil.h"
+#include "backend/cpu/cpu_backend.h"
 #include "quant/quant.h"
+#include "util/cpu.h"
 #include "util/f16.h"
 
 /* Kernel tiles (cpu_attention.c): queries per work item, keys per tile. The
@@ -426,6 +428,27 @@ static void test_q8_0_store_writes_ggml_blocks(void **state)
     be_free(be);
 }
 
+/* The AVX2 row decoder against the scalar one (kernels come in pairs). */
+static void test_q8_0_row_decoders_agree(void **state)
+{
+    (void)state;
+    const wk_cpu_features *f = wk_cpu();
+    if (!f->avx2 || !f->f16c) skip();
+    be_backend *be = new_backend(1);
+    const int32_t d = 256;
+    float x[256], a[256], b[256];
+    uint16_t row[136];
+    uint64_t s = 5;
+    for (int rep = 0; rep < 50; rep++) {
+        for (int i = 0; i < d; i++) x[i] = test_rand_normal(&s) * (float)(1 + rep % 9) * (i < 32 ? 0.0f : 1.0f);
+        be_kv_store_typed(be, BE_KV_Q8_0, row, 136, 0, x, (size_t)d, 1, 1, d);
+        cpu_kv_row_q8_0_to_f32_scalar(a, row, d);
+        cpu_kv_row_q8_0_to_f32_avx2(b, row, d);
+        assert_memory_equal(a, b, sizeof a);
+    }
+    be_free(be);
+}
+
 static int teardown_store(void **state)
 {
     (void)state;
@@ -445,6 +468,7 @@ int main(void)
         cmocka_unit_test(test_visited_tiles_fall_with_the_window),
         cmocka_unit_test(test_q8_0_cache_matches_reference_on_rounded_kv),
         cmocka_unit_test(test_q8_0_store_writes_ggml_blocks),
+        cmocka_unit_test(test_q8_0_row_decoders_agree),
     };
     return cmocka_run_group_tests(tests, NULL, teardown_store);
 }

@@ -111,6 +111,37 @@ static void test_vector_kernels_match_scalar(void **state)
     }
 }
 
+static void test_gdn_step_kernel_matches_scalar(void **state)
+{
+    (void)state;
+    const cpu_vec_fns *v = cpu_vec_select(2);
+    const int dk = 32, dv = 128;
+    float *S1 = randv((size_t)dk * dv, 0.2f), *S2 = malloc(sizeof(float) * dk * dv);
+    float *q = randv(dk, 0.3f), *k = randv(dk, 0.3f), *vv = randv(dv, 1), o1[128], o2[128];
+    memcpy(S2, S1, sizeof(float) * dk * dv);
+    for (int step = 0; step < 5; step++) {
+        v->gdn_step(S1, dk, dv, q, k, vv, 0.9f, 0.6f, o1);
+        cpu_vec_scalar.gdn_step(S2, dk, dv, q, k, vv, 0.9f, 0.6f, o2);
+    }
+    assert_true(max_diff(S1, S2, (size_t)dk * dv) < 1e-5);
+    assert_true(max_diff(o1, o2, dv) < 1e-5);
+    float *x = randv(100, 3), y1[100], y2[100];
+    v->silu(y1, x, 100);
+    cpu_vec_scalar.silu(y2, x, 100);
+    assert_true(max_diff(y1, y2, 100) < 1e-6);
+    memcpy(y1, x, sizeof y1);
+    memcpy(y2, x, sizeof y2);
+    v->mul_add(y1, q, k, 32);
+    cpu_vec_scalar.mul_add(y2, q, k, 32);
+    assert_true(max_diff(y1, y2, 32) < 1e-6);
+    free(S1);
+    free(S2);
+    free(q);
+    free(k);
+    free(vv);
+    free(x);
+}
+
 static void test_attention_tile_kernels_match_scalar(void **state)
 {
     (void)state;
@@ -437,7 +468,7 @@ static void test_gdn_sequential_and_chunked_match_naive(void **state)
 {
     (void)state;
     be_backend *be = new_backend(2);
-    const int T = 150, Hk = 2, Hv = 4, dk = 32, dv = 48; /* 150: two full chunks of 64 and a partial one */
+    const int T = 150, Hk = 2, Hv = 4, dk = 32, dv = 64; /* 150: two full chunks of 64 and a partial one */
     const size_t qk_stride = (size_t)2 * Hk * dk + (size_t)Hv * dv;
     float *conv = randv((size_t)T * qk_stride, 1);
     float *alpha = randv((size_t)T * Hv, 1), *beta = randv((size_t)T * Hv, 1);
@@ -596,6 +627,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_vector_kernels_match_scalar),
         cmocka_unit_test(test_attention_tile_kernels_match_scalar),
+        cmocka_unit_test(test_gdn_step_kernel_matches_scalar),
         cmocka_unit_test(test_rms_norm_matches_naive),
         cmocka_unit_test(test_rope_variants_match_naive),
         cmocka_unit_test(test_elementwise_ops_match_naive),

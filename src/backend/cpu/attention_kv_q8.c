@@ -7,12 +7,20 @@
 #include <string.h>
 
 #include "backend/cpu/cpu_backend.h"
+#include "util/cpu.h"
 #include "util/f16.h"
 
 #define Q8_BLOCK 32
 #define Q8_BLOCK_BYTES 34
 
 void cpu_kv_row_q8_0_to_f32(float *dst, const uint16_t *src, int32_t d)
+{
+    const wk_cpu_features *f = wk_cpu();
+    if (f->avx2 && f->f16c) cpu_kv_row_q8_0_to_f32_avx2(dst, src, d);
+    else cpu_kv_row_q8_0_to_f32_scalar(dst, src, d);
+}
+
+void cpu_kv_row_q8_0_to_f32_scalar(float *dst, const uint16_t *src, int32_t d)
 {
     const uint8_t *b = (const uint8_t *)src;
     for (int32_t i = 0; i < d; i += Q8_BLOCK, b += Q8_BLOCK_BYTES) {

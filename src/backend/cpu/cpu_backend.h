@@ -59,7 +59,9 @@ int cpu_op_attention(be_backend *be, const be_attn_args *a, wk_error *err);
 /* Q8_0 KV cache (attention_kv_q8.c): store rows, and one row back to F32. */
 void cpu_op_kv_store_q8_0(be_backend *be, uint16_t *cache, size_t head_stride, int32_t pos0,
                           const float *x, size_t x_stride, int64_t n_t, int32_t n_head_kv, int32_t d);
-void cpu_kv_row_q8_0_to_f32(float *dst, const uint16_t *src, int32_t d);
+void cpu_kv_row_q8_0_to_f32(float *dst, const uint16_t *src, int32_t d); /* best for this CPU */
+void cpu_kv_row_q8_0_to_f32_scalar(float *dst, const uint16_t *src, int32_t d);
+void cpu_kv_row_q8_0_to_f32_avx2(float *dst, const uint16_t *src, int32_t d); /* attention_kv_q8_avx2.c */
 void cpu_op_ssm_conv(be_backend *be, float *y, size_t y_stride, const float *x, size_t x_stride,
                      int64_t n_t, int64_t n_ch, const float *w, int32_t k, float *state);
 int cpu_op_gdn(be_backend *be, const be_gdn_args *a, wk_error *err);

@@ -17,6 +17,7 @@ static inline float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); 
 /* ---- conv ----------------------------------------------------------------------- */
 
 typedef struct conv_job {
+    cpu_backend *cb;
     float *y;
     size_t y_stride;
     const float *x;
@@ -27,21 +28,53 @@ typedef struct conv_job {
     float *state;
 } conv_job;
 
+#define CONV_T_BLOCK 64 /* tokens per pass: bounds the per-worker window scratch */
+
+/* Channels [b, e) for every token, time-major so every inner loop runs over
+ * contiguous channels (taps transposed to [tap][channel] per slice). The
+ * window holds the K-1 previous inputs then a block of new ones. */
 static void conv_range(void *p, long b, long e, int worker)
+{
+    conv_job *j = p;
+    const cpu_vec_fns *vec = j->cb->vec;
+    const int32_t K = j->k;
+    const long nc = e - b;
+    float *wt = j->cb->work[worker].p;       /* [K][nc] */
+    float *win = wt + (size_t)K * nc;        /* [(K-1) + CONV_T_BLOCK][nc] */
+    for (int32_t kk = 0; kk < K; kk++)
+        for (long c = 0; c < nc; c++) wt[(size_t)kk * nc + c] = j->w[(b + c) * K + kk];
+    for (int32_t r = 0; r < K - 1; r++) memcpy(win + (size_t)r * nc, j->state + (size_t)r * j->n_ch + b, sizeof(float) * nc);
+    for (int64_t t0 = 0; t0 < j->n_t; t0 += CONV_T_BLOCK) {
+        int64_t nt = j->n_t - t0 < CONV_T_BLOCK ? j->n_t - t0 : CONV_T_BLOCK;
+        for (int64_t t = 0; t < nt; t++)
+            memcpy(win + (size_t)(K - 1 + t) * nc, j->x + (t0 + t) * j->x_stride + b, sizeof(float) * nc);
+        for (int64_t t = 0; t < nt; t++) {
+            float *y = j->y + (t0 + t) * j->y_stride + b;
+            memset(y, 0, sizeof(float) * nc);
+            for (int32_t kk = 0; kk < K; kk++) vec->mul_add(y, wt + (size_t)kk * nc, win + (size_t)(t + kk) * nc, (int)nc);
+            vec->silu(y, y, (int)nc);
+        }
+        /* the last K-1 rows of this block start the next window */
+        memmove(win, win + (size_t)nt * nc, sizeof(float) * (size_t)(K - 1) * nc);
+    }
+    for (int32_t r = 0; r < K - 1; r++) memcpy(j->state + (size_t)r * j->n_ch + b, win + (size_t)r * nc, sizeof(float) * nc);
+}
+
+/* Same result one channel at a time without scratch (used only if the scratch
+ * cannot be allocated). */
+static void conv_range_direct(void *p, long b, long e, int worker)
 {
     (void)worker;
     conv_job *j = p;
     const int32_t K = j->k;
     for (long ch = b; ch < e; ch++) {
         const float *w = j->w + ch * K;
-        /* window element i: i < K-1 → state row i, else input row i-(K-1) */
 #define WIN(i) ((i) < K - 1 ? j->state[(size_t)(i) * j->n_ch + ch] : j->x[(size_t)((i) - (K - 1)) * j->x_stride + ch])
         for (int64_t t = 0; t < j->n_t; t++) {
             float acc = 0.0f;
             for (int32_t kk = 0; kk < K; kk++) acc += w[kk] * WIN(t + kk);
             j->y[t * j->y_stride + ch] = silu(acc);
         }
-        /* new state = last K-1 window entries; ascending order never reads a slot already rewritten */
         for (int32_t r = 0; r < K - 1; r++) {
             float v = WIN(j->n_t + r);
             j->state[(size_t)r * j->n_ch + ch] = v;
@@ -53,8 +86,17 @@ static void conv_range(void *p, long b, long e, int worker)
 void cpu_op_ssm_conv(be_backend *be, float *y, size_t y_stride, const float *x, size_t x_stride,
                      int64_t n_t, int64_t n_ch, const float *w, int32_t k, float *state)
 {
-    conv_job j = {y, y_stride, x, x_stride, n_t, n_ch, w, k, state};
-    cpu_parallel_for(cpu_of(be), n_ch, 256, conv_range, &j);
+    cpu_backend *cb = cpu_of(be);
+    conv_job j = {cb, y, y_stride, x, x_stride, n_t, n_ch, w, k, state};
+    long slice = (long)(n_ch + cb->n_threads - 1) / cb->n_threads;
+    size_t need = (size_t)slice * (size_t)(2 * k - 1 + CONV_T_BLOCK);
+    for (int i = 0; i < cb->n_threads; i++)
+        /* worker 0 may get every channel when the op runs unsplit */
+        if (cpu_buf_reserve(&cb->work[i], i == 0 ? (size_t)n_ch * (size_t)(2 * k - 1 + CONV_T_BLOCK) : need)) {
+            cpu_parallel_for(cb, n_ch, 256, conv_range_direct, &j);
+            return;
+        }
+    cpu_parallel_for(cb, n_ch, 256, conv_range, &j);
 }
 
 /* ---- delta rule ---------------------------------------------------------------------- */
@@ -97,30 +139,17 @@ static void gdn_prep_range(void *p, long b, long e, int worker)
 /* Token-by-token recurrence for value head h (spec 8.5 step 6). */
 static void gdn_head_sequential(gdn_job *j, int32_t h, float *tmp)
 {
+    (void)tmp;
     const be_gdn_args *a = j->a;
-    const cpu_vec_fns *vec = j->vec;
     const int32_t d_k = a->d_k, d_v = a->d_v, ik = h % a->n_hk;
     float *S = a->state + (size_t)h * d_k * d_v;
-    float *ks = tmp, *delta = tmp + d_v;
     for (int32_t t = 0; t < a->n_t; t++) {
         const float *q = j->qn + ((size_t)t * a->n_hk + ik) * d_k;
         const float *k = j->kn + ((size_t)t * a->n_hk + ik) * d_k;
         const float *v = a->v + (size_t)t * a->v_stride + (size_t)h * d_v;
-        float decay = expf(j->g[(size_t)t * a->n_hv + h]);
-        float beta = j->beta[(size_t)t * a->n_hv + h];
-        /* ks = (decay·S)ᵀ k */
-        memset(ks, 0, sizeof(float) * d_v);
-        for (int32_t i = 0; i < d_k; i++) vec->axpy(ks, k[i], S + (size_t)i * d_v, d_v);
-        for (int32_t c = 0; c < d_v; c++) delta[c] = beta * (v[c] - decay * ks[c]);
-        /* S ← decay·S + k δᵀ;  o = Sᵀ q */
         float *o = a->out + (size_t)t * a->out_stride + (size_t)h * d_v;
-        memset(o, 0, sizeof(float) * d_v);
-        for (int32_t i = 0; i < d_k; i++) {
-            float *row = S + (size_t)i * d_v;
-            vec->scale(row, decay, d_v);
-            vec->axpy(row, k[i], delta, d_v);
-            vec->axpy(o, q[i], row, d_v);
-        }
+        j->vec->gdn_step(S, d_k, d_v, q, k, v, expf(j->g[(size_t)t * a->n_hv + h]),
+                         j->beta[(size_t)t * a->n_hv + h], o);
     }
 }
 

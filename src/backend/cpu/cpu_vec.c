@@ -56,6 +56,33 @@ static void swiglu_scalar(float *y, const float *g, const float *u, int n)
     for (int i = 0; i < n; i++) y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
+void cpu_mul_add_scalar(float *y, const float *a, const float *b, int n)
+{
+    for (int i = 0; i < n; i++) y[i] += a[i] * b[i];
+}
+
+void cpu_silu_scalar(float *y, const float *x, int n)
+{
+    for (int i = 0; i < n; i++) y[i] = x[i] / (1.0f + expf(-x[i]));
+}
+
+void cpu_gdn_step_scalar(float *S, int dk, int dv, const float *q, const float *k, const float *v, float decay,
+                         float beta, float *o)
+{
+    for (int c = 0; c < dv; c++) {
+        float ks = 0.0f;
+        for (int i = 0; i < dk; i++) ks += S[(size_t)i * dv + c] * k[i];
+        float delta = beta * (v[c] - decay * ks);
+        float oc = 0.0f;
+        for (int i = 0; i < dk; i++) {
+            float *e = S + (size_t)i * dv + c;
+            *e = *e * decay + k[i] * delta;
+            oc += *e * q[i];
+        }
+        o[c] = oc;
+    }
+}
+
 static double sumsq_scalar(const float *x, int n)
 {
     double s = 0.0;
@@ -125,7 +152,8 @@ void cpu_attn_pv_scalar(float *acc, const float *p, int nk, int rp, int n_rows, 
 /* These tables are immutable constants, not mutable state. */
 const cpu_vec_fns cpu_vec_scalar = {"scalar", dot_scalar, axpy_scalar, scale_scalar,
                                     f16_to_f32_scalar, f32_to_f16_scalar, axpy_h_scalar,
-                                    scale_h_scalar, round_h_scalar, swiglu_scalar, sumsq_scalar,
+                                    scale_h_scalar, round_h_scalar, swiglu_scalar, cpu_mul_add_scalar, cpu_silu_scalar,
+                                    cpu_gdn_step_scalar, sumsq_scalar,
                                     cpu_scale_mul_scalar, cpu_rope_neox_scalar,
                                     cpu_attn_qk_scalar,
                                     cpu_attn_softmax_scalar, cpu_attn_pv_scalar};

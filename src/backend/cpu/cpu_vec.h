@@ -24,6 +24,14 @@ typedef struct cpu_vec_fns {
     void (*round_h)(float *y, const float *x, int n);
     /* y[i] = SiLU(g[i])·u[i] (y may alias g or u) */
     void (*swiglu)(float *y, const float *g, const float *u, int n);
+    /* y[i] += a[i]·b[i] */
+    void (*mul_add)(float *y, const float *a, const float *b, int n);
+    /* y[i] = SiLU(x[i]) (y may alias x) */
+    void (*silu)(float *y, const float *x, int n);
+    /* One Gated DeltaNet step on a state S [dk][dv] (row = key dim):
+     * S ← decay·S + k·δᵀ with δ = β·(v − decay·Sᵀk), then o = Sᵀq (new S). */
+    void (*gdn_step)(float *S, int dk, int dv, const float *q, const float *k, const float *v, float decay,
+                     float beta, float *o);
     /* Σ x[i]² accumulated in double (RMSNorm, as ggml does) */
     double (*sumsq)(const float *x, int n);
     /* y[i] = (x[i]·s)·w[i] (w NULL: ones) */
@@ -49,6 +57,10 @@ typedef struct cpu_vec_fns {
 const cpu_vec_fns *cpu_vec_select(int max_level);
 
 /* Scalar kernels also used by the AVX2 table. */
+void cpu_silu_scalar(float *y, const float *x, int n);
+void cpu_mul_add_scalar(float *y, const float *a, const float *b, int n);
+void cpu_gdn_step_scalar(float *S, int dk, int dv, const float *q, const float *k, const float *v, float decay,
+                         float beta, float *o);
 void cpu_scale_mul_scalar(float *y, const float *x, float s, const float *w, int n);
 void cpu_rope_neox_scalar(float *x, const float *c, const float *s, int half);
 void cpu_attn_qk_scalar(float *st, const float *k, int nk, int d, const float *qt, int rp, float scale);

@@ -104,5 +104,5 @@ static double sumsq_avx2(const float *x, int n)
 
 const cpu_vec_fns cpu_vec_avx2 = {"avx2", dot_avx2, axpy_avx2, scale_avx2, f16_to_f32_avx2,
                                   f32_to_f16_avx2, axpy_h_avx2, scale_h_avx2, round_h_avx2,
-                                  swiglu_avx2, sumsq_avx2, cpu_scale_mul_scalar, cpu_rope_neox_scalar,
+                                  swiglu_avx2, cpu_mul_add_scalar, cpu_silu_scalar, cpu_gdn_step_scalar, sumsq_avx2, cpu_scale_mul_scalar, cpu_rope_neox_scalar,
                                   cpu_attn_qk_scalar, cpu_attn_softmax_scalar, cpu_attn_pv_scalar};

@@ -119,6 +119,66 @@ static void swiglu_avx512(float *y, const float *g, const float *u, int n)
     for (; i < n; i++) y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
+static void mul_add_avx512(float *y, const float *a, const float *b, int n)
+{
+    int i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(y + i, _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), _mm512_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] += a[i] * b[i];
+}
+
+static void silu_avx512(float *y, const float *x, int n)
+{
+    const __m512 one = _mm512_set1_ps(1.0f);
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 v = _mm512_loadu_ps(x + i);
+        _mm512_storeu_ps(y + i, _mm512_div_ps(v, _mm512_add_ps(one, exp512(_mm512_sub_ps(_mm512_setzero_ps(), v)))));
+    }
+    for (; i < n; i++) y[i] = x[i] / (1.0f + expf(-x[i]));
+}
+
+/* Columns of the state are independent in the delta rule: blocks of 64
+ * columns keep Sᵀk, δ and o in registers over both passes of the rows. */
+static void gdn_step_avx512(float *S, int dk, int dv, const float *q, const float *k, const float *v, float decay,
+                            float beta, float *o)
+{
+    if (dv % 64) {
+        cpu_gdn_step_scalar(S, dk, dv, q, k, v, decay, beta, o);
+        return;
+    }
+    const __m512 vd = _mm512_set1_ps(decay), vb = _mm512_set1_ps(beta);
+    for (int c = 0; c < dv; c += 64) {
+        __m512 ks[4], dl[4], oc[4];
+#pragma GCC unroll 4
+        for (int x = 0; x < 4; x++) ks[x] = _mm512_setzero_ps();
+        for (int i = 0; i < dk; i++) {
+            const float *row = S + (size_t)i * dv + c;
+            const __m512 ki = _mm512_set1_ps(k[i]);
+#pragma GCC unroll 4
+            for (int x = 0; x < 4; x++) ks[x] = _mm512_fmadd_ps(ki, _mm512_loadu_ps(row + 16 * x), ks[x]);
+        }
+#pragma GCC unroll 4
+        for (int x = 0; x < 4; x++) {
+            __m512 vv = _mm512_loadu_ps(v + c + 16 * x);
+            dl[x] = _mm512_mul_ps(vb, _mm512_fnmadd_ps(vd, ks[x], vv));
+            oc[x] = _mm512_setzero_ps();
+        }
+        for (int i = 0; i < dk; i++) {
+            float *row = S + (size_t)i * dv + c;
+            const __m512 ki = _mm512_set1_ps(k[i]), qi = _mm512_set1_ps(q[i]);
+#pragma GCC unroll 4
+            for (int x = 0; x < 4; x++) {
+                __m512 e = _mm512_fmadd_ps(ki, dl[x], _mm512_mul_ps(_mm512_loadu_ps(row + 16 * x), vd));
+                _mm512_storeu_ps(row + 16 * x, e);
+                oc[x] = _mm512_fmadd_ps(qi, e, oc[x]);
+            }
+        }
+#pragma GCC unroll 4
+        for (int x = 0; x < 4; x++) _mm512_storeu_ps(o + c + 16 * x, oc[x]);
+    }
+}
+
 /* products rounded to float (as ggml's scalar loop does), summed in double */
 static double sumsq_avx512(const float *x, int n)
 {
@@ -315,5 +375,5 @@ static void attn_pv_avx512(float *acc, const float *p, int nk, int rp, int n_row
 
 const cpu_vec_fns cpu_vec_avx512 = {"avx512", dot_avx512, axpy_avx512, scale_avx512,
                                     f16_to_f32_avx512, f32_to_f16_avx512, axpy_h_avx512, scale_h_avx512, round_h_avx512,
-                                    swiglu_avx512, sumsq_avx512, scale_mul_avx512,
+                                    swiglu_avx512, mul_add_avx512, silu_avx512, gdn_step_avx512, sumsq_avx512, scale_mul_avx512,
                                     rope_neox_avx512, attn_qk_avx512, attn_softmax_avx512, attn_pv_avx512};

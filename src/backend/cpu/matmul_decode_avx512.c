@@ -97,6 +97,58 @@ DEFINE_GEMM_32(gemm_q4_0, 18, codes_q4_0)
 DEFINE_GEMM_32(gemm_iq4_nl, 18, codes_iq4_nl)
 DEFINE_GEMM_32(gemm_q5_0, 22, codes_q5_0)
 
+/* ---- Q4_1 / Q5_1 × Q8_1: unsigned codes, + m·s per block ------------------- */
+
+static inline __m256i ucodes_q4_1(const uint8_t *blk) { return nibbles32(blk + 4); }
+
+static inline __m256i ucodes_q5_1(const uint8_t *blk)
+{
+    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3,
+                                            3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    uint32_t qh;
+    memcpy(&qh, blk + 4, 4);
+    __m256i hb = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), spread);
+    hb = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb, bit), bit), _mm256_set1_epi8(0x10));
+    return _mm256_or_si256(nibbles32(blk + 8), hb);
+}
+
+#define DEFINE_GEMM_32_MIN(NAME, BLOCK_BYTES, UCODES)                                                             \
+    static void NAME(int64_t k, const void *w, size_t w_stride, int nw, const void *a, size_t a_stride, int na, \
+                     float *y, int64_t y_stride)                                                                 \
+    {                                                                                                           \
+        const int64_t nb = k / 32;                                                                              \
+        for (int r0 = 0; r0 < nw; r0 += ROWS) {                                                                 \
+            const int nr = nw - r0 < ROWS ? nw - r0 : ROWS;                                                     \
+            const uint8_t *wr[ROWS];                                                                            \
+            for (int r = 0; r < ROWS; r++)                                                                      \
+                wr[r] = (const uint8_t *)w + (size_t)(r0 + (r < nr ? r : 0)) * w_stride;                         \
+            for (int i = 0; i < na; i++) {                                                                      \
+                const blk_q8_1 *ab = (const blk_q8_1 *)((const uint8_t *)a + (size_t)i * a_stride);            \
+                __m256 acc[ROWS];                                                                               \
+                float msum[ROWS] = {0};                                                                         \
+                for (int r = 0; r < ROWS; r++) acc[r] = _mm256_setzero_ps();                                   \
+                for (int64_t b = 0; b < nb; b++) {                                                              \
+                    const __m256i qy = _mm256_loadu_si256((const __m256i *)ab[b].qs);                           \
+                    const float dy = h2f(ab[b].d), sy = h2f(ab[b].s);                                           \
+                    for (int r = 0; r < ROWS; r++) {                                                            \
+                        const uint8_t *blk = wr[r] + (size_t)b * (BLOCK_BYTES);                                 \
+                        uint16_t dw, mw;                                                                        \
+                        memcpy(&dw, blk, 2);                                                                    \
+                        memcpy(&mw, blk + 2, 2);                                                                \
+                        __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), UCODES(blk), qy);              \
+                        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(h2f(dw) * dy), _mm256_cvtepi32_ps(p), acc[r]);  \
+                        msum[r] += h2f(mw) * sy;                                                                \
+                    }                                                                                           \
+                }                                                                                               \
+                for (int r = 0; r < nr; r++) y[i * y_stride + r0 + r] = hsum8(acc[r]) + msum[r];               \
+            }                                                                                                   \
+        }                                                                                                       \
+    }
+
+DEFINE_GEMM_32_MIN(gemm_q4_1, 20, ucodes_q4_1)
+DEFINE_GEMM_32_MIN(gemm_q5_1, 24, ucodes_q5_1)
+
 /* ---- K-quants × Q8_K --------------------------------------------------------- */
 
 /* Q4_K/Q5_K 12-byte scales → sc[8] and mn[8] as bytes (bit layout in
@@ -266,6 +318,8 @@ cpu_gemm_fn cpu_gemm_decode_avx512(enum qt_type type)
     case QT_Q4_0: return gemm_q4_0;
     case QT_IQ4_NL: return gemm_iq4_nl;
     case QT_Q5_0: return gemm_q5_0;
+    case QT_Q4_1: return gemm_q4_1;
+    case QT_Q5_1: return gemm_q5_1;
     case QT_Q4_K: return gemm_q4_K;
     case QT_Q5_K: return gemm_q5_K;
     case QT_Q6_K: return gemm_q6_K;

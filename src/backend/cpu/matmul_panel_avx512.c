@@ -49,7 +49,9 @@ static int has_min(enum qt_type type)
 enum cpu_panel_kernel cpu_panel_kernel_for(enum qt_type type)
 {
     const wk_cpu_features *f = wk_cpu();
-    if (!cpu_panel_group(type) || !f->avx512f || !f->avx512bw || !f->avx512vl || !f->avx512vnni) return CPU_PANEL_NONE;
+    if (!cpu_panel_group(type) || !f->avx512f || !f->avx512bw || !f->avx512vl || !f->avx512vnni || !f->avx2 ||
+        !f->f16c)
+        return CPU_PANEL_NONE;
     if (f->amx_int8 && cpu_amx_request()) return CPU_PANEL_AMX;
     return CPU_PANEL_VNNI;
 }

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# --device on run, bench and serve: cpu runs, bad values are refused with a
+# message naming them, and cuda either runs (a CUDA build on a GPU machine) or
+# fails with a clear reason (built without CUDA, or no usable GPU) instead of
+# crashing.
+set -euo pipefail
+WICK_BIN=${WICK_BIN:?WICK_BIN not set}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+"$WICK_BIN" synth -q --preset tiny -o "$tmp/tiny.gguf"
+for cmd in run bench serve; do
+    "$WICK_BIN" $cmd --help | grep -q -- "--device" || { echo "FAIL: wick $cmd --help has no --device"; exit 1; }
+done
+
+"$WICK_BIN" run -m "$tmp/tiny.gguf" --device cpu --tokens 1,2,3 -n 2 -t 2 >/dev/null 2>"$tmp/err"
+
+for cmd in run bench serve; do
+    if "$WICK_BIN" $cmd -m "$tmp/tiny.gguf" --device tpu --tokens 1 -n 1 2>"$tmp/err" >/dev/null; then
+        echo "FAIL: wick $cmd accepted --device tpu"; exit 1
+    fi
+    grep -q "unknown device 'tpu'" "$tmp/err" || { echo "FAIL: wick $cmd: $(cat "$tmp/err")"; exit 1; }
+done
+if "$WICK_BIN" run -m "$tmp/tiny.gguf" --device cuda:x --tokens 1 -n 1 2>"$tmp/err" >/dev/null; then
+    echo "FAIL: --device cuda:x accepted"; exit 1
+fi
+
+# cuda: runs, or says why not (no crash: exit status 1 with a message)
+set +e
+"$WICK_BIN" run -m "$tmp/tiny.gguf" --device cuda --tokens 1,2,3 -n 2 >/dev/null 2>"$tmp/err"
+rc=$?
+set -e
+if [ "$rc" != 0 ]; then
+    [ "$rc" = 1 ] || { echo "FAIL: --device cuda exited with $rc: $(cat "$tmp/err")"; exit 1; }
+    grep -q -i -E "built without CUDA|cuda" "$tmp/err" || { echo "FAIL: unclear error: $(cat "$tmp/err")"; exit 1; }
+    echo "cuda not usable here: $(head -n 1 "$tmp/err")"
+fi
+echo "device_option: ok"
