@@ -17,6 +17,9 @@
 #include "backend/backend.h"
 #include "testutil.h"
 #include "backend/cpu/cpu_backend.h"
+#include "engine/context.h"
+#include "engine/sequence.h"
+#include "model/model.h"
 #include "quant/quant.h"
 #include "util/cpu.h"
 #include "util/f16.h"
@@ -449,6 +452,127 @@ static void test_q8_0_row_decoders_agree(void **state)
     be_free(be);
 }
 
+/* ---- engine level: where the dense tail is, decode dense -------------------------- */
+
+#define E_N 200
+#define E_V_MAX 512
+
+typedef struct eng_fixture {
+    model *m;
+    eng_ctx *ctx;
+    eng_seq *seq;
+    int32_t tokens[E_N + 1];
+} eng_fixture;
+
+static void fixture_open(eng_fixture *f, const char *dir)
+{
+    wk_error err = {0};
+    assert_int_equal(model_load(&f->m, path_join(dir, "models/tiny-qwen3-F32.gguf"), &err), 0);
+    eng_options o;
+    eng_options_default(&o);
+    o.n_threads = 2;
+    o.n_ctx = 256;
+    o.n_ubatch = 32;
+    assert_int_equal(eng_ctx_new(&f->ctx, f->m, &o, &err), 0);
+    assert_int_equal(eng_seq_new(&f->seq, f->ctx, 0, &err), 0);
+    uint64_t s = 99;
+    for (int i = 0; i <= E_N; i++) f->tokens[i] = 3 + (int32_t)(test_rand_u32(&s) % 250);
+}
+
+static void fixture_close(eng_fixture *f)
+{
+    eng_seq_free(f->seq);
+    eng_ctx_free(f->ctx);
+    model_free(f->m);
+}
+
+/* Last-token logits of tokens[0..E_N) fed in pieces cut at `cut` (0: one call);
+ * span: tell the engine the pieces are one prompt. */
+static void prefill_logits(eng_fixture *f, const be_attn_policy *p, int32_t cut, bool span, float *out)
+{
+    wk_error err = {0};
+    eng_ctx_set_policy(f->ctx, p);
+    eng_seq_clear(f->seq);
+    eng_prefill_opts po = {0};
+    if (span) {
+        po.span_start = 0;
+        po.span_end = E_N;
+    }
+    if (cut > 0) assert_int_equal(eng_prefill(f->ctx, f->seq, f->tokens, cut, &po, &err), 0);
+    assert_int_equal(eng_prefill(f->ctx, f->seq, f->tokens + cut, E_N - cut, &po, &err), 0);
+    memcpy(out, eng_logits(f->ctx), sizeof(float) * (size_t)eng_n_vocab(f->ctx));
+}
+
+static void test_engine_counts_the_dense_tail_from_the_end_of_the_whole_prompt(void **state)
+{
+    (void)state;
+    GOLDEN_OR_SKIP(dir);
+    eng_fixture f;
+    fixture_open(&f, dir);
+    const size_t V = (size_t)eng_n_vocab(f.ctx);
+    assert_true(V <= E_V_MAX);
+    static float whole[E_V_MAX], pieces[E_V_MAX], unspanned[E_V_MAX], dense[E_V_MAX], tail_all[E_V_MAX];
+    be_attn_policy ap = {true, 8, 16, 8, 4};
+    prefill_logits(&f, &ap, 0, false, whole);
+    prefill_logits(&f, &ap, 128, true, pieces); /* cut on a chunk edge: same batches */
+    assert_memory_equal(whole, pieces, V * sizeof(float));
+    /* without the span the first piece gets its own tail and the second
+     * counts as a continuation: other numbers */
+    prefill_logits(&f, &ap, 128, false, unspanned);
+    assert_memory_not_equal(whole, unspanned, V * sizeof(float));
+    /* a tail covering the prompt, or global + window beyond it: dense, bit for bit */
+    prefill_logits(&f, NULL, 0, false, dense);
+    assert_memory_not_equal(whole, dense, V * sizeof(float));
+    be_attn_policy wide_tail = {true, 8, 16, E_N, 0}, wide_window = {true, 100, 101, 0, 0};
+    prefill_logits(&f, &wide_tail, 0, false, tail_all);
+    assert_memory_equal(dense, tail_all, V * sizeof(float));
+    prefill_logits(&f, &wide_window, 0, false, tail_all);
+    assert_memory_equal(dense, tail_all, V * sizeof(float));
+    fixture_close(&f);
+}
+
+static void test_engine_decodes_densely_under_the_approximate_policy(void **state)
+{
+    (void)state;
+    GOLDEN_OR_SKIP(dir);
+    eng_fixture f;
+    fixture_open(&f, dir);
+    const size_t V = (size_t)eng_n_vocab(f.ctx);
+    static float dec[E_V_MAX], pre_dense[E_V_MAX], pre_approx[E_V_MAX], scratch[E_V_MAX];
+    wk_error err = {0};
+    be_attn_policy ap = {true, 8, 16, 0, 0}; /* no tails: a 1-token prefill would be approximate */
+    prefill_logits(&f, &ap, 0, false, scratch);
+    assert_int_equal(eng_decode(f.ctx, f.seq, f.tokens[E_N], &err), 0);
+    memcpy(dec, eng_logits(f.ctx), V * sizeof(float));
+    assert_int_equal(kv_truncate(f.seq, E_N, &err), 0);
+    eng_ctx_set_policy(f.ctx, NULL);
+    assert_int_equal(eng_prefill(f.ctx, f.seq, &f.tokens[E_N], 1, NULL, &err), 0);
+    memcpy(pre_dense, eng_logits(f.ctx), V * sizeof(float));
+    assert_int_equal(kv_truncate(f.seq, E_N, &err), 0);
+    eng_ctx_set_policy(f.ctx, &ap);
+    assert_int_equal(eng_prefill(f.ctx, f.seq, &f.tokens[E_N], 1, NULL, &err), 0);
+    memcpy(pre_approx, eng_logits(f.ctx), V * sizeof(float));
+    assert_memory_equal(dec, pre_dense, V * sizeof(float));
+    assert_memory_not_equal(dec, pre_approx, V * sizeof(float));
+    fixture_close(&f);
+}
+
+static void test_fingerprint_covers_every_policy_field(void **state)
+{
+    (void)state;
+    be_attn_policy base = {true, 8192, 8192, 2048, 128}, d1 = {false, 1, 2, 3, 4}, d2 = {false, 5, 6, 7, 8};
+    uint64_t fp = eng_policy_fingerprint(&base);
+    assert_true(eng_policy_fingerprint(&d1) == eng_policy_fingerprint(&d2)); /* dense is dense */
+    assert_true(eng_policy_fingerprint(&d1) == eng_policy_fingerprint(NULL));
+    assert_true(fp != eng_policy_fingerprint(&d1));
+    for (int field = 0; field < 4; field++) {
+        be_attn_policy p = base;
+        int32_t *v[4] = {&p.global, &p.window, &p.dense_tail, &p.dense_tail_continue};
+        *v[field] += 1;
+        assert_true(eng_policy_fingerprint(&p) != fp);
+    }
+}
+
 static int teardown_store(void **state)
 {
     (void)state;
@@ -469,6 +593,9 @@ int main(void)
         cmocka_unit_test(test_q8_0_cache_matches_reference_on_rounded_kv),
         cmocka_unit_test(test_q8_0_store_writes_ggml_blocks),
         cmocka_unit_test(test_q8_0_row_decoders_agree),
+        cmocka_unit_test(test_engine_counts_the_dense_tail_from_the_end_of_the_whole_prompt),
+        cmocka_unit_test(test_engine_decodes_densely_under_the_approximate_policy),
+        cmocka_unit_test(test_fingerprint_covers_every_policy_field),
     };
     return cmocka_run_group_tests(tests, NULL, teardown_store);
 }

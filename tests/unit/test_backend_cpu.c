@@ -111,17 +111,42 @@ static void test_vector_kernels_match_scalar(void **state)
     }
 }
 
+static void test_attention_row_kernel_matches_scalar(void **state)
+{
+    (void)state;
+    const cpu_vec_fns *v = cpu_vec_select(2);
+    const int dims[3] = {64, 128, 256};
+    for (int di = 0; di < 3; di++) {
+        const int d = dims[di], nk = 45;
+        float *q = randv(d, 1), *kt = randv((size_t)nk * d, 1), *vt = randv((size_t)nk * d, 1);
+        float *a1 = calloc(d, 4), *a2 = calloc(d, 4);
+        v->round_h(q, q, d);
+        float m1 = -INFINITY, m2 = -INFINITY, l1 = 0, l2 = 0;
+        /* two runs carry m, l and acc over like consecutive tiles */
+        v->attn_row_h(q, kt, vt, 20, d, d, 0.1f, &m1, &l1, a1);
+        v->attn_row_h(q, kt + 20 * d, vt + 20 * d, nk - 20, d, d, 0.1f, &m1, &l1, a1);
+        cpu_vec_scalar.attn_row_h(q, kt, vt, nk, d, d, 0.1f, &m2, &l2, a2);
+        assert_true(fabsf(m1 - m2) < 1e-5f && fabsf(l1 - l2) < 1e-3f * l2);
+        assert_true(max_diff(a1, a2, d) < 2e-3); /* F16 rounding of slightly different sums */
+        free(q);
+        free(kt);
+        free(vt);
+        free(a1);
+        free(a2);
+    }
+}
+
 static void test_gdn_step_kernel_matches_scalar(void **state)
 {
     (void)state;
     const cpu_vec_fns *v = cpu_vec_select(2);
-    const int dk = 32, dv = 128;
+    const int dk = 33, dv = 192; /* odd dk: the row-pair remainder */ /* a 128-column block and a 64-column one */
     float *S1 = randv((size_t)dk * dv, 0.2f), *S2 = malloc(sizeof(float) * dk * dv);
-    float *q = randv(dk, 0.3f), *k = randv(dk, 0.3f), *vv = randv(dv, 1), o1[128], o2[128];
+    float *q = randv(dk, 0.3f), *k = randv(dk, 0.3f), *vv = randv(dv, 1), o1[192], o2[192];
     memcpy(S2, S1, sizeof(float) * dk * dv);
     for (int step = 0; step < 5; step++) {
-        v->gdn_step(S1, dk, dv, q, k, vv, 0.9f, 0.6f, o1);
-        cpu_vec_scalar.gdn_step(S2, dk, dv, q, k, vv, 0.9f, 0.6f, o2);
+        v->gdn_step(S1, dk, dv, dv, q, k, vv, 0.9f, 0.6f, o1);
+        cpu_vec_scalar.gdn_step(S2, dk, dv, dv, q, k, vv, 0.9f, 0.6f, o2);
     }
     assert_true(max_diff(S1, S2, (size_t)dk * dv) < 1e-5);
     assert_true(max_diff(o1, o2, dv) < 1e-5);
@@ -597,6 +622,33 @@ static void test_moe_ffn_matches_naive(void **state)
     be_free(be);
 }
 
+static void test_matmul_and_bias_match_naive(void **state)
+{
+    (void)state;
+    be_backend *be = new_backend(2);
+    const int K = 96, M = 70, N = 9;
+    float *w = randv((size_t)K * M, 0.2f), *x = randv((size_t)N * K, 1), *b = randv(M, 1);
+    float *y = calloc((size_t)N * M, 4);
+    be_weight wt = f32_weight(w, K, M, 1);
+    wk_error err = {0};
+    assert_int_equal(be_prepare_weight(be, &wt, &err), 0);
+    assert_int_equal(be_matmul(be, &wt, x, N, y, &err), 0);
+    be_add_bias(be, y, b, N, M);
+    for (int i = 0; i < N; i++)
+        for (int o = 0; o < M; o++) {
+            double s = b[o];
+            for (int k = 0; k < K; k++) s += (double)w[o * K + k] * x[i * K + k];
+            assert_true(fabs(y[i * M + o] - s) < 1e-4);
+        }
+    be_release_weight(be, &wt);
+    assert_null(wt.prep);
+    free(w);
+    free(x);
+    free(b);
+    free(y);
+    be_free(be);
+}
+
 static void test_get_rows_dequantizes_embedding_rows(void **state)
 {
     (void)state;
@@ -628,6 +680,7 @@ int main(void)
         cmocka_unit_test(test_vector_kernels_match_scalar),
         cmocka_unit_test(test_attention_tile_kernels_match_scalar),
         cmocka_unit_test(test_gdn_step_kernel_matches_scalar),
+        cmocka_unit_test(test_attention_row_kernel_matches_scalar),
         cmocka_unit_test(test_rms_norm_matches_naive),
         cmocka_unit_test(test_rope_variants_match_naive),
         cmocka_unit_test(test_elementwise_ops_match_naive),
@@ -637,6 +690,7 @@ int main(void)
         cmocka_unit_test(test_gdn_sequential_and_chunked_match_naive),
         cmocka_unit_test(test_moe_route_picks_top_k_and_renormalizes),
         cmocka_unit_test(test_moe_ffn_matches_naive),
+        cmocka_unit_test(test_matmul_and_bias_match_naive),
         cmocka_unit_test(test_get_rows_dequantizes_embedding_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -162,6 +162,9 @@ static int run_case(const char *dir, json_t *c)
         }
         const float *row = eng_logits(L.ctx), *want = gen + (size_t)i * n_vocab;
         float d = max_abs_diff(row, want, (size_t)n_vocab);
+        if (getenv("WICK_GOLDEN_VERBOSE"))
+            printf("    gen row %2d: max diff %.5f  (ours %.4f %.4f, want %.4f %.4f)\n", i, d, row[0], row[1], want[0],
+                   want[1]);
         if (!(d <= gen_diff)) gen_diff = d;
         if (i + 1 < GEN_STEPS && margin(want, n_vocab) > tol && argmax(row, n_vocab) != greedy[i + 1])
             id_mismatch++;

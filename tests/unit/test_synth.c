@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "engine/bench.h"
 #include "engine/context.h"
 #include "engine/sequence.h"
 #include "gguf/gguf.h"
@@ -693,6 +694,43 @@ static void test_full_size_presets_give_finite_logits(void **state)
     }
 }
 
+/* The benchmark's per-token costs follow from the synthetic model's shape. */
+static void test_bench_costs_follow_the_model_shape(void **state)
+{
+    (void)state;
+    synth_options o = opts_for("tiny", "q8_0");
+    wk_error err = {0};
+    const char *path = tmp_path("costs.gguf");
+    assert_int_equal(synth_write(&o, path, NULL, NULL, &err), 0);
+    model *m = NULL;
+    if (model_load(&m, path, &err)) fail_msg("model_load: %s", err.msg);
+    eng_bench_costs c;
+    eng_bench_model_costs(m, &c);
+    synth_plan *p = NULL;
+    assert_int_equal(synth_plan_new(&o, &p, &err), 0);
+    assert_int_equal(c.n_params, p->n_params);
+    assert_int_equal(c.tensor_bytes, p->tensor_bytes);
+    /* 4 layers x (q 256x256, k 256x128, v 256x128, o 256x256, 3 x 256x768) */
+    double per_layer = 256.0 * 256 * 2 + 256.0 * 128 * 2 + 3 * 256.0 * 768;
+    assert_true(fabs(c.matmul_params_per_token - 4 * per_layer) < 1.0);
+    assert_true(fabs(c.lm_head_params - 256.0 * 1024) < 1.0);
+    assert_true(fabs(c.kv_bytes_per_pos - 4 * 2 * (64 + 64) * 2.0) < 1e-9); /* F16 K+V */
+    assert_true(fabs(c.attn_flops_per_pair - 2.0 * 4 * (64 + 64) * 4) < 1e-9);
+    /* tied embeddings: the whole table is read per token as the LM head */
+    assert_true(c.weight_bytes_per_token > (double)p->tensor_bytes * 0.99);
+    synth_plan_free(p);
+    model_free(m);
+
+    int32_t a[8], b[8];
+    eng_bench_tokens(a, 8, 1024, 12345);
+    eng_bench_tokens(b, 8, 1024, 12345);
+    assert_memory_equal(a, b, sizeof a);
+    for (int i = 0; i < 8; i++) assert_true(a[i] >= 3 && a[i] < 1024);
+    /* first id of the golden token sequence: s = 12345*1664525 + 1013904223 */
+    uint32_t s0 = 12345u * 1664525u + 1013904223u;
+    assert_int_equal(a[0], 3 + (int32_t)((s0 >> 8) % 1021u));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -708,6 +746,7 @@ int main(void)
         cmocka_unit_test(test_weights_have_the_intended_scales),
         cmocka_unit_test(test_cancel_removes_the_partial_file),
         cmocka_unit_test(test_writing_streams_with_bounded_memory),
+        cmocka_unit_test(test_bench_costs_follow_the_model_shape),
         cmocka_unit_test(test_synthetic_models_give_finite_logits),
         cmocka_unit_test(test_deep_synthetic_stacks_stay_finite),
         cmocka_unit_test(test_full_size_presets_give_finite_logits),

@@ -175,6 +175,10 @@ static void attn_item(attn_job *j, int32_t g, int32_t qb, int32_t kb, int32_t ke
             const int row_vis = vis == 1 ? tile_visibility(&j->mask, qpos, qpos + 1, k0, k1) : 2;
             if (row_vis == 0) continue;
             const bool masked = row_vis == 1;
+            if (!masked) {
+                vec->attn_row_h(q, kt, vt, kend, d_k, d_v, a->scale, &m[r], &l[r], ar);
+                continue;
+            }
             /* key by key, accumulator in F16 precision */
             for (int32_t t = 0; t < kend; t++) {
                 if (masked && !key_allowed(&j->mask, qpos, k0 + t)) continue;

@@ -106,6 +106,7 @@ typedef struct gdn_job {
     const cpu_vec_fns *vec;
     float *qn, *kn;      /* normalized q (scaled) and k: [n_t][n_hk][d_k] */
     float *beta, *g;     /* [n_t][n_hv] */
+    float *decay;        /* e^g [n_t][n_hv] */
     cpu_backend *cb;
 } gdn_job;
 
@@ -132,31 +133,44 @@ static void gdn_prep_range(void *p, long b, long e, int worker)
             size_t ix = (size_t)t * a->n_hv + h;
             j->beta[ix] = sigmoid(a->beta[ix]);
             j->g[ix] = a->ssm_a[h] * softplus(a->alpha[ix] + a->dt_bias[h]);
+            j->decay[ix] = expf(j->g[ix]);
         }
     }
 }
 
 /* Token-by-token recurrence for value head h (spec 8.5 step 6). */
+/* Column block of the state run through all tokens before the next one,
+ * copied to a contiguous scratch: a 128 × 64 block (32 KiB) then stays in L1
+ * (in place, its 512-byte row stride would fold onto half the L1 sets). */
+#define GDN_COL_BLOCK 64
+
+/* Token-by-token recurrence for value head h (spec 8.5 step 6). */
 static void gdn_head_sequential(gdn_job *j, int32_t h, float *tmp)
 {
-    (void)tmp;
     const be_gdn_args *a = j->a;
     const int32_t d_k = a->d_k, d_v = a->d_v, ik = h % a->n_hk;
     float *S = a->state + (size_t)h * d_k * d_v;
-    for (int32_t t = 0; t < a->n_t; t++) {
-        const float *q = j->qn + ((size_t)t * a->n_hk + ik) * d_k;
-        const float *k = j->kn + ((size_t)t * a->n_hk + ik) * d_k;
-        const float *v = a->v + (size_t)t * a->v_stride + (size_t)h * d_v;
-        float *o = a->out + (size_t)t * a->out_stride + (size_t)h * d_v;
-        j->vec->gdn_step(S, d_k, d_v, q, k, v, expf(j->g[(size_t)t * a->n_hv + h]),
-                         j->beta[(size_t)t * a->n_hv + h], o);
+    for (int32_t c0 = 0; c0 < d_v; c0 += GDN_COL_BLOCK) {
+        int32_t nc = d_v - c0 < GDN_COL_BLOCK ? d_v - c0 : GDN_COL_BLOCK;
+        for (int32_t i = 0; i < d_k; i++) memcpy(tmp + (size_t)i * nc, S + (size_t)i * d_v + c0, sizeof(float) * nc);
+        for (int32_t t = 0; t < a->n_t; t++) {
+            const float *q = j->qn + ((size_t)t * a->n_hk + ik) * d_k;
+            const float *k = j->kn + ((size_t)t * a->n_hk + ik) * d_k;
+            const float *v = a->v + (size_t)t * a->v_stride + (size_t)h * d_v + c0;
+            float *o = a->out + (size_t)t * a->out_stride + (size_t)h * d_v + c0;
+            j->vec->gdn_step(tmp, d_k, nc, nc, q, k, v, j->decay[(size_t)t * a->n_hv + h],
+                             j->beta[(size_t)t * a->n_hv + h], o);
+        }
+        for (int32_t i = 0; i < d_k; i++) memcpy(S + (size_t)i * d_v + c0, tmp + (size_t)i * nc, sizeof(float) * nc);
     }
 }
 
 static size_t gdn_chunk_scratch_floats(const be_gdn_args *a)
 {
     size_t C = GDN_CHUNK;
-    return 2 * C + 3 * C * C + 2 * C * a->d_v + C * a->d_k + 2 * (size_t)a->d_v;
+    size_t chunked = 2 * C + 3 * C * C + 2 * C * a->d_v + C * a->d_k + 2 * (size_t)a->d_v;
+    size_t sequential = (size_t)a->d_k * GDN_COL_BLOCK;
+    return chunked > sequential ? chunked : sequential;
 }
 
 /* Chunked WY form for value head h (spec 8.6). */
@@ -256,16 +270,17 @@ int cpu_op_gdn(be_backend *be, const be_gdn_args *a, wk_error *err)
         return wk_fail(err, WK_EINVAL, "gated deltanet: %d value heads not a multiple of %d key heads",
                        a->n_hv, a->n_hk);
     /* shared prep buffer (normalized q/k, gates) lives in cb->shared, per-head scratch in work[] */
-    size_t prep = 2 * (size_t)a->n_t * a->n_hk * a->d_k + 2 * (size_t)a->n_t * a->n_hv;
+    size_t prep = 2 * (size_t)a->n_t * a->n_hk * a->d_k + 3 * (size_t)a->n_t * a->n_hv;
     if (cpu_buf_reserve(&cb->shared, prep)) return wk_fail(err, WK_ENOMEM, "gated deltanet: out of memory");
     size_t per = gdn_chunk_scratch_floats(a);
     for (int w = 0; w < cb->n_threads; w++)
         if (cpu_buf_reserve(&cb->work[w], per)) return wk_fail(err, WK_ENOMEM, "gated deltanet: out of memory");
-    gdn_job j = {a, cb->vec, NULL, NULL, NULL, NULL, cb};
+    gdn_job j = {a, cb->vec, NULL, NULL, NULL, NULL, NULL, cb};
     j.qn = cb->shared.p;
     j.kn = j.qn + (size_t)a->n_t * a->n_hk * a->d_k;
     j.beta = j.kn + (size_t)a->n_t * a->n_hk * a->d_k;
     j.g = j.beta + (size_t)a->n_t * a->n_hv;
+    j.decay = j.g + (size_t)a->n_t * a->n_hv;
     cpu_parallel_for(cb, a->n_t, 16, gdn_prep_range, &j);
     cpu_parallel_for(cb, a->n_hv, 2, gdn_heads_range, &j);
     return 0;

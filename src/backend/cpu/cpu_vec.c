@@ -66,16 +66,16 @@ void cpu_silu_scalar(float *y, const float *x, int n)
     for (int i = 0; i < n; i++) y[i] = x[i] / (1.0f + expf(-x[i]));
 }
 
-void cpu_gdn_step_scalar(float *S, int dk, int dv, const float *q, const float *k, const float *v, float decay,
-                         float beta, float *o)
+void cpu_gdn_step_scalar(float *S, int dk, int ld, int nc, const float *q, const float *k, const float *v,
+                         float decay, float beta, float *o)
 {
-    for (int c = 0; c < dv; c++) {
+    for (int c = 0; c < nc; c++) {
         float ks = 0.0f;
-        for (int i = 0; i < dk; i++) ks += S[(size_t)i * dv + c] * k[i];
+        for (int i = 0; i < dk; i++) ks += S[(size_t)i * ld + c] * k[i];
         float delta = beta * (v[c] - decay * ks);
         float oc = 0.0f;
         for (int i = 0; i < dk; i++) {
-            float *e = S + (size_t)i * dv + c;
+            float *e = S + (size_t)i * ld + c;
             *e = *e * decay + k[i] * delta;
             oc += *e * q[i];
         }
@@ -104,6 +104,25 @@ void cpu_rope_neox_scalar(float *x, const float *c, const float *s, int half)
         float a = x[i], b = x[i + half];
         x[i] = a * c[i] - b * s[i];
         x[i + half] = a * s[i] + b * c[i];
+    }
+}
+
+void cpu_attn_row_h_scalar(const float *q, const float *kt, const float *vt, int nk, int d_k, int d_v, float scale,
+                           float *m, float *l, float *acc)
+{
+    for (int t = 0; t < nk; t++) {
+        float sc = dot_scalar(q, kt + (size_t)t * d_k, d_k) * scale;
+        if (sc > *m) {
+            float ms = expf(*m - sc);
+            *m = sc;
+            scale_h_scalar(acc, ms, d_v);
+            axpy_h_scalar(acc, 1.0f, vt + (size_t)t * d_v, d_v);
+            *l = *l * ms + 1.0f;
+        } else {
+            float vs = expf(sc - *m);
+            axpy_h_scalar(acc, vs, vt + (size_t)t * d_v, d_v);
+            *l += vs;
+        }
     }
 }
 
@@ -150,13 +169,28 @@ void cpu_attn_pv_scalar(float *acc, const float *p, int nk, int rp, int n_rows, 
 }
 
 /* These tables are immutable constants, not mutable state. */
-const cpu_vec_fns cpu_vec_scalar = {"scalar", dot_scalar, axpy_scalar, scale_scalar,
-                                    f16_to_f32_scalar, f32_to_f16_scalar, axpy_h_scalar,
-                                    scale_h_scalar, round_h_scalar, swiglu_scalar, cpu_mul_add_scalar, cpu_silu_scalar,
-                                    cpu_gdn_step_scalar, sumsq_scalar,
-                                    cpu_scale_mul_scalar, cpu_rope_neox_scalar,
-                                    cpu_attn_qk_scalar,
-                                    cpu_attn_softmax_scalar, cpu_attn_pv_scalar};
+const cpu_vec_fns cpu_vec_scalar = {
+    .level = "scalar",
+    .dot = dot_scalar,
+    .axpy = axpy_scalar,
+    .scale = scale_scalar,
+    .f16_to_f32 = f16_to_f32_scalar,
+    .f32_to_f16 = f32_to_f16_scalar,
+    .axpy_h = axpy_h_scalar,
+    .scale_h = scale_h_scalar,
+    .round_h = round_h_scalar,
+    .swiglu = swiglu_scalar,
+    .mul_add = cpu_mul_add_scalar,
+    .silu = cpu_silu_scalar,
+    .gdn_step = cpu_gdn_step_scalar,
+    .sumsq = sumsq_scalar,
+    .scale_mul = cpu_scale_mul_scalar,
+    .rope_neox = cpu_rope_neox_scalar,
+    .attn_row_h = cpu_attn_row_h_scalar,
+    .attn_qk = cpu_attn_qk_scalar,
+    .attn_softmax = cpu_attn_softmax_scalar,
+    .attn_pv = cpu_attn_pv_scalar,
+};
 
 const cpu_vec_fns *cpu_vec_select(int max_level)
 {

@@ -28,10 +28,12 @@ typedef struct cpu_vec_fns {
     void (*mul_add)(float *y, const float *a, const float *b, int n);
     /* y[i] = SiLU(x[i]) (y may alias x) */
     void (*silu)(float *y, const float *x, int n);
-    /* One Gated DeltaNet step on a state S [dk][dv] (row = key dim):
-     * S ← decay·S + k·δᵀ with δ = β·(v − decay·Sᵀk), then o = Sᵀq (new S). */
-    void (*gdn_step)(float *S, int dk, int dv, const float *q, const float *k, const float *v, float decay,
-                     float beta, float *o);
+    /* One Gated DeltaNet step on nc columns of a state S [dk][ld] (row = key
+     * dim): S ← decay·S + k·δᵀ with δ = β·(v − decay·Sᵀk), then o = Sᵀq (new S).
+     * Columns are independent, so a caller may run all tokens on one column
+     * block (cache-resident) before the next. */
+    void (*gdn_step)(float *S, int dk, int ld, int nc, const float *q, const float *k, const float *v,
+                     float decay, float beta, float *o);
     /* Σ x[i]² accumulated in double (RMSNorm, as ggml does) */
     double (*sumsq)(const float *x, int n);
     /* y[i] = (x[i]·s)·w[i] (w NULL: ones) */
@@ -39,6 +41,12 @@ typedef struct cpu_vec_fns {
     /* NEOX rotation of pairs (x[i], x[i+half]) by angles with cosines c[i], sines s[i] */
     void (*rope_neox)(float *x, const float *c, const float *s, int half);
 
+    /* One query row over nk keys taken one at a time with llama.cpp's one-chunk
+     * numerics: s = scale·q·k_t; on a new maximum the accumulator is rescaled,
+     * and after every update acc is rounded to F16 precision. q is already
+     * F16-rounded; kt [nk][d_k], vt [nk][d_v]; *m, *l, acc[d_v] carry over. */
+    void (*attn_row_h)(const float *q, const float *kt, const float *vt, int nk, int d_k, int d_v, float scale,
+                       float *m, float *l, float *acc);
     /* Attention tile with query rows in vector lanes (rp: rows padded to a
      * multiple of 16). Scores: st[t*rp + r] = scale · Σ_c k[t*d + c]·qt[c*rp + r]
      * for keys t < nk (k row-major, qt the transposed query block). */
@@ -58,9 +66,11 @@ const cpu_vec_fns *cpu_vec_select(int max_level);
 
 /* Scalar kernels also used by the AVX2 table. */
 void cpu_silu_scalar(float *y, const float *x, int n);
+void cpu_attn_row_h_scalar(const float *q, const float *kt, const float *vt, int nk, int d_k, int d_v, float scale,
+                           float *m, float *l, float *acc);
 void cpu_mul_add_scalar(float *y, const float *a, const float *b, int n);
-void cpu_gdn_step_scalar(float *S, int dk, int dv, const float *q, const float *k, const float *v, float decay,
-                         float beta, float *o);
+void cpu_gdn_step_scalar(float *S, int dk, int ld, int nc, const float *q, const float *k, const float *v,
+                         float decay, float beta, float *o);
 void cpu_scale_mul_scalar(float *y, const float *x, float s, const float *w, int n);
 void cpu_rope_neox_scalar(float *x, const float *c, const float *s, int half);
 void cpu_attn_qk_scalar(float *st, const float *k, int nk, int d, const float *qt, int rp, float scale);

@@ -102,7 +102,25 @@ static double sumsq_avx2(const float *x, int n)
     return s;
 }
 
-const cpu_vec_fns cpu_vec_avx2 = {"avx2", dot_avx2, axpy_avx2, scale_avx2, f16_to_f32_avx2,
-                                  f32_to_f16_avx2, axpy_h_avx2, scale_h_avx2, round_h_avx2,
-                                  swiglu_avx2, cpu_mul_add_scalar, cpu_silu_scalar, cpu_gdn_step_scalar, sumsq_avx2, cpu_scale_mul_scalar, cpu_rope_neox_scalar,
-                                  cpu_attn_qk_scalar, cpu_attn_softmax_scalar, cpu_attn_pv_scalar};
+const cpu_vec_fns cpu_vec_avx2 = {
+    .level = "avx2",
+    .dot = dot_avx2,
+    .axpy = axpy_avx2,
+    .scale = scale_avx2,
+    .f16_to_f32 = f16_to_f32_avx2,
+    .f32_to_f16 = f32_to_f16_avx2,
+    .axpy_h = axpy_h_avx2,
+    .scale_h = scale_h_avx2,
+    .round_h = round_h_avx2,
+    .swiglu = swiglu_avx2,
+    .mul_add = cpu_mul_add_scalar,
+    .silu = cpu_silu_scalar,
+    .gdn_step = cpu_gdn_step_scalar,
+    .sumsq = sumsq_avx2,
+    .scale_mul = cpu_scale_mul_scalar,
+    .rope_neox = cpu_rope_neox_scalar,
+    .attn_row_h = cpu_attn_row_h_scalar,
+    .attn_qk = cpu_attn_qk_scalar,
+    .attn_softmax = cpu_attn_softmax_scalar,
+    .attn_pv = cpu_attn_pv_scalar,
+};

@@ -138,45 +138,70 @@ static void silu_avx512(float *y, const float *x, int n)
     for (; i < n; i++) y[i] = x[i] / (1.0f + expf(-x[i]));
 }
 
-/* Columns of the state are independent in the delta rule: blocks of 64
- * columns keep Sᵀk, δ and o in registers over both passes of the rows. */
-static void gdn_step_avx512(float *S, int dk, int dv, const float *q, const float *k, const float *v, float decay,
-                            float beta, float *o)
+/* A block of 64 state columns: Sᵀk, δ and o stay in registers over both
+ * passes of the rows; even and odd rows use separate accumulators so eight
+ * FMA chains hide the FMA latency. */
+static void gdn_step64(float *S, int dk, int ld, const float *q, const float *k, const float *v, __m512 vd,
+                       __m512 vb, float *o)
 {
-    if (dv % 64) {
-        cpu_gdn_step_scalar(S, dk, dv, q, k, v, decay, beta, o);
+    __m512 ka[4], kb[4], dl[4], oa[4], ob[4];
+#pragma GCC unroll 4
+    for (int x = 0; x < 4; x++) ka[x] = kb[x] = oa[x] = ob[x] = _mm512_setzero_ps();
+    int i = 0;
+    for (; i + 2 <= dk; i += 2) {
+        const float *r0 = S + (size_t)i * ld, *r1 = r0 + ld;
+        const __m512 k0 = _mm512_set1_ps(k[i]), k1 = _mm512_set1_ps(k[i + 1]);
+#pragma GCC unroll 4
+        for (int x = 0; x < 4; x++) {
+            ka[x] = _mm512_fmadd_ps(k0, _mm512_loadu_ps(r0 + 16 * x), ka[x]);
+            kb[x] = _mm512_fmadd_ps(k1, _mm512_loadu_ps(r1 + 16 * x), kb[x]);
+        }
+    }
+    for (; i < dk; i++) {
+        const __m512 k0 = _mm512_set1_ps(k[i]);
+#pragma GCC unroll 4
+        for (int x = 0; x < 4; x++) ka[x] = _mm512_fmadd_ps(k0, _mm512_loadu_ps(S + (size_t)i * ld + 16 * x), ka[x]);
+    }
+#pragma GCC unroll 4
+    for (int x = 0; x < 4; x++)
+        dl[x] = _mm512_mul_ps(vb, _mm512_fnmadd_ps(vd, _mm512_add_ps(ka[x], kb[x]), _mm512_loadu_ps(v + 16 * x)));
+    for (i = 0; i + 2 <= dk; i += 2) {
+        float *r0 = S + (size_t)i * ld, *r1 = r0 + ld;
+        const __m512 k0 = _mm512_set1_ps(k[i]), k1 = _mm512_set1_ps(k[i + 1]);
+        const __m512 q0 = _mm512_set1_ps(q[i]), q1 = _mm512_set1_ps(q[i + 1]);
+#pragma GCC unroll 4
+        for (int x = 0; x < 4; x++) {
+            __m512 e0 = _mm512_fmadd_ps(k0, dl[x], _mm512_mul_ps(_mm512_loadu_ps(r0 + 16 * x), vd));
+            __m512 e1 = _mm512_fmadd_ps(k1, dl[x], _mm512_mul_ps(_mm512_loadu_ps(r1 + 16 * x), vd));
+            _mm512_storeu_ps(r0 + 16 * x, e0);
+            _mm512_storeu_ps(r1 + 16 * x, e1);
+            oa[x] = _mm512_fmadd_ps(q0, e0, oa[x]);
+            ob[x] = _mm512_fmadd_ps(q1, e1, ob[x]);
+        }
+    }
+    for (; i < dk; i++) {
+        float *r0 = S + (size_t)i * ld;
+        const __m512 k0 = _mm512_set1_ps(k[i]), q0 = _mm512_set1_ps(q[i]);
+#pragma GCC unroll 4
+        for (int x = 0; x < 4; x++) {
+            __m512 e0 = _mm512_fmadd_ps(k0, dl[x], _mm512_mul_ps(_mm512_loadu_ps(r0 + 16 * x), vd));
+            _mm512_storeu_ps(r0 + 16 * x, e0);
+            oa[x] = _mm512_fmadd_ps(q0, e0, oa[x]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int x = 0; x < 4; x++) _mm512_storeu_ps(o + 16 * x, _mm512_add_ps(oa[x], ob[x]));
+}
+
+static void gdn_step_avx512(float *S, int dk, int ld, int nc, const float *q, const float *k, const float *v,
+                            float decay, float beta, float *o)
+{
+    if (nc % 64) {
+        cpu_gdn_step_scalar(S, dk, ld, nc, q, k, v, decay, beta, o);
         return;
     }
     const __m512 vd = _mm512_set1_ps(decay), vb = _mm512_set1_ps(beta);
-    for (int c = 0; c < dv; c += 64) {
-        __m512 ks[4], dl[4], oc[4];
-#pragma GCC unroll 4
-        for (int x = 0; x < 4; x++) ks[x] = _mm512_setzero_ps();
-        for (int i = 0; i < dk; i++) {
-            const float *row = S + (size_t)i * dv + c;
-            const __m512 ki = _mm512_set1_ps(k[i]);
-#pragma GCC unroll 4
-            for (int x = 0; x < 4; x++) ks[x] = _mm512_fmadd_ps(ki, _mm512_loadu_ps(row + 16 * x), ks[x]);
-        }
-#pragma GCC unroll 4
-        for (int x = 0; x < 4; x++) {
-            __m512 vv = _mm512_loadu_ps(v + c + 16 * x);
-            dl[x] = _mm512_mul_ps(vb, _mm512_fnmadd_ps(vd, ks[x], vv));
-            oc[x] = _mm512_setzero_ps();
-        }
-        for (int i = 0; i < dk; i++) {
-            float *row = S + (size_t)i * dv + c;
-            const __m512 ki = _mm512_set1_ps(k[i]), qi = _mm512_set1_ps(q[i]);
-#pragma GCC unroll 4
-            for (int x = 0; x < 4; x++) {
-                __m512 e = _mm512_fmadd_ps(ki, dl[x], _mm512_mul_ps(_mm512_loadu_ps(row + 16 * x), vd));
-                _mm512_storeu_ps(row + 16 * x, e);
-                oc[x] = _mm512_fmadd_ps(qi, e, oc[x]);
-            }
-        }
-#pragma GCC unroll 4
-        for (int x = 0; x < 4; x++) _mm512_storeu_ps(o + c + 16 * x, oc[x]);
-    }
+    for (int c = 0; c < nc; c += 64) gdn_step64(S + c, dk, ld, q, k, v + c, vd, vb, o + c);
 }
 
 /* products rounded to float (as ggml's scalar loop does), summed in double */
@@ -221,6 +246,55 @@ static void rope_neox_avx512(float *x, const float *c, const float *s, int half)
         x[i] = a * c[i] - b * s[i];
         x[i + half] = a * s[i] + b * c[i];
     }
+}
+
+/* The accumulator (NV vectors) lives in registers for the whole key run. */
+#define ATTN_ROW_H(NV)                                                                                     \
+    do {                                                                                                   \
+        __m512 a[NV];                                                                                      \
+        _Pragma("GCC unroll 16") for (int x = 0; x < NV; x++) a[x] = _mm512_loadu_ps(acc + 16 * x);        \
+        float M = *m, L = *l;                                                                              \
+        for (int t = 0; t < nk; t++) {                                                                     \
+            const float *kr = kt + (size_t)t * d_k, *vr = vt + (size_t)t * d_v;                            \
+            __m512 d0 = _mm512_setzero_ps(), d1 = _mm512_setzero_ps();                                     \
+            int c = 0;                                                                                     \
+            for (; c + 32 <= d_k; c += 32) {                                                               \
+                d0 = _mm512_fmadd_ps(_mm512_loadu_ps(q + c), _mm512_loadu_ps(kr + c), d0);                 \
+                d1 = _mm512_fmadd_ps(_mm512_loadu_ps(q + c + 16), _mm512_loadu_ps(kr + c + 16), d1);       \
+            }                                                                                              \
+            if (c < d_k) d0 = _mm512_fmadd_ps(_mm512_loadu_ps(q + c), _mm512_loadu_ps(kr + c), d0);        \
+            float sc = _mm512_reduce_add_ps(_mm512_add_ps(d0, d1)) * scale;                                \
+            float ws;                                                                                      \
+            if (sc > M) {                                                                                  \
+                const __m512 ms = _mm512_set1_ps(expf(M - sc));                                            \
+                L = L * expf(M - sc) + 1.0f;                                                               \
+                M = sc;                                                                                    \
+                _Pragma("GCC unroll 16") for (int x = 0; x < NV; x++) a[x] = rh16(_mm512_mul_ps(a[x], ms)); \
+                ws = 1.0f;                                                                                 \
+            } else {                                                                                       \
+                ws = expf(sc - M);                                                                         \
+                L += ws;                                                                                   \
+            }                                                                                              \
+            const __m512 vw = _mm512_set1_ps(ws);                                                          \
+            _Pragma("GCC unroll 16") for (int x = 0; x < NV; x++) a[x] =                                  \
+                rh16(_mm512_fmadd_ps(vw, _mm512_loadu_ps(vr + 16 * x), a[x]));                             \
+        }                                                                                                  \
+        _Pragma("GCC unroll 16") for (int x = 0; x < NV; x++) _mm512_storeu_ps(acc + 16 * x, a[x]);       \
+        *m = M;                                                                                            \
+        *l = L;                                                                                            \
+    } while (0)
+
+static void attn_row_h_avx512(const float *q, const float *kt, const float *vt, int nk, int d_k, int d_v,
+                              float scale, float *m, float *l, float *acc)
+{
+    if (d_k % 16 == 0 && d_v == 128)
+        ATTN_ROW_H(8);
+    else if (d_k % 16 == 0 && d_v == 64)
+        ATTN_ROW_H(4);
+    else if (d_k % 16 == 0 && d_v == 256)
+        ATTN_ROW_H(16);
+    else
+        cpu_attn_row_h_scalar(q, kt, vt, nk, d_k, d_v, scale, m, l, acc);
 }
 
 /* Register blocks of 4 keys × 64 rows (16 accumulators): each query-vector
@@ -373,7 +447,25 @@ static void attn_pv_avx512(float *acc, const float *p, int nk, int rp, int n_row
         for (int c = 0; c < d_v; c += 16) pv_row_16(acc + (size_t)r * d_v + c, p + r, nk, rp, v + c, d_v, corr[r]);
 }
 
-const cpu_vec_fns cpu_vec_avx512 = {"avx512", dot_avx512, axpy_avx512, scale_avx512,
-                                    f16_to_f32_avx512, f32_to_f16_avx512, axpy_h_avx512, scale_h_avx512, round_h_avx512,
-                                    swiglu_avx512, mul_add_avx512, silu_avx512, gdn_step_avx512, sumsq_avx512, scale_mul_avx512,
-                                    rope_neox_avx512, attn_qk_avx512, attn_softmax_avx512, attn_pv_avx512};
+const cpu_vec_fns cpu_vec_avx512 = {
+    .level = "avx512",
+    .dot = dot_avx512,
+    .axpy = axpy_avx512,
+    .scale = scale_avx512,
+    .f16_to_f32 = f16_to_f32_avx512,
+    .f32_to_f16 = f32_to_f16_avx512,
+    .axpy_h = axpy_h_avx512,
+    .scale_h = scale_h_avx512,
+    .round_h = round_h_avx512,
+    .swiglu = swiglu_avx512,
+    .mul_add = mul_add_avx512,
+    .silu = silu_avx512,
+    .gdn_step = gdn_step_avx512,
+    .sumsq = sumsq_avx512,
+    .scale_mul = scale_mul_avx512,
+    .rope_neox = rope_neox_avx512,
+    .attn_row_h = attn_row_h_avx512,
+    .attn_qk = attn_qk_avx512,
+    .attn_softmax = attn_softmax_avx512,
+    .attn_pv = attn_pv_avx512,
+};

@@ -52,7 +52,18 @@ typedef struct cuda_be {
     char err_msg[WK_ERROR_MSG_CAP];
 } cuda_be;
 
-static cuda_be *cb_of(be_backend *be) { return (cuda_be *)be->impl; }
+/* Every op starts here. The CUDA runtime's current device is per host thread
+ * and a backend may be used on another thread than the one that made it (the
+ * server's engine thread): make its GPU current there (once per thread and
+ * device; a TLS compare otherwise). */
+static thread_local int t_device = -1; /* the device this thread last made current here */
+
+static cuda_be *cb_of(be_backend *be)
+{
+    cuda_be *b = (cuda_be *)be->impl;
+    if (t_device != b->ctx.device && cudaSetDevice(b->ctx.device) == cudaSuccess) t_device = b->ctx.device;
+    return b;
+}
 
 static void keep_error(cuda_be *b, const wk_error *e)
 {
@@ -684,6 +695,7 @@ extern "C" int be_cuda_new(be_backend **out, int device, wk_error *err)
     cuda_be *b = (cuda_be *)calloc(1, sizeof *b);
     if (!b) return wk_fail(err, WK_ENOMEM, "cuda backend: out of memory");
     int rc = cuda_ctx_init(&b->ctx, device, err);
+    t_device = -1; /* cuda_ctx_init changed the current device */
     if (rc) {
         free(b);
         return rc;
