@@ -58,6 +58,27 @@ print("vt ok")
 PY
 "$WICK_BIN" eval vt -m "$M" $T --ctx 300 --samples 1 --max-tokens 8 | grep -q "^scoring: RULER string_match_all"
 
+# ---- longbench: a hand-made file in the LongBench v2 format --------------------------------------
+python3 - "$tmp/lb.json" <<'PY'
+import json, sys
+ctx = "The sky over the harbour is blue. " * 150
+items = [{"_id": f"x{i}", "domain": "Single-Document QA", "difficulty": "easy", "length": "short",
+          "question": "What color is the sky?", "choice_A": "blue", "choice_B": "red", "choice_C": "green",
+          "choice_D": "black", "answer": "A", "context": ctx} for i in range(2)]
+json.dump(items, open(sys.argv[1], "w"))
+PY
+"$WICK_BIN" eval longbench -m "$M" $T --file "$tmp/lb.json" --max-tokens 8 --max-input 400 --brief --json >"$tmp/lb.out"
+python3 - "$tmp/lb.out" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+s = r["summary"]
+assert r["complete"] and s["items"] == 2 and s["answered"] + s["unanswered"] == 2 and s["contexts_cut"] == 2, r
+assert r["prompt_template"].endswith("brief-answer instruction") and r["response_limit_tokens"] == 8
+for it in r["results"]:
+    assert it["prompt_tokens"] <= 400 + 64, it["prompt_tokens"]
+print("longbench ok")
+PY
+
 # ---- paired: no-op below global + window, differences beyond ---------------------------------
 paired() { # model, json out, extra args...
     local model=$1 out=$2
