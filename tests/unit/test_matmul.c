@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "backend/cpu/matmul.h"
+#include "backend/cpu/matmul_packed.h"
 #include "quant/quant.h"
 #include "testutil.h"
 #include "util/err.h"
@@ -173,15 +174,22 @@ static void test_prepared_weight_gives_the_same_results_as_the_plain_view(void *
         cpu_weight prep = plain;
         wk_error err = {0};
         assert_int_equal(cpu_weight_prepare(&prep, &err), 0);
-        static const int64_t ns[] = {1, 3, 33, 100};
-        for (size_t ni = 0; ni < 4; ni++) {
-            int64_t n = ns[ni];
-            float *x = random_acts(n, k, &seed);
-            float *y = malloc((size_t)(n * m) * sizeof(float));
-            assert_int_equal(cpu_matmul(pool, &prep, x, k, n, y, m, NULL, &err), 0);
-            check_against_reference(&w, x, k, n, y, m, "prepared");
-            free(x);
-            free(y);
+        /* a repacked layout where the CPU has one (checked, so a silent
+         * fallback to the plain rows would fail here) */
+        if (cpu_pack_layout_for(w.type) != CPU_PACK_NONE) assert_non_null(prep.packed);
+        static const int64_t ns[] = {1, 3, 4, 5, 7, 8, 33, 100};
+        for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+            for (int amx = 0; amx < 2; amx++) {
+                int64_t n = ns[ni];
+                if (!amx) setenv("WICK_NO_AMX", "1", 1);
+                float *x = random_acts(n, k, &seed);
+                float *y = malloc((size_t)(n * m) * sizeof(float));
+                assert_int_equal(cpu_matmul(pool, &prep, x, k, n, y, m, NULL, &err), 0);
+                check_against_reference(&w, x, k, n, y, m, "prepared");
+                free(x);
+                free(y);
+                unsetenv("WICK_NO_AMX");
+            }
         }
         cpu_weight_release(&prep);
         assert_null(prep.packed);
@@ -200,9 +208,13 @@ static void test_gather_computes_only_the_listed_rows(void **state)
         int64_t k = 256, m = 33, n_x = 20;
         test_weight w = make_weight(types[t], m, k, 0, &seed);
         /* an "expert" slice inside a bigger 3-D tensor: pass its base pointer */
-        cpu_weight cw = cpu_weight_view(w.type, w.w, m, k, w.row_bytes);
+        cpu_weight plain = cpu_weight_view(w.type, w.w, m, k, w.row_bytes);
         float *x = random_acts(n_x, k, &seed);
+        for (int prepared = 0; prepared < 2; prepared++)
         for (int64_t cnt = 1; cnt <= 12; cnt += 11) {
+            cpu_weight cw = plain;
+            wk_error perr = {0};
+            if (prepared) assert_int_equal(cpu_weight_prepare(&cw, &perr), 0);
             int32_t xr[12], yr[12];
             for (int i = 0; i < cnt; i++) {
                 xr[i] = (int32_t)(test_rand_u32(&seed) % n_x); /* repeats allowed */
@@ -221,6 +233,7 @@ static void test_gather_computes_only_the_listed_rows(void **state)
                     for (int64_t r = 0; r < m; r++) assert_true(y[row * m + r] == 7.0f);
             }
             free(y);
+            cpu_weight_release(&cw);
         }
         free(x);
         free_weight(&w);

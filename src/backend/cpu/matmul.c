@@ -9,8 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cpu/matmul_panel.h"
 #include "backend/cpu/matmul_impl.h"
+#include "backend/cpu/matmul_packed.h"
+#include "backend/cpu/matmul_panel.h"
 #include "quant/quant.h"
 #include "util/cpu.h"
 
@@ -223,6 +224,57 @@ static void matmul_quantized(wk_pool *pool, const cpu_weight *w, const float *x,
     else mm_body(&job, 0, 1);
 }
 
+/* Work of the packed decode path (N < PANEL_MIN_N on a repacked weight). */
+typedef struct {
+    const cpu_weight *w;
+    const uint8_t *act;
+    size_t act_stride;
+    const float *ascale;
+    const int32_t *acorr;
+    int n;
+    float *y;
+    int64_t y_stride;
+    cpu_queue queue; /* groups of 16 rows */
+} pk_job;
+
+static void pk_body(void *ctx, int worker, int n_workers)
+{
+    pk_job *job = ctx;
+    (void)worker, (void)n_workers;
+    long b, e;
+    while (cpu_queue_take(&job->queue, &b, &e))
+        cpu_pack_gemv_avx512(job->w->packed, b, e, job->act, job->act_stride, job->ascale, job->acorr, job->n,
+                             job->y, job->y_stride);
+}
+
+/* Bytes of scratch the packed decode path needs for n activation rows. */
+static size_t packed_scratch_bytes(const cpu_weight *w, int64_t n, size_t act_stride)
+{
+    return act_stride * (size_t)n + (size_t)n * (size_t)w->packed->blocks * (sizeof(float) + sizeof(int32_t));
+}
+
+static void matmul_packed(wk_pool *pool, const cpu_weight *w, const float *x, int64_t x_stride,
+                          const int32_t *x_rows, int64_t n, float *y, int64_t y_stride, uint8_t *act,
+                          size_t act_stride)
+{
+    const int threads = pool ? wk_pool_size(pool) : 1;
+    const int64_t blocks = w->packed->blocks;
+    float *ascale = (float *)(act + act_stride * (size_t)n);
+    int32_t *acorr = (int32_t *)(ascale + n * blocks);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t src = x_rows ? x_rows[i] : i;
+        uint8_t *row = act + (size_t)i * act_stride;
+        qt_quantize_act(w->type, x + src * x_stride, row, w->cols);
+        cpu_pack_act_terms(row, blocks, ascale + i * blocks, acorr + i * blocks);
+    }
+    pk_job job = {.w = w, .act = act, .act_stride = act_stride, .ascale = ascale, .acorr = acorr, .n = (int)n,
+                  .y = y, .y_stride = y_stride};
+    const long groups = (long)w->packed->groups;
+    cpu_queue_init(&job.queue, groups, groups / (8L * threads));
+    if (pool && threads > 1 && groups >= 4) wk_pool_run(pool, pk_body, &job);
+    else pk_body(&job, 0, 1);
+}
+
 /* Core of both entry points: y rows are compact (y_stride apart) here. The
  * first extra_bytes of the scratch are handed to the caller via *extra (the
  * gather's output rows), the rest holds the activations. */
@@ -233,8 +285,10 @@ static int matmul_core(wk_pool *pool, const cpu_weight *w, const float *x, int64
     const int threads = pool ? wk_pool_size(pool) : 1;
     enum cpu_panel_kernel kernel = n >= PANEL_MIN_N ? cpu_panel_kernel_for(w->type) : CPU_PANEL_NONE;
     if (kernel == CPU_PANEL_AMX && amx_disabled()) kernel = CPU_PANEL_VNNI;
+    const int packed_decode = w->packed && n < PANEL_MIN_N;
     const size_t act_stride = (qt_act_row_bytes(w->type, w->cols) + ACT_ALIGN - 1) / ACT_ALIGN * ACT_ALIGN;
     const size_t need = kernel != CPU_PANEL_NONE ? cpu_panel_scratch_bytes(w->type, n, w->cols, threads)
+                        : packed_decode          ? packed_scratch_bytes(w, n, act_stride)
                                                  : act_stride * (size_t)n;
     extra_bytes = (extra_bytes + ACT_ALIGN - 1) / ACT_ALIGN * ACT_ALIGN;
     void *owned;
@@ -245,7 +299,8 @@ static int matmul_core(wk_pool *pool, const cpu_weight *w, const float *x, int64
         y = *extra;
     }
     uint8_t *act = buf + extra_bytes;
-    if (kernel == CPU_PANEL_NONE ||
+    if (packed_decode) matmul_packed(pool, w, x, x_stride, x_rows, n, y, y_stride, act, act_stride);
+    else if (kernel == CPU_PANEL_NONE ||
         cpu_matmul_panel(pool, kernel, w, x, x_stride, x_rows, n, y, y_stride, act, need) != 0)
         matmul_quantized(pool, w, x, x_stride, x_rows, n, y, y_stride, act, act_stride);
     free(owned);
@@ -289,11 +344,12 @@ int cpu_weight_prepare(cpu_weight *w, wk_error *err)
 {
     int rc = check_weight(w, err);
     if (rc) return rc;
-    w->packed = NULL; /* no type has a repacked layout (see matmul.h) */
-    return 0;
+    return cpu_pack_build(w, &w->packed, err);
 }
 
 void cpu_weight_release(cpu_weight *w)
 {
-    if (w) w->packed = NULL;
+    if (!w) return;
+    cpu_pack_free(w->packed);
+    w->packed = NULL;
 }

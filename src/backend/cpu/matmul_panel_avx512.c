@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "backend/cpu/matmul_impl.h"
+#include "backend/cpu/matmul_packed.h"
 #include "backend/cpu/matmul_panel.h"
 #include "quant/blocks.h"
 #include "quant/quant.h"
@@ -314,6 +315,10 @@ static void unpack_panel(const cpu_weight *w, int64_t r0, int nv, int G, int64_t
     float *minv = scale + blocks * TILE;
     int8_t *stage = (int8_t *)(minv + blocks * TILE); /* [block][row][G] */
     const uint8_t *base = w->data;
+    if (w->packed) { /* already in panel order (matmul_packed.h) */
+        cpu_pack_panel_avx512(w->packed, r0 / TILE, panel, flip80);
+        return;
+    }
     for (int i = 0; i < TILE; i++) {
         if (i < nv) {
             unpack_row(w->type, base + (size_t)(r0 + i) * w->row_bytes, w->cols, stage + i * G, scale + i, minv + i);

@@ -1,0 +1,93 @@
+/* Building the repacked weight layouts (layouts: matmul_packed.h). Portable
+ * C: runs once per weight at load time. */
+#include "backend/cpu/matmul_packed.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "quant/blocks.h"
+#include "util/cpu.h"
+#include "util/f16.h"
+
+static int repack_disabled(void)
+{
+    const char *v = getenv("WICK_NO_REPACK");
+    return v && v[0] && v[0] != '0';
+}
+
+enum cpu_pack_layout cpu_pack_layout_for(enum qt_type type)
+{
+    const wk_cpu_features *f = wk_cpu();
+    if (repack_disabled()) return CPU_PACK_NONE;
+    if (!(f->avx512f && f->avx512bw && f->avx512vl && f->avx512vnni && f->f16c)) return CPU_PACK_NONE;
+    return type == QT_Q8_0 ? CPU_PACK_R16_Q8_0 : CPU_PACK_NONE;
+}
+
+/* Group g of a Q8_0 weight: codes (+128) in VNNI order, then the scales. */
+static void pack_group_q8_0(const cpu_weight *w, int64_t g, int64_t blocks, uint8_t *dst)
+{
+    uint8_t *codes = dst;
+    uint16_t *scales = (uint16_t *)(dst + (size_t)blocks * 512);
+    for (int r = 0; r < CPU_PACK_ROWS; r++) {
+        int64_t row = g * CPU_PACK_ROWS + r;
+        const blk_q8_0 *src = row < w->rows ? (const blk_q8_0 *)((const uint8_t *)w->data + (size_t)row * w->row_bytes)
+                                            : NULL;
+        for (int64_t b = 0; b < blocks; b++) {
+            uint8_t *cb = codes + (size_t)b * 512 + 4 * r;
+            for (int q = 0; q < 8; q++) { /* 4 codes at a time, +128 each */
+                uint32_t v = 0;
+                if (src) memcpy(&v, src[b].qs + 4 * q, 4);
+                v ^= 0x80808080u;
+                memcpy(cb + 64 * q, &v, 4);
+            }
+            scales[b * CPU_PACK_ROWS + r] = src ? src[b].d : 0;
+        }
+    }
+}
+
+int cpu_pack_build(const cpu_weight *w, struct cpu_packed **out, wk_error *err)
+{
+    *out = NULL;
+    enum cpu_pack_layout layout = cpu_pack_layout_for(w->type);
+    if (layout == CPU_PACK_NONE || w->rows <= 0) return 0;
+    struct cpu_packed *p = calloc(1, sizeof *p);
+    if (!p) return wk_fail(err, WK_ENOMEM, "matmul: out of memory repacking a weight");
+    p->layout = layout;
+    p->rows = w->rows;
+    p->groups = (w->rows + CPU_PACK_ROWS - 1) / CPU_PACK_ROWS;
+    p->blocks = w->cols / 32;
+    p->group_bytes = ((size_t)p->blocks * (512 + 2 * CPU_PACK_ROWS) + 63) & ~(size_t)63;
+    p->data = aligned_alloc(64, p->group_bytes * (size_t)p->groups);
+    if (!p->data) {
+        size_t mib = p->group_bytes * (size_t)p->groups >> 20;
+        free(p);
+        return wk_fail(err, WK_ENOMEM, "matmul: out of memory repacking a %lld x %lld weight (%zu MiB)",
+                       (long long)w->rows, (long long)w->cols, mib);
+    }
+    for (int64_t g = 0; g < p->groups; g++) {
+        uint8_t *dst = p->data + (size_t)g * p->group_bytes;
+        pack_group_q8_0(w, g, p->blocks, dst);
+        size_t used = (size_t)p->blocks * (512 + 2 * CPU_PACK_ROWS);
+        memset(dst + used, 0, p->group_bytes - used);
+    }
+    *out = p;
+    return 0;
+}
+
+void cpu_pack_free(struct cpu_packed *p)
+{
+    if (!p) return;
+    free(p->data);
+    free(p);
+}
+
+void cpu_pack_act_terms(const void *act_row, int64_t blocks, float *scale, int32_t *corr)
+{
+    const blk_q8_0 *a = act_row;
+    for (int64_t b = 0; b < blocks; b++) {
+        int s = 0;
+        for (int e = 0; e < 32; e++) s += a[b].qs[e];
+        scale[b] = wk_f16_to_f32(a[b].d);
+        corr[b] = 128 * s;
+    }
+}

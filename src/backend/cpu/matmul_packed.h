@@ -1,0 +1,67 @@
+/* Load-time repacked weights ("row-interleaved" layouts) for the CPU matmul.
+ * Internal to backend/cpu.
+ *
+ * A plain GGUF row keeps each row's blocks together, so a kernel that makes
+ * 16 outputs at once reads 16 separate streams and must turn 16 half-float
+ * scales into floats one by one. The packed form groups 16 rows: per block,
+ * the 16 rows' codes are stored in VNNI order (64-byte line q holds bytes
+ * 4q..4q+3 of every row, row r at offset 4r) and their 16 scales side by side.
+ * One cache line then feeds one VPDPBUSD whose 16 int32 lanes are the 16
+ * rows, and the scales convert with one instruction. Decode streams the
+ * group's bytes strictly in order; prefill panels are a copy of a group.
+ *
+ * Q8_0 (layout R16_Q8_0), per group of 16 rows (missing rows are zero):
+ *   codes:  blocks × 512 bytes, each code stored XOR 0x80 (code + 128 as an
+ *           unsigned byte, VPDPBUSD's unsigned operand);
+ *   scales: blocks × 16 half floats.
+ * The same bytes as the plain rows (544 per 16 rows per block), so decode
+ * reads no more memory; the plain rows are no longer touched by matmuls.
+ *
+ * Results equal the plain kernels' up to F32 summation order: per block the
+ * integer dot product is exact (Σ (w+128)·a − 128·Σa = Σ w·a). */
+#ifndef WICK_BACKEND_CPU_MATMUL_PACKED_H
+#define WICK_BACKEND_CPU_MATMUL_PACKED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/cpu/matmul.h"
+
+#define CPU_PACK_ROWS 16
+
+enum cpu_pack_layout { CPU_PACK_NONE = 0, CPU_PACK_R16_Q8_0 };
+
+struct cpu_packed {
+    enum cpu_pack_layout layout;
+    int64_t rows, groups, blocks;
+    size_t group_bytes; /* multiple of 64 */
+    uint8_t *data;      /* groups × group_bytes, 64-byte aligned */
+};
+
+/* Layout this CPU (capped by WICK_ISA) uses for the type, or NONE. Setting
+ * WICK_NO_REPACK=1 turns repacking off (before/after comparisons). */
+enum cpu_pack_layout cpu_pack_layout_for(enum qt_type type);
+
+/* Builds the packed copy of w's rows; *out = NULL when the type has no
+ * layout here. Returns 0 or WK_ENOMEM. */
+int cpu_pack_build(const cpu_weight *w, struct cpu_packed **out, wk_error *err);
+
+void cpu_pack_free(struct cpu_packed *p);
+
+/* Per activation row i and block b of a Q8_0-quantized activation: the
+ * block's scale as float and 128·Σ codes (what the +128 weight codes add). */
+void cpu_pack_act_terms(const void *act_row, int64_t blocks, float *scale, int32_t *corr);
+
+/* Decode kernel (AVX-512 VNNI): groups [g0, g1) against na activation rows
+ * (Q8_0 blocks, act_stride bytes apart; ascale/acorr from cpu_pack_act_terms,
+ * `blocks` entries per row). y[i*y_stride + row] for rows < p->rows. */
+void cpu_pack_gemv_avx512(const struct cpu_packed *p, int64_t g0, int64_t g1, const uint8_t *act,
+                          size_t act_stride, const float *ascale, const int32_t *acorr, int na, float *y,
+                          int64_t y_stride);
+
+/* Writes group g as a prefill panel (matmul_panel_avx512.c's form: codes in
+ * VNNI order, +128 when flip80 is set, else signed; then float scales; then
+ * zero mins). */
+void cpu_pack_panel_avx512(const struct cpu_packed *p, int64_t g, uint8_t *panel, int flip80);
+
+#endif
