@@ -265,7 +265,8 @@ static void matmul_packed(wk_pool *pool, const cpu_weight *w, const float *x, in
         int64_t src = x_rows ? x_rows[i] : i;
         uint8_t *row = act + (size_t)i * act_stride;
         qt_quantize_act(w->type, x + src * x_stride, row, w->cols);
-        cpu_pack_act_terms(row, blocks, ascale + i * blocks, acorr + i * blocks);
+        if (w->packed->layout == CPU_PACK_R16_Q8_0)
+            cpu_pack_act_terms(row, blocks, ascale + i * blocks, acorr + i * blocks);
     }
     pk_job job = {.w = w, .act = act, .act_stride = act_stride, .ascale = ascale, .acorr = acorr, .n = (int)n,
                   .y = y, .y_stride = y_stride};

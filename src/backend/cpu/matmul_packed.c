@@ -20,7 +20,12 @@ enum cpu_pack_layout cpu_pack_layout_for(enum qt_type type)
     const wk_cpu_features *f = wk_cpu();
     if (repack_disabled()) return CPU_PACK_NONE;
     if (!(f->avx512f && f->avx512bw && f->avx512vl && f->avx512vnni && f->f16c)) return CPU_PACK_NONE;
-    return type == QT_Q8_0 ? CPU_PACK_R16_Q8_0 : CPU_PACK_NONE;
+    switch (type) {
+    case QT_Q8_0: return CPU_PACK_R16_Q8_0;
+    case QT_Q4_K: return CPU_PACK_R16_Q4_K;
+    case QT_Q6_K: return CPU_PACK_R16_Q6_K;
+    default: return CPU_PACK_NONE;
+    }
 }
 
 /* Group g of a Q8_0 weight: codes (+128) in VNNI order, then the scales. */
@@ -45,6 +50,65 @@ static void pack_group_q8_0(const cpu_weight *w, int64_t g, int64_t blocks, uint
     }
 }
 
+/* Group g of a Q4_K weight (layout in matmul_packed.h). */
+static void pack_group_q4_K(const cpu_weight *w, int64_t g, int64_t blocks, uint8_t *dst)
+{
+    for (int r = 0; r < CPU_PACK_ROWS; r++) {
+        int64_t row = g * CPU_PACK_ROWS + r;
+        const blk_q4_K *src = row < w->rows ? (const blk_q4_K *)((const uint8_t *)w->data + (size_t)row * w->row_bytes)
+                                            : NULL;
+        for (int64_t b = 0; b < blocks; b++) {
+            uint8_t *blk = dst + (size_t)b * CPU_PACK_Q4K_BLOCK;
+            uint8_t *sc = blk + 2048, *mn = sc + 128;
+            uint16_t *d = (uint16_t *)(mn + 128), *dmin = d + CPU_PACK_ROWS;
+            for (int l = 0; l < 32; l++) { /* line l = 8·pair + quad: bytes 4l..4l+3 of qs */
+                uint32_t v = 0;
+                if (src) memcpy(&v, src[b].qs + 4 * l, 4);
+                memcpy(blk + 64 * l + 4 * r, &v, 4);
+            }
+            for (int j = 0; j < 8; j++) {
+                uint8_t s6 = 0, m6 = 0;
+                if (src) k_scale_min(j, src[b].scales, &s6, &m6);
+                sc[16 * j + r] = s6;
+                mn[16 * j + r] = m6;
+            }
+            d[r] = src ? src[b].d : 0;
+            dmin[r] = src ? src[b].dmin : 0;
+        }
+    }
+}
+
+/* Group g of a Q6_K weight (layout in matmul_packed.h). */
+static void pack_group_q6_K(const cpu_weight *w, int64_t g, int64_t blocks, uint8_t *dst)
+{
+    for (int r = 0; r < CPU_PACK_ROWS; r++) {
+        int64_t row = g * CPU_PACK_ROWS + r;
+        const blk_q6_K *src = row < w->rows ? (const blk_q6_K *)((const uint8_t *)w->data + (size_t)row * w->row_bytes)
+                                            : NULL;
+        for (int64_t b = 0; b < blocks; b++) {
+            uint8_t *blk = dst + (size_t)b * CPU_PACK_Q6K_BLOCK;
+            int8_t *sc = (int8_t *)(blk + 3072);
+            uint16_t *d = (uint16_t *)(blk + 3072 + 256);
+            for (int h = 0; h < 2; h++) {
+                uint8_t *half = blk + (size_t)h * 24 * 64;
+                for (int j = 0; j < 16; j++) {
+                    uint32_t v = 0;
+                    if (src) memcpy(&v, src[b].ql + 64 * h + 4 * j, 4);
+                    memcpy(half + 64 * j + 4 * r, &v, 4);
+                }
+                for (int j = 0; j < 8; j++) {
+                    uint32_t v = 0;
+                    if (src) memcpy(&v, src[b].qh + 32 * h + 4 * j, 4);
+                    memcpy(half + 64 * (16 + j) + 4 * r, &v, 4);
+                }
+            }
+            for (int s6 = 0; s6 < 16; s6++) sc[16 * s6 + r] = src ? src[b].scales[s6] : 0;
+            d[r] = src ? src[b].d : 0;
+            memset(blk + 3072 + 256 + 32, 0, 32);
+        }
+    }
+}
+
 int cpu_pack_build(const cpu_weight *w, struct cpu_packed **out, wk_error *err)
 {
     *out = NULL;
@@ -55,8 +119,12 @@ int cpu_pack_build(const cpu_weight *w, struct cpu_packed **out, wk_error *err)
     p->layout = layout;
     p->rows = w->rows;
     p->groups = (w->rows + CPU_PACK_ROWS - 1) / CPU_PACK_ROWS;
-    p->blocks = w->cols / 32;
-    p->group_bytes = ((size_t)p->blocks * (512 + 2 * CPU_PACK_ROWS) + 63) & ~(size_t)63;
+    const size_t block_bytes = layout == CPU_PACK_R16_Q4_K   ? CPU_PACK_Q4K_BLOCK
+                               : layout == CPU_PACK_R16_Q6_K ? CPU_PACK_Q6K_BLOCK
+                                                             : 512 + 2 * CPU_PACK_ROWS;
+    p->blocks = w->cols / (layout == CPU_PACK_R16_Q8_0 ? 32 : 256);
+    const size_t used = (size_t)p->blocks * block_bytes;
+    p->group_bytes = (used + 63) & ~(size_t)63;
     p->data = aligned_alloc(64, p->group_bytes * (size_t)p->groups);
     if (!p->data) {
         size_t mib = p->group_bytes * (size_t)p->groups >> 20;
@@ -66,8 +134,11 @@ int cpu_pack_build(const cpu_weight *w, struct cpu_packed **out, wk_error *err)
     }
     for (int64_t g = 0; g < p->groups; g++) {
         uint8_t *dst = p->data + (size_t)g * p->group_bytes;
-        pack_group_q8_0(w, g, p->blocks, dst);
-        size_t used = (size_t)p->blocks * (512 + 2 * CPU_PACK_ROWS);
+        switch (layout) {
+        case CPU_PACK_R16_Q4_K: pack_group_q4_K(w, g, p->blocks, dst); break;
+        case CPU_PACK_R16_Q6_K: pack_group_q6_K(w, g, p->blocks, dst); break;
+        default: pack_group_q8_0(w, g, p->blocks, dst); break;
+        }
         memset(dst + used, 0, p->group_bytes - used);
     }
     *out = p;

@@ -18,7 +18,21 @@
  * reads no more memory; the plain rows are no longer touched by matmuls.
  *
  * Results equal the plain kernels' up to F32 summation order: per block the
- * integer dot product is exact (Σ (w+128)·a − 128·Σa = Σ w·a). */
+ * integer dot product is exact (Σ (w+128)·a − 128·Σa = Σ w·a).
+ *
+ * Q4_K (layout R16_Q4_K), per group and super-block of 256, 2368 bytes
+ * (plain: 2304), all 64-byte aligned:
+ *   codes:  2048 bytes: for the 4 pairs of sub-blocks p and quads q, line
+ *           8p+q holds bytes 32p+4q..32p+4q+3 of each row's qs (low nibbles:
+ *           codes of sub-block 2p, high nibbles: sub-block 2p+1);
+ *   sc, mn: 8 sub-blocks × 16 rows of 6-bit scales and mins, one byte each;
+ *   d, dmin: 16 half floats each.
+ *
+ * Q6_K (layout R16_Q6_K), per group and super-block, 3392 bytes (plain:
+ * 3360): per half h (of 128 elements) 24 lines: 16 of ql (line j: bytes
+ * 64h+4j..+3 of each row's ql) then 8 of qh (line j: bytes 32h+4j..+3);
+ * then the 16 int8 scales × 16 rows ([sub-block][row]), 16 half-float d,
+ * 32 bytes of padding. */
 #ifndef WICK_BACKEND_CPU_MATMUL_PACKED_H
 #define WICK_BACKEND_CPU_MATMUL_PACKED_H
 
@@ -29,12 +43,15 @@
 
 #define CPU_PACK_ROWS 16
 
-enum cpu_pack_layout { CPU_PACK_NONE = 0, CPU_PACK_R16_Q8_0 };
+enum cpu_pack_layout { CPU_PACK_NONE = 0, CPU_PACK_R16_Q8_0, CPU_PACK_R16_Q4_K, CPU_PACK_R16_Q6_K };
+
+#define CPU_PACK_Q4K_BLOCK 2368
+#define CPU_PACK_Q6K_BLOCK 3392
 
 struct cpu_packed {
     enum cpu_pack_layout layout;
-    int64_t rows, groups, blocks;
-    size_t group_bytes; /* multiple of 64 */
+    int64_t rows, groups, blocks; /* blocks: of 32 (Q8_0) or 256 (K-quants) elements */
+    size_t group_bytes;           /* multiple of 64 */
     uint8_t *data;      /* groups × group_bytes, 64-byte aligned */
 };
 
@@ -53,8 +70,9 @@ void cpu_pack_free(struct cpu_packed *p);
 void cpu_pack_act_terms(const void *act_row, int64_t blocks, float *scale, int32_t *corr);
 
 /* Decode kernel (AVX-512 VNNI): groups [g0, g1) against na activation rows
- * (Q8_0 blocks, act_stride bytes apart; ascale/acorr from cpu_pack_act_terms,
- * `blocks` entries per row). y[i*y_stride + row] for rows < p->rows. */
+ * in the partner format (Q8_0 or Q8_K blocks, act_stride bytes apart; for
+ * Q8_0 ascale/acorr from cpu_pack_act_terms, `blocks` entries per row,
+ * unused for the K-quants). y[i*y_stride + row] for rows < p->rows. */
 void cpu_pack_gemv_avx512(const struct cpu_packed *p, int64_t g0, int64_t g1, const uint8_t *act,
                           size_t act_stride, const float *ascale, const int32_t *acorr, int na, float *y,
                           int64_t y_stride);
