@@ -31,7 +31,7 @@ static void bench_usage(FILE *out)
             "  -b, --ubatch N       prefill chunk in tokens (default 512)\n"
             CLI_POLICY_HELP CLI_KV_TYPE_HELP
             "  --json               one JSON object per test on stdout instead of a table\n"
-            "  --membw              also measure memory copy bandwidth (the decode roof)\n"
+            "  --membw              also measure memory read and copy bandwidth (read: the decode roof)\n"
             "  -q, --quiet          no progress on stderr\n");
 }
 
@@ -192,6 +192,7 @@ int cmd_bench(int argc, char **argv)
     const unsigned long long kv_per_tok = (unsigned long long)eng_kv_bytes_per_token(ctx);
     const char *arch = model_arch_name(m->arch);
     double copy_gbps = membw ? eng_bench_copy_gbytes_per_s(threads) : 0.0;
+    double read_gbps = membw ? eng_bench_read_gbytes_per_s(threads) : 0.0;
     if (!json) {
         printf("model: %s (%s), %.2f MiB, %.2f M params, %.3f bits/weight\n", basename_of(path), arch,
                (double)model_bytes / (1 << 20), (double)costs.n_params / 1e6, costs.bits_per_weight);
@@ -201,7 +202,10 @@ int cmd_bench(int argc, char **argv)
         else
             printf("threads: %d, ubatch: %d, attention: %s, kv cache: %s (%llu bytes/token), cpu kernels: %s, reps: %d\n\n",
                    threads, ubatch, pol, cli_kv_type_name(kv_type), kv_per_tok, wk_cpu_level_name(), reps);
-        if (membw) printf("memory copy bandwidth (%d threads): %.1f GB/s\n\n", threads, copy_gbps);
+        if (membw)
+            printf("memory bandwidth (%d threads, 1 GiB buffers): read %.1f GB/s (the decode roof), copy %.1f GB/s "
+                   "(read + write)\n\n",
+                   threads, read_gbps, copy_gbps);
         printf("| test | depth | t/s median | t/s min | t/s max | ms/rep | rate |\n");
         printf("|---|---:|---:|---:|---:|---:|---:|\n");
         fflush(stdout);
@@ -228,7 +232,7 @@ int cmd_bench(int argc, char **argv)
                        test, r->test.depth, r->test.n, r->reps, r->tok_per_s_median, r->tok_per_s_min,
                        r->tok_per_s_max, r->ms_median, threads, (unsigned long long)model_bytes,
                        costs.bits_per_weight, (unsigned long long)costs.n_params);
-                if (membw) printf("\"copy_gbytes_per_s\": %.3f, ", copy_gbps);
+                if (membw) printf("\"copy_gbytes_per_s\": %.3f, \"read_gbytes_per_s\": %.3f, ", copy_gbps, read_gbps);
                 if (r->test.kind == ENG_BENCH_TG) printf("\"gbytes_per_s\": %.3f, ", r->gbytes_per_s);
                 else printf("\"gflop_per_s\": %.3f, ", r->gflop_per_s);
                 printf("\"kv_type\": \"%s\", \"kv_bytes_per_token\": %llu, ", cli_kv_type_name(kv_type), kv_per_tok);

@@ -71,10 +71,12 @@ typedef void (*eng_bench_progress_fn)(void *user, const eng_bench_test *t, int32
 int eng_bench_run(eng_ctx *ctx, const eng_bench_test *tests, int32_t n_tests, int32_t reps,
                   eng_bench_result *results, eng_bench_progress_fn progress, void *user, wk_error *err);
 
-/* Achieved memory copy bandwidth with n_threads threads (each copies its
- * share of a 256 MiB buffer), best of 3, counting bytes read + written: the
- * roof decode GB/s is measured against. Returns 0 on allocation failure. */
+/* Achieved memory bandwidth with n_threads threads over 1 GiB buffers (far
+ * beyond the last-level cache), best of 3. Copy counts bytes read + written;
+ * read (a streaming XOR) is the roof decode GB/s is measured against, since
+ * decode only reads weights. Return 0 on allocation failure. */
 double eng_bench_copy_gbytes_per_s(int n_threads);
+double eng_bench_read_gbytes_per_s(int n_threads);
 
 /* Pseudo-random token ids in [3, n_vocab): s = s*1664525 + 1013904223,
  * id = 3 + (s >> 8) % (n_vocab - 3) — the golden token sequences' LCG. */
