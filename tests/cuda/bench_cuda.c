@@ -245,6 +245,7 @@ int main(int argc, char **argv)
     static const uint32_t types[] = {QT_Q4_K, QT_Q5_K, QT_Q6_K, QT_Q8_0, QT_Q4_0, QT_IQ4_NL, QT_F16};
     /* matvec launch variants on two types (rows per warp, grid cap per SM) */
     static const int variants[][2] = {{1, 0}, {2, 0}, {1, 4}, {2, 3}};
+    g_ctx.mv_occ = 0;
     for (int v = 0; v < 4; v++) {
         g_ctx.mv_rows = variants[v][0];
         g_ctx.mv_blocks_per_sm = variants[v][1];
@@ -259,6 +260,13 @@ int main(int argc, char **argv)
     bench_matvec(QT_Q4_K, 17408, 5120, "4 parts");
     bench_matvec(QT_Q4_K, 5120, 17408, "4 parts");
     g_ctx.mv_q4k_parts = 8;
+    g_ctx.mv_occ = 1; /* registers capped for 7 blocks per multiprocessor */
+    bench_matvec(QT_Q4_K, 17408, 5120, "occ7");
+    bench_matvec(QT_Q4_K, 5120, 17408, "occ7");
+    bench_matvec(QT_Q4_K, 5120, 6144, "occ7");
+    g_ctx.mv_occ = 0;
+    bench_matvec(QT_Q4_K, 5120, 6144, "8 parts");
+    g_ctx.mv_occ = 1;
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         bench_matvec(types[i], 17408, 5120, "ffn_up ");
         if (!quick) bench_matvec(types[i], 5120, 17408, "ffn_down");

@@ -99,19 +99,28 @@ static int prefill(run *r, int n, double *secs, wk_error *err)
     return 0;
 }
 
+static int32_t g_out_tokens[1024]; /* the last decode's greedy tokens */
+
 static int decode(run *r, int n, double *secs, wk_error *err)
 {
     const uint32_t V = r->m->hp.n_vocab;
     int32_t tok = 3;
     double t0 = now_s();
     for (int i = 0; i < n; i++) {
+        const int32_t pos = r->st.n_past;
+        be_cuda_step_begin(r->be, r, pos); /* as the engine's eng_decode does */
         int rc = model_forward(r->m, r->be, r->s, &r->st, &tok, 1, MODEL_LOGITS_LAST, r->logits, NULL, err);
+        if (be_cuda_step_end(r->be, rc) > 0) {
+            r->st.n_past = pos;
+            rc = model_forward(r->m, r->be, r->s, &r->st, &tok, 1, MODEL_LOGITS_LAST, r->logits, NULL, err);
+        }
         if (!rc) rc = be_cuda_status(r->be, err);
         if (rc) return rc;
         int best = 0;
         for (uint32_t v = 1; v < V; v++)
             if (r->logits[v] > r->logits[best]) best = (int)v;
         tok = best;
+        if (i < 1024) g_out_tokens[i] = tok;
     }
     *secs = now_s() - t0;
     return 0;
@@ -253,8 +262,30 @@ int main(int argc, char **argv)
         printf("pp%-5d @0      %8.1f tok/s  (%.1f ms)\n", pp[i], pp[i] / best, best * 1e3);
         fflush(stdout);
     }
-    set_depth(&r, 0, 0);
-    if (decode(&r, 128, &secs, &err)) goto fail;
+    /* decode with graphs off, then on: the "before" and "after" of CUDA graphs, and
+     * the same greedy tokens and bit-identical last logits */
+    {
+        const uint32_t V = hp->n_vocab;
+        float *ref = malloc(sizeof(float) * V);
+        int32_t ref_tok[128];
+        be_cuda_set_graphs(r.be, 0);
+        set_depth(&r, 0, 0);
+        if (decode(&r, 128, &secs, &err)) goto fail;
+        printf("tg128   @0      %8.1f tok/s  (%.2f ms/token) without CUDA graphs\n", 128 / secs, secs * 1e3 / 128);
+        memcpy(ref, r.logits, sizeof(float) * V);
+        memcpy(ref_tok, g_out_tokens, sizeof ref_tok);
+        be_cuda_set_graphs(r.be, 1);
+        set_depth(&r, 0, 0);
+        if (decode(&r, 128, &secs, &err)) goto fail;
+        long cap, rep, redo;
+        be_cuda_graph_stats(r.be, &cap, &rep, &redo);
+        uint64_t h = 1469598103934665603ull; /* FNV-1a of the last logits: compare runs (WICK_CUDA_FUSE=0) */
+        for (size_t i = 0; i < sizeof(float) * V; i++) h = (h ^ ((const uint8_t *)r.logits)[i]) * 1099511628211ull;
+        printf("graphs: %ld captured, %ld replayed, %ld steps redone; greedy tokens %s, last logits %s "
+               "(hash %016llx)\n", cap, rep, redo, memcmp(ref_tok, g_out_tokens, sizeof ref_tok) ? "DIFFER" : "identical",
+               memcmp(ref, r.logits, sizeof(float) * V) ? "DIFFER" : "bit-identical", (unsigned long long)h);
+        free(ref);
+    }
     printf("tg128   @0      %8.1f tok/s  (%.2f ms/token; weights %.0f GB/s = %.0f%% of 4245 GB/s copy)\n", 128 / secs,
            secs * 1e3 / 128, g_weight_bytes / (secs / 128) / 1e9, 100 * g_weight_bytes / (secs / 128) / 4245e9);
     fflush(stdout);
@@ -270,6 +301,11 @@ int main(int argc, char **argv)
             if (secs < best) best = secs;
         }
         printf("pp512   @%-6d %8.1f tok/s  (%.1f ms)\n", depth, 512 / best, best * 1e3);
+        be_cuda_set_graphs(r.be, 0);
+        set_depth(&r, depth, 1);
+        if (decode(&r, 128, &secs, &err)) goto fail;
+        printf("tg128   @%-6d %8.1f tok/s  (%.2f ms/token) without CUDA graphs\n", depth, 128 / secs, secs * 1e3 / 128);
+        be_cuda_set_graphs(r.be, 1);
         set_depth(&r, depth, 1);
         if (decode(&r, 128, &secs, &err)) goto fail;
         printf("tg128   @%-6d %8.1f tok/s  (%.2f ms/token)\n", depth, 128 / secs, secs * 1e3 / 128);

@@ -46,7 +46,7 @@ static void run_attention_case(const char *label, int path, int n_q, int q_pos0,
     uint16_t *dk = dev_upload(k, 2 * hs * n_head_kv), *dv = dev_upload(v, 2 * hs * n_head_kv);
     float *dout = dev_alloc(sizeof(float) * n_q * out_stride);
     cuda_attn a = {dq, dev_q_stride, dev_qhs, n_q, q_pos0, dk, dv, hs, n_kv, n_head, n_head_kv, d, scale,
-                   {approx, global, window, dense_from}, dout, out_stride};
+                   {approx, global, window, dense_from}, dout, out_stride, NULL, 0};
     wk_error err = {0};
     if (cuda_attention_path(&g_ctx, &a, path, &err)) {
         fprintf(stderr, "attention: %s\n", err.msg);

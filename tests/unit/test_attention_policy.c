@@ -26,7 +26,7 @@
 
 /* Kernel tiles (cpu_attention.c): queries per work item, keys per tile. The
  * visited-tile count below is computed from these. */
-#define BQ 32
+#define BQ 64 /* ATTN_BQ of cpu_attention.c: the tiling the kernel visits */
 #define BK 64
 
 typedef struct attn_case {

@@ -14,7 +14,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 
-#define ATTN_BQ 32 /* query tokens per work item: enough reuse of a K tile, enough items for threads */
+#define ATTN_BQ 64 /* query tokens per work item: each K/V tile is converted once per item, reused by 64 tokens × the heads sharing it */
 #define ATTN_BK 64 /* keys per tile: a 64×128 F32 tile (32 KiB) stays in L1/L2 */
 
 /* Numerics follow llama.cpp's CPU flash attention, the reference the golden

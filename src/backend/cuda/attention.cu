@@ -252,11 +252,14 @@ fa_decode_kernel(const cuda_attn a, float qscale, int n_split, int split_len, fl
     const int split = blockIdx.x, g_kv = blockIdx.y, qi = blockIdx.z;
     const int G = a.n_head / a.n_head_kv;
     const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
-    const int p = a.q_pos0 + qi;
+    cuda_attn_mask mask = a.mask;
+    const int shift = a.pos_dev ? *a.pos_dev - a.pos_ref : 0; /* graph replay at another position */
+    mask.dense_from += shift;
+    const int p = a.q_pos0 + shift + qi;
     const size_t qhs = a.q_head_stride ? a.q_head_stride : (size_t)D;
     /* this block's keys: [b0, b1) */
     const int b0 = split * split_len;
-    const int b1 = min(b0 + split_len, min(p + 1, a.n_kv));
+    const int b1 = min(b0 + split_len, min(p + 1, a.n_kv + shift));
 
     for (int idx = threadIdx.x; idx < G * D; idx += FD_WARPS * 32) {
         const int g = idx / D, c = idx % D;
@@ -282,7 +285,7 @@ fa_decode_kernel(const cuda_attn a, float qscale, int n_split, int split_len, fl
     const uint16_t *vh = a.v + (size_t)g_kv * a.kv_head_stride;
     for (int j0 = b0; j0 < b1; j0 += FD_CHUNK) {
         const int j1 = min(j0 + FD_CHUNK, b1);
-        if (!tile_needed(a.mask, p, p, j0, j1 - 1)) continue; /* uniform over the block */
+        if (!tile_needed(mask, p, p, j0, j1 - 1)) continue; /* uniform over the block */
         /* scores: one key per warp step, lanes split the head dim */
 #pragma unroll 2
         for (int j = j0 + warp; j < j1; j += FD_WARPS) {
@@ -294,7 +297,7 @@ fa_decode_kernel(const cuda_attn a, float qscale, int n_split, int split_len, fl
                 kf[e] = f.x;
                 kf[e + 1] = f.y;
             }
-            const bool ok = mask_allows(a.mask, p, j);
+            const bool ok = mask_allows(mask, p, j);
 #pragma unroll
             for (int g = 0; g < FD_MAXG; g++) {
                 if (g >= G) break;
@@ -418,13 +421,16 @@ template <int D> static int fa_decode(cuda_ctx *c, const cuda_attn *a, wk_error 
     if (G > FD_MAXG)
         return wk_fail(err, WK_EUNSUPPORTED, "attention: %d query heads per kv head (decode kernel takes %d)", G,
                        FD_MAXG);
-    const int last = min(a->q_pos0 + a->n_q, a->n_kv); /* keys < last can be visible */
+    /* keys < last can be visible; the split is sized for the end of last's band
+     * (CUDA_ATTN_BAND) so that it stays the same across the band's steps */
+    const int last = min(a->q_pos0 + a->n_q, a->n_kv);
+    const int band_last = (last + CUDA_ATTN_BAND - 1) / CUDA_ATTN_BAND * CUDA_ATTN_BAND;
     /* enough blocks for ~3 per multiprocessor, each a whole number of sub-chunks */
     const int want = max(1, 3 * c->sm_count / (a->n_head_kv * a->n_q));
-    const int n_sub = (last + FD_CHUNK - 1) / FD_CHUNK;
+    const int n_sub = (band_last + FD_CHUNK - 1) / FD_CHUNK;
     const int sub_per_split = (n_sub + want - 1) / want;
     const int split_len = sub_per_split * FD_CHUNK;
-    const int n_split = (last + split_len - 1) / split_len;
+    const int n_split = (band_last + split_len - 1) / split_len; /* splits past last find no keys */
     const size_t rows = (size_t)a->n_q * a->n_head * n_split;
     void *scr;
     int rc = cuda_ctx_scratch(c, rows * (D + 2) * sizeof(float), &scr, err);
@@ -451,6 +457,8 @@ extern "C" int cuda_attention_path(cuda_ctx *c, const cuda_attn *a, int path, wk
     if (a->kv_head_stride % 8)
         return wk_fail(err, WK_EINVAL, "attention: kv head stride %zu not a multiple of 8", a->kv_head_stride);
     if (path == 0) path = a->n_q <= 8 ? 1 : 2;
+    if (a->pos_dev && path != 1)
+        return wk_fail(err, WK_EINVAL, "attention: device positions are for the decode kernel (%d queries)", a->n_q);
     switch (a->d) {
     case 64: return path == 1 ? fa_decode<64>(c, a, err) : fa_prefill<64>(c, a, err);
     case 128: return path == 1 ? fa_decode<128>(c, a, err) : fa_prefill<128>(c, a, err);

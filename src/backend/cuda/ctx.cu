@@ -1,5 +1,6 @@
 /* CUDA context: device, stream, cuBLAS handle and one growable scratch buffer. */
 #include <cublas_v2.h>
+#include <stdlib.h>
 
 #include "backend/cuda/cuda_common.cuh"
 
@@ -15,7 +16,15 @@ extern "C" int cuda_ctx_init(cuda_ctx *c, int device, wk_error *err)
     c->sm_count = prop.multiProcessorCount;
     c->mv_rows = 1; /* one warp per row: fastest measured on the H200 (bench_cuda variants) */
     c->mv_blocks_per_sm = 0;
-    c->mv_q4k_parts = 8; /* 16 quant bytes per thread: 2422 vs 2189 GB/s for 4 parts (H200, 17408x5120) */
+    const char *pe = getenv("WICK_CUDA_PDL");
+    c->pdl = !(pe && !strcmp(pe, "0"));
+    const char *fe = getenv("WICK_CUDA_FUSE");
+    c->fuse_act = !(fe && !strcmp(fe, "0"));
+    c->mv_q4k_parts = 8;
+    /* Q4_K matvec with registers capped for 7 blocks per multiprocessor: 2312 vs 2035 GB/s on
+     * 17408x5120, 1677 vs 1389 on 5120x6144 (H200); WICK_CUDA_MV_OCC=0 for the uncapped kernel */
+    const char *oe = getenv("WICK_CUDA_MV_OCC");
+    c->mv_occ = !(oe && !strcmp(oe, "0")); /* 16 quant bytes per thread: 2422 vs 2189 GB/s for 4 parts (H200, 17408x5120) */
     cudaStream_t s;
     e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
     if (e != cudaSuccess) return cu_fail(err, e, "creating a stream");
@@ -47,6 +56,7 @@ extern "C" int cuda_ctx_scratch(cuda_ctx *c, size_t bytes, void **p, wk_error *e
         /* cudaFree waits for the device, so kernels still reading the old
          * buffer finish first */
         if (c->scratch) cudaFree(c->scratch);
+        c->epoch++;
         c->scratch = NULL;
         c->scratch_bytes = 0;
         size_t want = bytes + bytes / 4; /* headroom: fewer regrowths as batches vary */

@@ -35,6 +35,43 @@ typedef struct const_ent {
     size_t bytes;
 } const_ent;
 
+/* Decode steps as CUDA graphs (be_cuda_step_begin/end). A step of a key
+ * (the engine's sequence) in a position band is run op by op the first time
+ * (FIRST: uploads and scratch growth happen there), captured into a graph the
+ * second time (CAPTURE) and replayed afterwards (REPLAY): the forward pass
+ * still calls every op, but they only fold their arguments into a signature
+ * that must equal the captured one; the graph is launched at the step's
+ * be_to_host (its logits). Host inputs (be_from_host: token id, position) go
+ * through pinned slots the graph copies from; ops whose arguments carry the
+ * position (kv_store, attention) read it from a device int (d_pos) and shift
+ * by its difference to the captured position. */
+enum { G_OFF = 0, G_FIRST, G_CAPTURE, G_REPLAY, G_FAILED };
+#define G_SLOTS 8            /* graphs kept: keys × bands in use at once */
+#define G_PINNED_BYTES 65536 /* host inputs of one step (token ids, positions) */
+
+typedef struct graph_ent {
+    const void *key;
+    int32_t band;
+    int state; /* 0 empty, 1 seen once, 2 captured */
+    uint64_t sig, epoch, used;
+    cudaGraphExec_t exec;
+} graph_ent;
+
+typedef struct step_graphs {
+    int enabled;
+    int mode;
+    graph_ent *cur;
+    int32_t pos;
+    int32_t *d_pos;   /* device: the step's position */
+    uint8_t *pinned;  /* host, pinned: slot 0 = position, then be_from_host data */
+    size_t pinned_off;
+    uint64_t sig, epoch0, tick;
+    int unsynced;     /* a graph was launched and nothing waited for it yet */
+    int failures;
+    long captured, replayed, redone;
+    graph_ent ents[G_SLOTS];
+} step_graphs;
+
 typedef struct cuda_be {
     be_backend base;
     cuda_ctx ctx;
@@ -50,6 +87,15 @@ typedef struct cuda_be {
     size_t moe_bytes;
     int err_code; /* first failure of a void op */
     char err_msg[WK_ERROR_MSG_CAP];
+    step_graphs g;
+    /* a decode step's residual add, held back until the next op: when that
+     * op is the RMSNorm of its sum, both run as one kernel */
+    struct {
+        int on;
+        float *y;
+        const float *a, *b;
+        int64_t n;
+    } pend;
 } cuda_be;
 
 /* Every op starts here. The CUDA runtime's current device is per host thread
@@ -58,10 +104,28 @@ typedef struct cuda_be {
  * device; a TLS compare otherwise). */
 static thread_local int t_device = -1; /* the device this thread last made current here */
 
-static cuda_be *cb_of(be_backend *be)
+static cuda_be *cb_raw(be_backend *be)
 {
     cuda_be *b = (cuda_be *)be->impl;
     if (t_device != b->ctx.device && cudaSetDevice(b->ctx.device) == cudaSuccess) t_device = b->ctx.device;
+    return b;
+}
+
+static void keep_launch(cuda_be *b, int rc, const char *what);
+
+/* Launches the held-back add (cb_add), if any. */
+static void pend_flush(cuda_be *b)
+{
+    if (!b->pend.on) return;
+    b->pend.on = 0;
+    keep_launch(b, cuda_add(&b->ctx, b->pend.y, b->pend.a, b->pend.b, b->pend.n), "add");
+}
+
+/* Every op but RMSNorm starts here (RMSNorm may fuse the held-back add). */
+static cuda_be *cb_of(be_backend *be)
+{
+    cuda_be *b = cb_raw(be);
+    pend_flush(b);
     return b;
 }
 
@@ -79,6 +143,108 @@ static void keep_launch(cuda_be *b, int rc, const char *what)
     wk_error er;
     wk_fail(&er, rc, "cuda: %s: %s", what, e != cudaSuccess ? cudaGetErrorString(e) : "bad arguments");
     keep_error(b, &er);
+}
+
+/* ---- decode-step graphs ------------------------------------------------------------------ */
+
+enum {
+    OP_FROM_HOST = 1, OP_MATMUL, OP_GET_ROWS, OP_RMS_NORM, OP_ROPE_CACHE, OP_ROPE, OP_KV_STORE, OP_ATTENTION,
+    OP_SSM_CONV, OP_GDN, OP_MOE_ROUTE, OP_MOE_FFN, OP_ADD, OP_ADD_BIAS, OP_SWIGLU, OP_MUL_SIGMOID, OP_MUL_SILU,
+    OP_ADD_SCALED_SIGMOID,
+};
+
+static inline uint64_t g_word(const void *p) { return (uint64_t)(uintptr_t)p; }
+static inline uint64_t g_word(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+template <typename T> static inline uint64_t g_word(T v) { return (uint64_t)v; }
+
+/* Folds an op and its arguments into the step's signature. True when the op
+ * must not run now: the step is being replayed from its graph, or it failed
+ * and will be run again op by op. */
+template <typename... A> static bool g_skip(cuda_be *b, int op, A... args)
+{
+    step_graphs *g = &b->g;
+    if (g->mode == G_OFF) return false;
+    if (g->mode == G_FAILED) return true;
+    const uint64_t v[] = {(uint64_t)op, g_word(args)...};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) g->sig = (g->sig ^ v[i]) * 0x100000001B3ull + 0x9E37u;
+    return g->mode == G_REPLAY;
+}
+
+/* The device position kernels read while a step is captured (NULL otherwise). */
+static const int32_t *g_pos_dev(const cuda_be *b) { return b->g.mode == G_CAPTURE ? b->g.d_pos : NULL; }
+
+static void g_drop(graph_ent *e)
+{
+    if (e->exec) cudaGraphExecDestroy(e->exec); /* one still running is freed when it completes */
+    e->exec = NULL;
+    e->state = 0;
+}
+
+/* The step cannot go on as a graph: drop its graph; the engine runs it again op by op. */
+static void g_fail(cuda_be *b)
+{
+    step_graphs *g = &b->g;
+    if (g->mode == G_CAPTURE) {
+        cudaGraph_t gr = NULL;
+        cudaStreamEndCapture(b->ctx.stream, &gr);
+        if (gr) cudaGraphDestroy(gr);
+        cudaGetLastError(); /* the capture's error is not the backend's */
+    }
+    if (g->cur) g_drop(g->cur);
+    g->mode = G_FAILED;
+}
+
+/* End of the graphed part of a step (its be_to_host, or be_cuda_step_end):
+ * remember the first run's signature, or instantiate and launch the captured
+ * graph, or check the signature and launch the replay. The rest of the step,
+ * if any, runs op by op. */
+static void g_launch(cuda_be *b)
+{
+    step_graphs *g = &b->g;
+    graph_ent *e = g->cur;
+    if (g->mode == G_FIRST) {
+        e->sig = g->sig;
+        e->state = 1;
+        e->epoch = b->ctx.epoch;
+    } else if (g->mode == G_CAPTURE) {
+        cudaGraph_t gr = NULL;
+        cudaError_t err = cudaStreamEndCapture(b->ctx.stream, &gr);
+        g->mode = G_OFF;
+        cudaGraphExec_t ex = NULL;
+        if (err == cudaSuccess && gr && b->ctx.epoch == g->epoch0) err = cudaGraphInstantiate(&ex, gr, 0);
+        else if (err == cudaSuccess) err = cudaErrorInvalidValue;
+        if (gr) cudaGraphDestroy(gr);
+        if (err == cudaSuccess) err = cudaGraphLaunch(ex, b->ctx.stream);
+        if (err != cudaSuccess) {
+            if (ex) cudaGraphExecDestroy(ex);
+            cudaGetLastError();
+            g_fail(b);
+            return;
+        }
+        e->exec = ex;
+        e->state = 2;
+        e->sig = g->sig;
+        e->epoch = b->ctx.epoch;
+        g->captured++;
+        g->unsynced = 1;
+    } else if (g->mode == G_REPLAY) {
+        if (g->sig != e->sig || cudaGraphLaunch(e->exec, b->ctx.stream) != cudaSuccess) {
+            cudaGetLastError();
+            g_fail(b);
+            return;
+        }
+        g->replayed++;
+        g->unsynced = 1;
+        cuda_ctx_act_invalidate(&b->ctx); /* the skipped matmuls did not track the cached activations */
+    } else {
+        return;
+    }
+    g->mode = G_OFF;
 }
 
 /* ---- allocation table ----------------------------------------------------------------- */
@@ -138,6 +304,7 @@ static void cb_release(be_backend *be, void *p)
         b->n_allocs--;
         cudaStreamSynchronize(b->ctx.stream); /* no kernel may still use it */
         cudaFree(p);
+        b->ctx.epoch++; /* graphs may hold it */
     }
 }
 
@@ -146,6 +313,7 @@ static void cb_copy(be_backend *be, void *dst, const void *src, size_t bytes, cu
     cuda_be *b = cb_of(be);
     cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kind, b->ctx.stream);
     if (e == cudaSuccess) e = cudaStreamSynchronize(b->ctx.stream);
+    if (e == cudaSuccess) b->g.unsynced = 0;
     if (e != cudaSuccess) {
         wk_error er;
         cu_fail(&er, e, kind == cudaMemcpyDeviceToHost ? "copy to host" : "copy from host");
@@ -156,6 +324,10 @@ static void cb_copy(be_backend *be, void *dst, const void *src, size_t bytes, cu
 static void cb_to_host(be_backend *be, void *dst, const void *src, size_t bytes)
 {
     cuda_be *b = cb_of(be);
+    if (b->g.mode != G_OFF) {
+        g_launch(b); /* the step's result: run its graph first */
+        if (b->g.mode == G_FAILED) return;
+    }
     cb_copy(be, dst, src, bytes, is_device(b, src) ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
 }
 
@@ -163,6 +335,24 @@ static void cb_from_host(be_backend *be, void *dst, const void *src, size_t byte
 {
     cuda_be *b = cb_of(be);
     cuda_ctx_act_invalidate(&b->ctx); /* may write rows a cached activation came from */
+    step_graphs *g = &b->g;
+    const bool replay = g_skip(b, OP_FROM_HOST, dst, bytes);
+    if (g->mode == G_FAILED) return;
+    if (g->mode == G_CAPTURE || replay) {
+        /* through a pinned slot that the graph copies from when it runs */
+        if (g->pinned_off + bytes > G_PINNED_BYTES || !is_device(b, dst)) {
+            g_fail(b);
+            return;
+        }
+        memcpy(g->pinned + g->pinned_off, src, bytes);
+        if (g->mode == G_CAPTURE &&
+            cudaMemcpyAsync(dst, g->pinned + g->pinned_off, bytes, cudaMemcpyHostToDevice, b->ctx.stream) != cudaSuccess) {
+            g_fail(b);
+            return;
+        }
+        g->pinned_off += (bytes + 63) & ~(size_t)63;
+        return;
+    }
     cb_copy(be, dst, src, bytes, is_device(b, dst) ? cudaMemcpyHostToDevice : cudaMemcpyHostToHost);
 }
 
@@ -195,6 +385,7 @@ static const void *dev_const(cuda_be *b, const void *host, size_t bytes)
     if (e->host) { /* seen with a shorter length: replace */
         cudaStreamSynchronize(b->ctx.stream);
         cudaFree(e->dev);
+        b->ctx.epoch++;
         b->n_consts--;
     }
     void *d = NULL;
@@ -228,6 +419,7 @@ static const int32_t *dev_ints(cuda_be *b, const int32_t *p, size_t n)
     if (bytes > b->stage_bytes) {
         cudaStreamSynchronize(b->ctx.stream);
         if (b->stage) cudaFree(b->stage);
+        b->ctx.epoch++;
         b->stage = NULL;
         b->stage_bytes = 0;
         if (cudaMalloc(&b->stage, bytes * 2) != cudaSuccess) return NULL;
@@ -272,6 +464,7 @@ static const cuda_qweight *dev_weight(cuda_be *b, const be_weight *w, wk_error *
          * broke the immutability contract); take the new one */
         cudaStreamSynchronize(b->ctx.stream);
         cuda_qw_free(&e->w);
+        b->ctx.epoch++;
         e->host = NULL;
         b->n_weights--;
     }
@@ -328,6 +521,7 @@ static int cb_matmul(be_backend *be, const be_weight *w, const float *x, int64_t
 {
     cuda_be *b = cb_of(be);
     if (take_error(b, err)) return err->code;
+    if (g_skip(b, OP_MATMUL, w->data, x, n_rows, y)) return 0;
     const cuda_qweight *dw = dev_weight(b, w, err);
     if (!dw) return err->code ? err->code : WK_EIO;
     int rc = cuda_matmul(&b->ctx, dw, 0, x, n_rows, y, err);
@@ -342,6 +536,7 @@ static int cb_get_rows(be_backend *be, const be_weight *w, const int32_t *ids, i
     cuda_be *b = cb_of(be);
     cuda_ctx_act_invalidate(&b->ctx); /* may write rows a cached activation came from */
     if (take_error(b, err)) return err->code;
+    if (g_skip(b, OP_GET_ROWS, w->data, ids, n, y)) return 0;
     const cuda_qweight *dw = dev_weight(b, w, err);
     if (!dw) return err->code ? err->code : WK_EIO;
     const int32_t *d_ids = dev_ints(b, ids, (size_t)n);
@@ -352,8 +547,29 @@ static int cb_get_rows(be_backend *be, const be_weight *w, const int32_t *ids, i
 static void cb_rms_norm(be_backend *be, float *y, size_t y_stride, const float *x, size_t x_stride, int64_t n_rows,
                         int64_t n, const float *w, float eps)
 {
-    cuda_be *b = cb_of(be);
+    cuda_be *b = cb_raw(be);
     cuda_ctx_act_invalidate(&b->ctx); /* may write rows a cached activation came from */
+    if (g_skip(b, OP_RMS_NORM, y, y_stride, x, x_stride, n_rows, n, w, eps)) return;
+    if (b->pend.on && b->pend.y == x && b->pend.n == n_rows * n && x_stride == (size_t)n && y_stride == (size_t)n &&
+        x != y && n_rows <= CUDA_MATVEC_MAX_ROWS) {
+        /* the residual add just before: one kernel for both */
+        int rc = cuda_add_rms_norm_q8k(&b->ctx, b->pend.y, b->pend.a, b->pend.b, y, n_rows, n,
+                                       dev_f32(b, w, (size_t)n), eps);
+        if (rc) {
+            b->pend.on = 0;
+            keep_launch(b, rc < 0 ? rc : 0, "add + rms_norm");
+            return;
+        }
+    }
+    pend_flush(b);
+    if (b->ctx.fuse_act && n_rows <= CUDA_MATVEC_MAX_ROWS && y_stride == (size_t)n) {
+        /* decode: quantize for the next matmul in the same pass */
+        int rc = cuda_rms_norm_q8k(&b->ctx, y, x, x_stride, n_rows, n, dev_f32(b, w, (size_t)n), eps);
+        if (rc) {
+            keep_launch(b, rc < 0 ? rc : 0, "rms_norm");
+            return;
+        }
+    }
     keep_launch(b, cuda_rms_norm(&b->ctx, y, y_stride, x, x_stride, n_rows, n, dev_f32(b, w, (size_t)n), eps),
                 "rms_norm");
 }
@@ -362,7 +578,7 @@ static void cb_rope_cache(be_backend *be, float *cs, const int32_t *pos, int64_t
 {
     cuda_be *b = cb_of(be);
     cuda_ctx_act_invalidate(&b->ctx); /* may write rows a cached activation came from */
-    cuda_ctx_act_invalidate(&b->ctx); /* may write rows a cached activation came from */
+    if (g_skip(b, OP_ROPE_CACHE, cs, pos, n_t, (int)p->mode, p->n_rot, p->theta, p->freq_scale, p->freq_factors)) return;
     const int32_t *d_pos = dev_ints(b, pos, (size_t)n_t);
     const float *ff = dev_f32(b, p->freq_factors, (size_t)p->n_rot / 2);
     keep_launch(b, d_pos ? cuda_rope_cache(&b->ctx, cs, d_pos, n_t, (int)p->mode, p->n_rot, p->theta, p->freq_scale, ff,
@@ -375,6 +591,7 @@ static void cb_rope(be_backend *be, float *x, int64_t n_t, size_t t_stride, int3
                     const float *cs, const be_rope_params *p)
 {
     cuda_be *b = cb_of(be);
+    if (g_skip(b, OP_ROPE, x, n_t, t_stride, n_head, head_stride, cs, (int)p->mode, p->n_rot)) return;
     keep_launch(b, cuda_rope(&b->ctx, x, n_t, t_stride, n_head, head_stride, cs, p->mode == BE_ROPE_NORM ? 0 : 1, p->n_rot),
                 "rope");
 }
@@ -384,7 +601,11 @@ static void cb_kv_store(be_backend *be, uint16_t *cache, size_t head_stride, int
 {
     cuda_be *b = cb_of(be);
     cuda_ctx_act_invalidate(&b->ctx); /* may write rows a cached activation came from */
-    keep_launch(b, cuda_kv_store(&b->ctx, cache, head_stride, pos0, x, x_stride, n_t, n_head_kv, d), "kv_store");
+    if (g_skip(b, OP_KV_STORE, cache, head_stride, pos0 - b->g.pos, x, x_stride, n_t, n_head_kv, d)) return;
+    keep_launch(b,
+                cuda_kv_store_shifted(&b->ctx, cache, head_stride, pos0, g_pos_dev(b), b->g.pos, x, x_stride, n_t,
+                                      n_head_kv, d),
+                "kv_store");
 }
 
 /* The approximate policy as a per-query rule: queries at or after dense_from
@@ -430,6 +651,13 @@ static int cb_attention(be_backend *be, const be_attn_args *a, wk_error *err)
     c.mask = mask_of(a);
     c.out = a->out;
     c.out_stride = a->out_stride;
+    const int32_t pos = b->g.pos; /* graphed steps: positions relative to the step's */
+    if (g_skip(b, OP_ATTENTION, c.q, c.q_stride, c.q_head_stride, c.n_q, c.q_pos0 - pos, c.k, c.v, c.kv_head_stride,
+               c.n_kv - pos, c.n_head, c.n_head_kv, c.d, c.scale, c.mask.approx, c.mask.global, c.mask.window,
+               c.mask.approx ? c.mask.dense_from - pos : 0, c.out, c.out_stride, a->kv_type))
+        return 0;
+    c.pos_dev = g_pos_dev(b);
+    c.pos_ref = pos;
     return cuda_attention(&b->ctx, &c, err);
 }
 
@@ -438,6 +666,7 @@ static void cb_ssm_conv(be_backend *be, float *y, size_t y_stride, const float *
 {
     cuda_be *b = cb_of(be);
     cuda_ctx_act_invalidate(&b->ctx); /* may write rows a cached activation came from */
+    if (g_skip(b, OP_SSM_CONV, y, y_stride, x, x_stride, n_t, n_ch, w, k, state)) return;
     keep_launch(b, cuda_ssm_conv(&b->ctx, y, y_stride, x, x_stride, n_t, n_ch, dev_f32(b, w, (size_t)n_ch * k), k, state),
                 "ssm_conv");
 }
@@ -447,6 +676,9 @@ static int cb_gdn(be_backend *be, const be_gdn_args *a, wk_error *err)
     cuda_be *b = cb_of(be);
     cuda_ctx_act_invalidate(&b->ctx); /* may write rows a cached activation came from */
     if (take_error(b, err)) return err->code;
+    if (g_skip(b, OP_GDN, a->q, a->k, a->v, a->qk_stride, a->v_stride, a->alpha, a->beta, a->ssm_a, a->dt_bias, a->n_t,
+               a->n_hk, a->n_hv, a->d_k, a->d_v, a->eps, a->state, a->out, a->out_stride))
+        return 0;
     cuda_gdn g;
     memset(&g, 0, sizeof g);
     g.q = a->q;
@@ -476,6 +708,7 @@ static void cb_moe_route(be_backend *be, const float *logits, int64_t n_t, int32
 {
     cuda_be *b = cb_of(be);
     cuda_ctx_act_invalidate(&b->ctx); /* may write rows a cached activation came from */
+    if (g_skip(b, OP_MOE_ROUTE, logits, n_t, n_expert, k, ids, weights)) return;
     keep_launch(b, cuda_moe_route(&b->ctx, logits, n_t, n_expert, k, ids, weights), "moe_route");
 }
 
@@ -483,6 +716,7 @@ static int moe_scratch(cuda_be *b, size_t bytes, wk_error *err)
 {
     if (bytes <= b->moe_bytes) return 0;
     cudaStreamSynchronize(b->ctx.stream);
+    b->ctx.epoch++;
     if (b->moe) cudaFree(b->moe);
     b->moe = NULL;
     b->moe_bytes = 0;
@@ -520,6 +754,8 @@ static int cb_moe_ffn(be_backend *be, const be_moe_args *a, wk_error *err)
     cuda_be *b = cb_of(be);
     cuda_ctx_act_invalidate(&b->ctx); /* may write rows a cached activation came from */
     if (take_error(b, err)) return err->code;
+    if (g_skip(b, OP_MOE_FFN, a->gate->data, a->up->data, a->down->data, a->u, a->n_t, a->k, a->ids, a->weights, a->out))
+        return 0;
     const bool fused = a->up->data == NULL;
     const cuda_qweight *wg = dev_weight(b, a->gate, err);
     const cuda_qweight *wu = fused ? NULL : dev_weight(b, a->up, err);
@@ -564,18 +800,36 @@ static void cb_add(be_backend *be, float *y, const float *a, const float *c, int
 {
     cuda_be *b = cb_of(be);
     cuda_ctx_act_invalidate(&b->ctx); /* may write rows a cached activation came from */
+    if (g_skip(b, OP_ADD, y, a, c, n)) return;
+    if (b->ctx.fuse_act && n % 256 == 0 && n <= CUDA_MATVEC_MAX_ROWS * 16384) { /* a decode step's residual */
+        b->pend.on = 1;
+        b->pend.y = y;
+        b->pend.a = a;
+        b->pend.b = c;
+        b->pend.n = n;
+        return;
+    }
     keep_launch(b, cuda_add(&b->ctx, y, a, c, n), "add");
 }
 static void cb_add_bias(be_backend *be, float *y, const float *bias, int64_t n_rows, int64_t n)
 {
     cuda_be *b = cb_of(be);
     cuda_ctx_act_invalidate(&b->ctx); /* may write rows a cached activation came from */
+    if (g_skip(b, OP_ADD_BIAS, y, bias, n_rows, n)) return;
     keep_launch(b, cuda_add_bias(&b->ctx, y, dev_f32(b, bias, (size_t)n), n_rows, n), "add_bias");
 }
 static void cb_swiglu(be_backend *be, float *y, const float *gate, const float *up, int64_t n)
 {
     cuda_be *b = cb_of(be);
     cuda_ctx_act_invalidate(&b->ctx); /* may write rows a cached activation came from */
+    if (g_skip(b, OP_SWIGLU, y, gate, up, n)) return;
+    if (b->ctx.fuse_act && n <= 65536) { /* a decode step's row (the down matmul's input) */
+        int rc = cuda_swiglu_q8k(&b->ctx, y, gate, up, n);
+        if (rc) {
+            keep_launch(b, rc < 0 ? rc : 0, "swiglu");
+            return;
+        }
+    }
     keep_launch(b, cuda_swiglu(&b->ctx, y, gate, up, n), "swiglu");
 }
 static void cb_mul_sigmoid(be_backend *be, float *y, size_t y_stride, const float *g, size_t g_stride, int64_t n_rows,
@@ -583,18 +837,28 @@ static void cb_mul_sigmoid(be_backend *be, float *y, size_t y_stride, const floa
 {
     cuda_be *b = cb_of(be);
     cuda_ctx_act_invalidate(&b->ctx); /* may write rows a cached activation came from */
+    if (g_skip(b, OP_MUL_SIGMOID, y, y_stride, g, g_stride, n_rows, n)) return;
     keep_launch(b, cuda_mul_sigmoid(&b->ctx, y, y_stride, g, g_stride, n_rows, n), "mul_sigmoid");
 }
 static void cb_mul_silu(be_backend *be, float *y, const float *z, int64_t n)
 {
     cuda_be *b = cb_of(be);
     cuda_ctx_act_invalidate(&b->ctx); /* may write rows a cached activation came from */
+    if (g_skip(b, OP_MUL_SILU, y, z, n)) return;
+    if (b->ctx.fuse_act && n <= 65536) { /* a decode step's row (the output matmul's input) */
+        int rc = cuda_mul_silu_q8k(&b->ctx, y, z, n);
+        if (rc) {
+            keep_launch(b, rc < 0 ? rc : 0, "mul_silu");
+            return;
+        }
+    }
     keep_launch(b, cuda_mul_silu(&b->ctx, y, z, n), "mul_silu");
 }
 static void cb_add_scaled_sigmoid(be_backend *be, float *y, const float *x, const float *s, int64_t n_rows, int64_t n)
 {
     cuda_be *b = cb_of(be);
     cuda_ctx_act_invalidate(&b->ctx); /* may write rows a cached activation came from */
+    if (g_skip(b, OP_ADD_SCALED_SIGMOID, y, x, s, n_rows, n)) return;
     keep_launch(b, cuda_add_scaled_sigmoid(&b->ctx, y, x, s, n_rows, n), "add_scaled_sigmoid");
 }
 
@@ -620,6 +884,7 @@ static void cb_release_weight(be_backend *be, be_weight *w)
     if (!b->weights[h].host) return;
     cudaStreamSynchronize(b->ctx.stream); /* no kernel may still read it */
     cuda_qw_free(&b->weights[h].w);
+    b->ctx.epoch++;
     b->weights[h].host = NULL;
     b->n_weights--;
     for (size_t i = (h + 1) & mask; b->weights[i].host; i = (i + 1) & mask) {
@@ -635,6 +900,9 @@ static void cb_free(be_backend *be)
 {
     cuda_be *b = cb_of(be);
     cudaStreamSynchronize(b->ctx.stream);
+    for (int i = 0; i < G_SLOTS; i++) g_drop(&b->g.ents[i]);
+    if (b->g.pinned) cudaFreeHost(b->g.pinned);
+    if (b->g.d_pos) cudaFree(b->g.d_pos);
     for (size_t i = 0; i < b->n_allocs; i++) cudaFree((void *)b->allocs[i].p);
     for (size_t i = 0; i < b->cap_weights; i++)
         if (b->weights[i].host) cuda_qw_free(&b->weights[i].w);
@@ -702,6 +970,8 @@ extern "C" int be_cuda_new(be_backend **out, int device, wk_error *err)
     }
     b->base.ops = &k_cuda_ops;
     b->base.impl = b;
+    const char *ge = getenv("WICK_CUDA_GRAPHS"); /* 0: decode steps op by op (for comparisons) */
+    b->g.enabled = !(ge && !strcmp(ge, "0"));
     *out = &b->base;
     return 0;
 }
@@ -709,4 +979,97 @@ extern "C" int be_cuda_new(be_backend **out, int device, wk_error *err)
 extern "C" int be_cuda_status(be_backend *be, wk_error *err)
 {
     return take_error(cb_of(be), err);
+}
+
+/* ---- decode-step graphs: entry points ------------------------------------------------------ */
+
+extern "C" void be_cuda_step_begin(be_backend *be, const void *key, int32_t pos)
+{
+    cuda_be *b = cb_of(be);
+    step_graphs *g = &b->g;
+    g->mode = G_OFF;
+    g->pos = 0;
+    if (!g->enabled || pos < 0) return;
+    if (!g->pinned) { /* outside any capture */
+        if (cudaHostAlloc((void **)&g->pinned, G_PINNED_BYTES, cudaHostAllocDefault) != cudaSuccess ||
+            cudaMalloc((void **)&g->d_pos, sizeof(int32_t)) != cudaSuccess) {
+            cudaGetLastError();
+            g->enabled = 0;
+            return;
+        }
+    }
+    if (g->unsynced) { /* the last graph may still read the pinned slots */
+        cudaStreamSynchronize(b->ctx.stream);
+        g->unsynced = 0;
+    }
+    const int32_t band = pos / CUDA_ATTN_BAND; /* the decode attention's split is fixed within a band */
+    graph_ent *e = NULL, *lru = &g->ents[0];
+    for (int i = 0; i < G_SLOTS; i++) {
+        graph_ent *t = &g->ents[i];
+        if (t->state && t->key == key && t->band == band) e = t;
+        if (!t->state || (lru->state && t->used < lru->used)) lru = t;
+    }
+    if (!e) {
+        e = lru;
+        g_drop(e);
+        e->key = key;
+        e->band = band;
+    }
+    if (e->state && e->epoch != b->ctx.epoch) g_drop(e); /* buffers it used moved */
+    e->used = ++g->tick;
+    g->cur = e;
+    g->pos = pos;
+    g->sig = 0xCBF29CE484222325ull;
+    g->pinned_off = 64; /* slot 0: the position */
+    memcpy(g->pinned, &pos, sizeof pos);
+    if (e->state == 0) {
+        g->mode = G_FIRST;
+    } else if (e->state == 1) {
+        g->epoch0 = b->ctx.epoch;
+        if (cudaStreamBeginCapture(b->ctx.stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+            cudaGetLastError();
+            return; /* this step op by op */
+        }
+        g->mode = G_CAPTURE;
+        if (cudaMemcpyAsync(g->d_pos, g->pinned, sizeof pos, cudaMemcpyHostToDevice, b->ctx.stream) != cudaSuccess)
+            g_fail(b);
+    } else {
+        g->mode = G_REPLAY;
+    }
+}
+
+extern "C" int be_cuda_step_end(be_backend *be, int rc)
+{
+    cuda_be *b = cb_of(be);
+    step_graphs *g = &b->g;
+    if (rc && g->mode != G_OFF) { /* the forward pass failed: forget the step's graph */
+        if (g->mode == G_CAPTURE) g_fail(b);
+        else if (g->cur) g_drop(g->cur);
+        g->mode = G_OFF;
+        return rc;
+    }
+    if (g->mode != G_OFF) g_launch(b); /* no be_to_host in the step */
+    if (g->mode == G_FAILED) {
+        g->mode = G_OFF;
+        g->redone++;
+        if (++g->failures > 16) g->enabled = 0; /* something keeps breaking capture: stop trying */
+        return 1;
+    }
+    g->mode = G_OFF;
+    return rc;
+}
+
+extern "C" void be_cuda_set_graphs(be_backend *be, int on)
+{
+    cuda_be *b = cb_of(be);
+    b->g.enabled = on != 0;
+    b->g.failures = 0;
+}
+
+extern "C" void be_cuda_graph_stats(be_backend *be, long *captured, long *replayed, long *redone)
+{
+    cuda_be *b = (cuda_be *)be->impl;
+    *captured = b->g.captured;
+    *replayed = b->g.replayed;
+    *redone = b->g.redone;
 }

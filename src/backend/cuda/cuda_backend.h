@@ -28,6 +28,23 @@ int be_cuda_status(be_backend *be, wk_error *err);
 /* Number of CUDA devices visible (0 when there is no driver or device). */
 int be_cuda_device_count(void);
 
+/* Decode steps as CUDA graphs. Wrap one single-token forward pass at
+ * position pos of the sequence `key` (any stable pointer: the engine's
+ * sequence) in be_cuda_step_begin / be_cuda_step_end(be, rc of the pass).
+ * The first step of a key in a 4096-position band runs op by op, the second
+ * is captured, later ones replay the graph (launched at the pass's
+ * be_to_host). step_end returns rc, or 1 when the step did not run (a replay
+ * whose ops differ from the captured ones, a failed capture): the caller
+ * resets the sequence's n_past and runs the pass again without the wrapper.
+ * Graphs are dropped when a buffer they use is freed or moved. The
+ * environment variable WICK_CUDA_GRAPHS=0 turns them off. */
+void be_cuda_step_begin(be_backend *be, const void *key, int32_t pos);
+int be_cuda_step_end(be_backend *be, int rc);
+/* Turns decode-step graphs on or off (on by default unless WICK_CUDA_GRAPHS=0). */
+void be_cuda_set_graphs(be_backend *be, int on);
+/* Steps captured, replayed and run again op by op so far. */
+void be_cuda_graph_stats(be_backend *be, long *captured, long *replayed, long *redone);
+
 #ifdef __cplusplus
 }
 #endif

@@ -51,6 +51,13 @@ __device__ __forceinline__ float warp_max(float v)
     return v;
 }
 
+/* Programmatic dependent launch (sm_90): let the next kernel of the stream
+ * start (trigger), wait until the previous one has finished and its writes
+ * are visible (wait; a no-op for kernels launched without the attribute). */
+__device__ __forceinline__ void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void prefetch_l2(const void *p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+
 __device__ __forceinline__ float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 
 static inline unsigned cdiv(int64_t a, int64_t b) { return (unsigned)((a + b - 1) / b); }

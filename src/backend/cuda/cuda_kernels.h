@@ -38,6 +38,8 @@ typedef struct cuda_ctx {
     int mv_rows;          /* matvec: rows per warp at a time (1 or 2) */
     int mv_blocks_per_sm; /* matvec: grid cap in blocks per multiprocessor (0 = one warp per row group) */
     int mv_q4k_parts;     /* matvec: Q4_K block split over 4 or 8 threads */
+    int mv_occ;           /* matvec Q4_K: registers capped for more warps per multiprocessor
+                             (default; WICK_CUDA_MV_OCC=0 turns it off; bench_cuda compares) */
     /* decode matmuls: the last quantized activation rows, reused while the
      * same rows feed consecutive matmuls (q/k/v, gate/up, the DeltaNet
      * projections); cuda_ctx_act_invalidate drops it */
@@ -46,6 +48,13 @@ typedef struct cuda_ctx {
     const float *actq_x;  /* NULL: nothing cached */
     int64_t actq_n, actq_K;
     int actq_group;
+    /* bumped whenever a device buffer that kernels may have been given is
+     * freed or moved (scratch, actq, backend buffers): captured CUDA graphs
+     * of an older epoch hold stale pointers */
+    uint64_t epoch;
+    int pdl;              /* matvec launched with programmatic dependent launch (WICK_CUDA_PDL=0: off) */
+    int fuse_act;         /* decode: norms and gates quantize their output for the next matmul
+                             (WICK_CUDA_FUSE=0 turns it off) */
 } cuda_ctx;
 
 /* Forget the cached quantized activations: call after anything that may have
@@ -133,6 +142,12 @@ int cuda_rope(cuda_ctx *c, float *x, int64_t n_t, size_t t_stride, int32_t n_hea
               int32_t head_stride, const float *cs, int mode, int n_rot);
 int cuda_kv_store(cuda_ctx *c, uint16_t *cache, size_t head_stride, int32_t pos0, const float *x,
                   size_t x_stride, int64_t n_t, int32_t n_head_kv, int32_t d);
+/* The same with positions shifted by *pos_dev - pos_ref when pos_dev (device
+ * int) is given: a kernel captured in a CUDA graph at one position then
+ * writes at the position of each replay. */
+int cuda_kv_store_shifted(cuda_ctx *c, uint16_t *cache, size_t head_stride, int32_t pos0,
+                          const int32_t *pos_dev, int32_t pos_ref, const float *x, size_t x_stride,
+                          int64_t n_t, int32_t n_head_kv, int32_t d);
 int cuda_add(cuda_ctx *c, float *y, const float *a, const float *b, int64_t n);
 int cuda_add_bias(cuda_ctx *c, float *y, const float *bias, int64_t n_rows, int64_t n);
 int cuda_swiglu(cuda_ctx *c, float *y, const float *gate, const float *up, int64_t n);
@@ -143,6 +158,29 @@ int cuda_mul_sigmoid(cuda_ctx *c, float *y, size_t y_stride, const float *g, siz
 int cuda_mul_silu(cuda_ctx *c, float *y, const float *z, int64_t n);
 int cuda_add_scaled_sigmoid(cuda_ctx *c, float *y, const float *x, const float *s, int64_t n_rows,
                             int64_t n);
+
+/* ---- decode fusions ------------------------------------------------------------------ */
+
+/* Cached-activation slots for n rows of K (device; the layout cuda_matvec
+ * reads) when the context's buffer holds them: 1, else 0 (no allocation). */
+int cuda_act_slots(cuda_ctx *c, int64_t n, int64_t K, int8_t **xq, float **xd);
+/* Declares the slots to hold x's n rows of K quantized with group `group`:
+ * the next cuda_matmul on x skips its quantization. */
+void cuda_act_mark(cuda_ctx *c, const float *x, int64_t n, int64_t K, int group);
+/* cuda_rms_norm (y rows n apart), cuda_swiglu and cuda_mul_silu that also
+ * quantize their output by the Q8_K rule into the cached activations (one row
+ * of n for the element-wise ones), bit-identical to the op followed by
+ * cuda_quantize_act: the next decode matmul on a K-quant weight reads them.
+ * Return 1 when done, 0 when the cache cannot hold them or the shape does not
+ * fit (n a multiple of 256; RMSNorm: n >= 1024) — nothing launched — or WK_EIO. */
+int cuda_rms_norm_q8k(cuda_ctx *c, float *y, const float *x, size_t x_stride, int64_t n_rows, int64_t n,
+                      const float *w, float eps);
+/* x = a + b (n_rows rows of n), then cuda_rms_norm_q8k(y ← x): a residual add and the norm
+ * that follows it in one pass; same results, same return values. */
+int cuda_add_rms_norm_q8k(cuda_ctx *c, float *x, const float *a, const float *b, float *y, int64_t n_rows,
+                          int64_t n, const float *w, float eps);
+int cuda_swiglu_q8k(cuda_ctx *c, float *y, const float *gate, const float *up, int64_t n);
+int cuda_mul_silu_q8k(cuda_ctx *c, float *y, const float *z, int64_t n);
 
 /* ---- attention ------------------------------------------------------------------ */
 
@@ -165,11 +203,21 @@ typedef struct cuda_attn {
     cuda_attn_mask mask;
     float *out;
     size_t out_stride;
+    /* decode in a CUDA graph: when pos_dev (device int) is set, the kernels
+     * shift q_pos0, n_kv and mask.dense_from by *pos_dev - pos_ref */
+    const int32_t *pos_dev;
+    int32_t pos_ref;
 } cuda_attn;
+
+/* Decode attention splits the keys by the 4096-position band of the last
+ * query (the same split for every step of a band: graphs captured in a band
+ * stay valid through it, and eager and graph steps round alike). */
+#define CUDA_ATTN_BAND 4096
 
 /* Flash attention. Prefill (n_q > 8): tensor-core tiles of 64 queries × 64
  * keys, key tiles outside the mask skipped. Decode: split-K over the keys
- * with a combine pass. Returns WK_EINVAL on unsupported shapes. */
+ * with a combine pass (pos_dev only here). Returns WK_EINVAL on unsupported
+ * shapes. */
 int cuda_attention(cuda_ctx *c, const cuda_attn *a, wk_error *err);
 /* Forces a path (0 = auto, 1 = decode kernel, 2 = prefill kernel) for tests. */
 int cuda_attention_path(cuda_ctx *c, const cuda_attn *a, int path, wk_error *err);

@@ -12,6 +12,7 @@
  * the product once the batch has a few hundred rows. */
 #include <cublas_v2.h>
 
+#include "backend/cuda/actq.cuh"
 #include "backend/cuda/qdev.cuh"
 
 /* ---- activation quantization ------------------------------------------------ */
@@ -24,6 +25,7 @@ __global__ void quantize_act_kernel(const float *__restrict__ x, int64_t n_rows,
                                     int8_t *__restrict__ xq, float *__restrict__ xd, __half *__restrict__ xh = nullptr,
                                     float *__restrict__ xf = nullptr)
 {
+    pdl_trigger(); /* a matvec launched next may start pulling its weights */
     const int lane = threadIdx.x & 31;
     const int64_t chunk = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     const int64_t chunks_per_row = (K + 255) / 256;
@@ -50,33 +52,7 @@ __global__ void quantize_act_kernel(const float *__restrict__ x, int64_t n_rows,
         for (int i = 0; i < 8; i++) q[i] = (int8_t)roundf(v[i] * id);
         d = __half2float(__float2half_rn(d)); /* the dot product uses the stored F16 scale */
     } else {
-        /* Q8_K: the element of largest magnitude (first one on ties) sets the scale */
-        float amax = 0.0f, mx = 0.0f;
-        int idx = 1 << 30;
-        for (int i = 0; i < 8; i++)
-            if (fabsf(v[i]) > amax) {
-                amax = fabsf(v[i]);
-                mx = v[i];
-                idx = lane * 8 + i;
-            }
-        for (int o = 16; o > 0; o >>= 1) {
-            float oa = __shfl_xor_sync(0xffffffffu, amax, o);
-            float om = __shfl_xor_sync(0xffffffffu, mx, o);
-            int oi = __shfl_xor_sync(0xffffffffu, idx, o);
-            if (oa > amax || (oa == amax && oi < idx)) {
-                amax = oa;
-                mx = om;
-                idx = oi;
-            }
-        }
-        if (amax == 0.0f) {
-            d = 0.0f;
-            for (int i = 0; i < 8; i++) q[i] = 0;
-        } else {
-            const float iscale = -127.0f / mx;
-            for (int i = 0; i < 8; i++) q[i] = (int8_t)min(127, __float2int_rn(iscale * v[i]));
-            d = 1.0f / iscale;
-        }
+        d = q8k_warp(v, lane, q); /* Q8_K */
     }
     if (!live) return;
     if (xf) { /* rounded values in F32 (weights kept as F32 on the device) */
@@ -143,9 +119,33 @@ extern "C" int cuda_round_act_f32(cuda_ctx *c, const float *x, int64_t n_rows, i
 
 #define MV_WARPS 8 /* rows per block: one warp each */
 
+/* Launch with programmatic dependent launch (c->pdl): the kernel may start
+ * while the previous one in the stream finishes; it must call pdl_wait()
+ * before touching anything earlier kernels write or read. */
+template <typename... P, typename... A>
+static void launch_pdl(cuda_ctx *c, void (*kernel)(P...), dim3 grid, dim3 block, A... args)
+{
+    if (!c->pdl) {
+        kernel<<<grid, block, 0, c->stream>>>(args...);
+        return;
+    }
+    cudaLaunchConfig_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.stream = c->stream;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    cudaLaunchKernelEx(&cfg, kernel, ((P)args)...);
+}
+#define MV_OCC_BLOCKS 7 /* OCC variant: registers capped for 7 blocks (56 warps) per multiprocessor */
+
 /* One warp per output row (the default launch: measured fastest on Q4_K/Q8_0). */
-template <int T>
-__global__ void __launch_bounds__(MV_WARPS * 32)
+template <int T, bool OCC = false>
+__global__ void __launch_bounds__(MV_WARPS * 32, OCC ? MV_OCC_BLOCKS : 1)
 matvec_q1_kernel(const uint8_t *__restrict__ W, size_t row_bytes, size_t mat_bytes, int64_t M, int64_t K,
                  const int8_t *__restrict__ xq, const float *__restrict__ xd, int64_t slots_per_x,
                  const int32_t *__restrict__ ids, float *__restrict__ y)
@@ -154,7 +154,11 @@ matvec_q1_kernel(const uint8_t *__restrict__ W, size_t row_bytes, size_t mat_byt
     const int lane = threadIdx.x & 31;
     const int64_t row = (int64_t)blockIdx.x * MV_WARPS + threadIdx.x / 32;
     const int64_t s = blockIdx.y;
+    pdl_trigger();
     if (row >= M) return;
+    if (!ids) /* the weights do not depend on earlier kernels: start pulling the row into L2 */
+        for (size_t off = (size_t)lane * 128; off < row_bytes; off += 32 * 128) prefetch_l2(W + row * row_bytes + off);
+    pdl_wait(); /* launched with programmatic serialization: what earlier kernels wrote is visible after this */
     const int64_t e = ids ? ids[s] : 0;
     const uint8_t *wr = W + e * mat_bytes + row * row_bytes;
     const int64_t xr = s / slots_per_x;
@@ -275,9 +279,12 @@ extern "C" int cuda_matvec(cuda_ctx *c, const cuda_qweight *w, const int8_t *xq,
         qgrid.x = (unsigned)(c->mv_blocks_per_sm * c->sm_count);
 #define MVQ(T)                                                                                      \
     do {                                                                                            \
-        if (R == 1 && c->mv_blocks_per_sm <= 0)                                                     \
-            matvec_q1_kernel<T><<<grid, block, 0, c->stream>>>(W, w->row_bytes, w->mat_bytes, w->rows, \
-                                                                w->cols, xq, xd, slots_per_x, ids, y); \
+        if (R == 1 && c->mv_blocks_per_sm <= 0 && c->mv_occ && T == QT_Q4_K_8PARTS)                 \
+            launch_pdl(c, matvec_q1_kernel<T, true>, grid, block, W, w->row_bytes, w->mat_bytes, w->rows, \
+                       w->cols, xq, xd, slots_per_x, ids, y);                                      \
+        else if (R == 1 && c->mv_blocks_per_sm <= 0)                                                \
+            launch_pdl(c, matvec_q1_kernel<T, false>, grid, block, W, w->row_bytes, w->mat_bytes, w->rows, \
+                       w->cols, xq, xd, slots_per_x, ids, y);                                      \
         else if (R == 2)                                                                            \
             matvec_q_kernel<T, 2><<<qgrid, block, 0, c->stream>>>(W, w->row_bytes, w->mat_bytes, w->rows, \
                                                                    w->cols, xq, xd, slots_per_x, ids, y); \
@@ -414,6 +421,28 @@ extern "C" int cuda_f32_to_bf16(cuda_ctx *c, const float *x, int64_t n, uint16_t
     return cu_launch_status();
 }
 
+/* ---- cached quantized activations ------------------------------------------------------ */
+
+/* Layout of the cache buffer for n rows of K: xd floats, then (256-aligned) xq bytes. */
+static size_t act_xd_bytes(int64_t n, int64_t K) { return ((size_t)n * (K / 32) * 4 + 255) & ~(size_t)255; }
+
+extern "C" int cuda_act_slots(cuda_ctx *c, int64_t n, int64_t K, int8_t **xq, float **xd)
+{
+    const size_t xd_bytes = act_xd_bytes(n, K);
+    if (!c->actq || xd_bytes + (size_t)n * K > c->actq_bytes) return 0;
+    *xd = (float *)c->actq;
+    *xq = (int8_t *)c->actq + xd_bytes;
+    return 1;
+}
+
+extern "C" void cuda_act_mark(cuda_ctx *c, const float *x, int64_t n, int64_t K, int group)
+{
+    c->actq_x = x;
+    c->actq_n = n;
+    c->actq_K = K;
+    c->actq_group = group;
+}
+
 /* ---- the matmul entry point --------------------------------------------------------- */
 
 extern "C" int cuda_matmul(cuda_ctx *c, const cuda_qweight *w, int64_t mat, const float *x, int64_t n,
@@ -437,11 +466,12 @@ extern "C" int cuda_matmul(cuda_ctx *c, const cuda_qweight *w, int64_t mat, cons
             one.data = (uint8_t *)w->data + mat * w->mat_bytes;
             return cuda_matvec(c, &one, NULL, NULL, x, n, 1, NULL, y, err);
         }
-        const size_t xd_bytes = ((size_t)n * (K / 32) * 4 + 255) & ~(size_t)255; /* keeps xq 16-byte aligned */
+        const size_t xd_bytes = act_xd_bytes(n, K); /* keeps xq 16-byte aligned */
         const int group = cuda_act_group(w->type);
         const bool hit = c->actq_x == x && c->actq_n == n && c->actq_K == K && c->actq_group == group;
         if (!hit && xd_bytes + (size_t)n * K > c->actq_bytes) {
             if (c->actq) cudaFree(c->actq); /* waits for kernels still reading it */
+            c->epoch++;
             c->actq = NULL;
             c->actq_bytes = 0;
             c->actq_x = NULL;
