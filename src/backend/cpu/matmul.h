@@ -8,7 +8,8 @@
  *
  * Work runs on a wk_pool (NULL = the calling thread only). N < 8 (decode,
  * drafts): the output rows M are split over the threads and W is streamed
- * once, several rows side by side. N >= 8 (prefill) on AVX-512 CPUs: W is
+ * once, 16 rows side by side from the repacked copy where there is one
+ * (cpu_weight_prepare), else 4 plain rows side by side. N >= 8 (prefill) on AVX-512 CPUs: W is
  * unpacked 16 rows at a time into int8 panels that are reused for all X rows
  * (AMX int8 tiles where available, else AVX-512 VNNI); other CPUs/types use
  * tiles of 32 W rows × 64 X rows. Results do not depend on the thread count
@@ -50,13 +51,13 @@ static inline cpu_weight cpu_weight_view(enum qt_type type, const void *data, in
 }
 
 /* Prepares w for repeated use (call once at load time): validates the shape
- * and may build a repacked copy of the rows in a layout the fastest kernels
- * of this CPU read (w->packed, owned by w). Today no type builds one: the
- * prefill kernels unpack 16-row panels per call (about 10% of a 512-row
- * prefill, more for batches of 8..32 rows) and a resident copy would double
- * the weight memory, since decode reads the original rows. w stays a plain
- * view; callers should still call it so a later layout needs no API change.
- * w->data must stay valid either way.
+ * and, for Q8_0, Q4_K and Q6_K on AVX-512 VNNI CPUs, builds a repacked copy
+ * of the rows (matmul_packed.h: 16 rows interleaved in VNNI order, the same
+ * bytes as the plain rows within 3 %) that both the decode kernels and the
+ * prefill panels read, so after loading the plain rows are not read by
+ * matmuls (they stay mapped: embeddings read rows of them). The copy is
+ * anonymous memory of the weight's size. WICK_NO_REPACK=1 skips it (for
+ * before/after comparisons). w->data must stay valid either way.
  * Returns 0, WK_EINVAL (bad shape/type) or WK_ENOMEM. */
 int cpu_weight_prepare(cpu_weight *w, wk_error *err);
 

@@ -28,15 +28,20 @@ enum cpu_pack_layout cpu_pack_layout_for(enum qt_type type)
     }
 }
 
+/* Plain row r of group g, or NULL past the last row (packed as zeros). */
+static const void *group_row(const cpu_weight *w, int64_t g, int r)
+{
+    int64_t row = g * CPU_PACK_ROWS + r;
+    return row < w->rows ? (const uint8_t *)w->data + (size_t)row * w->row_bytes : NULL;
+}
+
 /* Group g of a Q8_0 weight: codes (+128) in VNNI order, then the scales. */
 static void pack_group_q8_0(const cpu_weight *w, int64_t g, int64_t blocks, uint8_t *dst)
 {
     uint8_t *codes = dst;
     uint16_t *scales = (uint16_t *)(dst + (size_t)blocks * 512);
     for (int r = 0; r < CPU_PACK_ROWS; r++) {
-        int64_t row = g * CPU_PACK_ROWS + r;
-        const blk_q8_0 *src = row < w->rows ? (const blk_q8_0 *)((const uint8_t *)w->data + (size_t)row * w->row_bytes)
-                                            : NULL;
+        const blk_q8_0 *src = group_row(w, g, r);
         for (int64_t b = 0; b < blocks; b++) {
             uint8_t *cb = codes + (size_t)b * 512 + 4 * r;
             for (int q = 0; q < 8; q++) { /* 4 codes at a time, +128 each */
@@ -54,9 +59,7 @@ static void pack_group_q8_0(const cpu_weight *w, int64_t g, int64_t blocks, uint
 static void pack_group_q4_K(const cpu_weight *w, int64_t g, int64_t blocks, uint8_t *dst)
 {
     for (int r = 0; r < CPU_PACK_ROWS; r++) {
-        int64_t row = g * CPU_PACK_ROWS + r;
-        const blk_q4_K *src = row < w->rows ? (const blk_q4_K *)((const uint8_t *)w->data + (size_t)row * w->row_bytes)
-                                            : NULL;
+        const blk_q4_K *src = group_row(w, g, r);
         for (int64_t b = 0; b < blocks; b++) {
             uint8_t *blk = dst + (size_t)b * CPU_PACK_Q4K_BLOCK;
             uint8_t *sc = blk + 2048, *mn = sc + 128;
@@ -82,9 +85,7 @@ static void pack_group_q4_K(const cpu_weight *w, int64_t g, int64_t blocks, uint
 static void pack_group_q6_K(const cpu_weight *w, int64_t g, int64_t blocks, uint8_t *dst)
 {
     for (int r = 0; r < CPU_PACK_ROWS; r++) {
-        int64_t row = g * CPU_PACK_ROWS + r;
-        const blk_q6_K *src = row < w->rows ? (const blk_q6_K *)((const uint8_t *)w->data + (size_t)row * w->row_bytes)
-                                            : NULL;
+        const blk_q6_K *src = group_row(w, g, r);
         for (int64_t b = 0; b < blocks; b++) {
             uint8_t *blk = dst + (size_t)b * CPU_PACK_Q6K_BLOCK;
             int8_t *sc = (int8_t *)(blk + 3072);

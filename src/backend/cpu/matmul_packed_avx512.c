@@ -17,11 +17,13 @@ static inline __m512i bcast32(const uint8_t *p)
 }
 
 /* NA activation rows (1..4) against one group of 16 weight rows. */
-static inline __attribute__((always_inline)) void gemv_group(const uint8_t *codes, const uint16_t *scales,
-                                                             int64_t blocks, const uint8_t *act, size_t act_stride,
-                                                             const float *ascale, const int32_t *acorr,
-                                                             int64_t ab_stride, int NA, __m512 acc[4])
+static inline __attribute__((always_inline)) void gemv_group_q8_0(const uint8_t *codes, int64_t blocks,
+                                                                  const uint8_t *act, size_t act_stride,
+                                                                  const float *ascale, const int32_t *acorr, int NA,
+                                                                  __m512 acc[4])
 {
+    const uint16_t *scales = (const uint16_t *)(codes + (size_t)blocks * 512);
+    const int64_t ab_stride = blocks;
     for (int i = 0; i < NA; i++) acc[i] = _mm512_setzero_ps();
     for (int64_t b = 0; b < blocks; b++) {
         const uint8_t *cb = codes + (size_t)b * 512;
@@ -167,49 +169,49 @@ static inline __attribute__((always_inline)) void gemv_group_q6_K(const uint8_t 
     }
 }
 
+/* One group against NA = 1..4 activation rows: each layout's kernel
+ * instantiated per NA (the loops over NA unroll). */
+typedef void (*group_fn)(const uint8_t *grp, int64_t blocks, const uint8_t *act, size_t act_stride,
+                         const float *ascale, const int32_t *acorr, __m512 acc[4]);
+
+#define GROUP_FNS(NAME, CALL)                                                                                   \
+    static void NAME##_1(const uint8_t *g, int64_t b, const uint8_t *a, size_t s, const float *as,           \
+                         const int32_t *ac, __m512 acc[4]) { CALL(1); }                                         \
+    static void NAME##_2(const uint8_t *g, int64_t b, const uint8_t *a, size_t s, const float *as,           \
+                         const int32_t *ac, __m512 acc[4]) { CALL(2); }                                         \
+    static void NAME##_3(const uint8_t *g, int64_t b, const uint8_t *a, size_t s, const float *as,           \
+                         const int32_t *ac, __m512 acc[4]) { CALL(3); }                                         \
+    static void NAME##_4(const uint8_t *g, int64_t b, const uint8_t *a, size_t s, const float *as,           \
+                         const int32_t *ac, __m512 acc[4]) { CALL(4); }                                         \
+    static const group_fn NAME[4] = {NAME##_1, NAME##_2, NAME##_3, NAME##_4};
+
+#define CALL_Q8_0(NA) gemv_group_q8_0(g, b, a, s, as, ac, NA, acc)
+#define CALL_Q4_K(NA) ((void)as, (void)ac, gemv_group_q4_K(g, b, a, s, NA, acc))
+#define CALL_Q6_K(NA) ((void)as, (void)ac, gemv_group_q6_K(g, b, a, s, NA, acc))
+GROUP_FNS(k_group_q8_0, CALL_Q8_0)
+GROUP_FNS(k_group_q4_K, CALL_Q4_K)
+GROUP_FNS(k_group_q6_K, CALL_Q6_K)
+
 void cpu_pack_gemv_avx512(const struct cpu_packed *p, int64_t g0, int64_t g1, const uint8_t *act,
                           size_t act_stride, const float *ascale, const int32_t *acorr, int na, float *y,
                           int64_t y_stride)
 {
     const int64_t blocks = p->blocks;
+    const group_fn *fns = p->layout == CPU_PACK_R16_Q4_K   ? k_group_q4_K
+                          : p->layout == CPU_PACK_R16_Q6_K ? k_group_q6_K
+                                                           : k_group_q8_0;
     for (int64_t g = g0; g < g1; g++) {
-        const uint8_t *codes = p->data + (size_t)g * p->group_bytes;
-        const uint16_t *scales = (const uint16_t *)(codes + (size_t)blocks * 512);
+        const uint8_t *grp = p->data + (size_t)g * p->group_bytes;
         const int64_t r0 = g * CPU_PACK_ROWS;
         const int nv = (int)(p->rows - r0 < CPU_PACK_ROWS ? p->rows - r0 : CPU_PACK_ROWS);
         const __mmask16 keep = (__mmask16)((1u << nv) - 1);
         for (int i0 = 0; i0 < na; i0 += 4) {
             const int ni = na - i0 < 4 ? na - i0 : 4;
-            const uint8_t *a = act + (size_t)i0 * act_stride;
             __m512 acc[4];
-            if (p->layout == CPU_PACK_R16_Q6_K) {
-                switch (ni) {
-                case 1: gemv_group_q6_K(codes, blocks, a, act_stride, 1, acc); break;
-                case 2: gemv_group_q6_K(codes, blocks, a, act_stride, 2, acc); break;
-                case 3: gemv_group_q6_K(codes, blocks, a, act_stride, 3, acc); break;
-                default: gemv_group_q6_K(codes, blocks, a, act_stride, 4, acc); break;
-                }
-                for (int i = 0; i < ni; i++) _mm512_mask_storeu_ps(y + (i0 + i) * y_stride + r0, keep, acc[i]);
-                continue;
-            }
-            if (p->layout == CPU_PACK_R16_Q4_K) {
-                switch (ni) {
-                case 1: gemv_group_q4_K(codes, blocks, a, act_stride, 1, acc); break;
-                case 2: gemv_group_q4_K(codes, blocks, a, act_stride, 2, acc); break;
-                case 3: gemv_group_q4_K(codes, blocks, a, act_stride, 3, acc); break;
-                default: gemv_group_q4_K(codes, blocks, a, act_stride, 4, acc); break;
-                }
-                for (int i = 0; i < ni; i++) _mm512_mask_storeu_ps(y + (i0 + i) * y_stride + r0, keep, acc[i]);
-                continue;
-            }
-            const float *as = ascale + i0 * blocks;
-            const int32_t *ac = acorr + i0 * blocks;
-            switch (ni) {
-            case 1: gemv_group(codes, scales, blocks, a, act_stride, as, ac, blocks, 1, acc); break;
-            case 2: gemv_group(codes, scales, blocks, a, act_stride, as, ac, blocks, 2, acc); break;
-            case 3: gemv_group(codes, scales, blocks, a, act_stride, as, ac, blocks, 3, acc); break;
-            default: gemv_group(codes, scales, blocks, a, act_stride, as, ac, blocks, 4, acc); break;
-            }
+            /* ascale/acorr exist for Q8_0 only (blocks entries per activation row) */
+            const float *as = ascale ? ascale + i0 * blocks : NULL;
+            const int32_t *ac = acorr ? acorr + i0 * blocks : NULL;
+            fns[ni - 1](grp, blocks, act + (size_t)i0 * act_stride, act_stride, as, ac, acc);
             for (int i = 0; i < ni; i++) _mm512_mask_storeu_ps(y + (i0 + i) * y_stride + r0, keep, acc[i]);
         }
     }
