@@ -37,6 +37,7 @@ typedef struct be_weight {
     const char *name;   /* for error messages; borrowed */
     void *prep;         /* backend's prepared (e.g. repacked) form, owned by the backend;
                            NULL = use data as stored */
+    bool file_mapped;   /* data lies in a read-only file mapping (wk_mapfile_drop allowed) */
 } be_weight;
 
 /* View of expert e of a 3-D pack as a 2-D weight. */

@@ -77,6 +77,10 @@ int gguf_open(gguf_file **out, const char *path, wk_error *err);
 /* Same over a caller-owned buffer (used by the fuzzer and tests); the buffer
  * must outlive the gguf_file. */
 int gguf_open_buffer(gguf_file **out, const void *data, size_t size, wk_error *err);
+
+/* True when f maps a file (gguf_open), false over a caller's buffer: only a
+ * file mapping's pages may be dropped and faulted back in (wk_mapfile_drop). */
+bool gguf_is_file_mapped(const gguf_file *f);
 void gguf_close(gguf_file *f);
 
 uint32_t gguf_version(const gguf_file *f);

@@ -590,3 +590,5 @@ const gguf_tensor *gguf_find_tensor(const gguf_file *f, const char *name)
     int64_t i = index_find(&f->tensor_index, f, tensor_name, name);
     return i < 0 ? NULL : &f->tensors[i];
 }
+
+bool gguf_is_file_mapped(const gguf_file *f) { return f && f->map.data != NULL; }

@@ -211,6 +211,7 @@ static int bind(loader *L, be_weight *w, const char *name, bool required, int n_
     w->nb2 = w->nb1 * (size_t)t->ne[1];
     w->data = t->data;
     w->name = t->name_z;
+    w->file_mapped = gguf_is_file_mapped(L->m->file);
     return 0;
 }
 

@@ -45,3 +45,12 @@ void wk_mapfile_close(wk_mapfile *mf)
     mf->size = 0;
     mf->fd = -1;
 }
+
+void wk_mapfile_drop(const void *p, size_t n)
+{
+    if (!p || n == 0) return;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = (uintptr_t)p & ~(page - 1);
+    uintptr_t e = ((uintptr_t)p + n + page - 1) & ~(page - 1);
+    (void)madvise((void *)a, e - a, MADV_DONTNEED); /* advisory: a failure only leaves pages resident */
+}

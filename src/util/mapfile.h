@@ -17,4 +17,11 @@ typedef struct wk_mapfile {
 int wk_mapfile_open(wk_mapfile *mf, const char *path, wk_error *err);
 void wk_mapfile_close(wk_mapfile *mf);
 
+/* Drops this process's page mappings of [p, p + n) inside a read-only file
+ * mapping (rounded out to whole pages): the data stays in the page cache and
+ * faults back in on the next read, but no longer counts in the resident set.
+ * For weights a backend copied elsewhere (repacked, uploaded). Only for
+ * MAP_SHARED file mappings: on anonymous memory it would zero the pages. */
+void wk_mapfile_drop(const void *p, size_t n);
+
 #endif

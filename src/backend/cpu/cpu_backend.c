@@ -8,6 +8,7 @@
 
 #include "quant/quant.h"
 #include "quant/qtypes.h"
+#include "util/mapfile.h"
 
 int cpu_buf_reserve(cpu_buf *b, size_t n)
 {
@@ -103,6 +104,9 @@ static int cpu_prepare_weight(be_backend *be, be_weight *w, wk_error *err)
         return wk_fail_prefix(err, "preparing %s", w->name ? w->name : "weight");
     }
     w->prep = cw;
+    /* the matmuls read only the repacked copy now: release the file pages
+     * the repacking touched (embeddings fault rows back in as needed) */
+    if (cw->packed && w->file_mapped) wk_mapfile_drop(w->data, (size_t)w->ne[1] * w->nb1);
     return 0;
 }
 

@@ -24,7 +24,8 @@ extern "C" int cuda_ctx_init(cuda_ctx *c, int device, wk_error *err)
     /* Q4_K matvec with registers capped for 7 blocks per multiprocessor: 2312 vs 2035 GB/s on
      * 17408x5120, 1677 vs 1389 on 5120x6144 (H200); WICK_CUDA_MV_OCC=0 for the uncapped kernel */
     const char *oe = getenv("WICK_CUDA_MV_OCC");
-    c->mv_occ = !(oe && !strcmp(oe, "0")); /* 16 quant bytes per thread: 2422 vs 2189 GB/s for 4 parts (H200, 17408x5120) */
+    c->mv_occ = !(oe && !strcmp(oe, "0"));
+    if (oe && (!strcmp(oe, "2") || !strcmp(oe, "3"))) c->mv_occ = oe[0] - '0'; /* Q4_K rows bulk-copied to shared memory */ /* 16 quant bytes per thread: 2422 vs 2189 GB/s for 4 parts (H200, 17408x5120) */
     cudaStream_t s;
     e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
     if (e != cudaSuccess) return cu_fail(err, e, "creating a stream");

@@ -385,6 +385,28 @@ extern "C" int cuda_moe_combine(cuda_ctx *c, float *out, const float *ys, const 
 
 /* ---- decode fusions: the op, then its output quantized for the next matmul ------------------ */
 
+/* y = x · scale (· w), one row of n, written and quantized to Q8_K per 256 (warp-wide blocks):
+ * the common tail of the norm + quantize kernels; o = the row's first element index */
+static __device__ __forceinline__ void scale_store_q8k(const float *xr, float *yr, const float *__restrict__ w,
+                                                       int64_t n, float scale, int8_t *__restrict__ xq,
+                                                       float *__restrict__ xd, int64_t o)
+{
+    const int lane = threadIdx.x & 31;
+    for (int64_t ch = threadIdx.x / 32; ch < n / 256; ch += blockDim.x / 32) {
+        const int64_t i0 = ch * 256 + lane * 8;
+        float v[8];
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            const float t = xr[i0 + k] * scale;
+            v[k] = w ? t * w[i0 + k] : t;
+            yr[i0 + k] = v[k];
+        }
+        int8_t q[8];
+        const float d = q8k_warp(v, lane, q);
+        q8_store(xq, xd, o + i0, q, d, lane);
+    }
+}
+
 __global__ void __launch_bounds__(1024)
 rms_norm_q8k_kernel(float *y, const float *x, size_t x_stride, int64_t n, const float *__restrict__ w, float eps,
                     int8_t *__restrict__ xq, float *__restrict__ xd)
@@ -399,20 +421,7 @@ rms_norm_q8k_kernel(float *y, const float *x, size_t x_stride, int64_t n, const 
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += xr[i] * xr[i];
     ss = block_sum(ss, red);
     const float scale = 1.0f / sqrtf(ss / (float)n + eps);
-    const int lane = threadIdx.x & 31;
-    for (int64_t ch = threadIdx.x / 32; ch < n / 256; ch += blockDim.x / 32) {
-        const int64_t i0 = ch * 256 + lane * 8;
-        float v[8];
-#pragma unroll
-        for (int k = 0; k < 8; k++) {
-            const float t = xr[i0 + k] * scale;
-            v[k] = w ? t * w[i0 + k] : t;
-            yr[i0 + k] = v[k];
-        }
-        int8_t q[8];
-        const float d = q8k_warp(v, lane, q);
-        q8_store(xq, xd, blockIdx.x * n + i0, q, d, lane);
-    }
+    scale_store_q8k(xr, yr, w, n, scale, xq, xd, blockIdx.x * n);
 }
 
 /* x = a + b (rows of n, written back), then rms_norm_q8k of x into y: the residual add and the
@@ -434,20 +443,7 @@ add_rms_norm_q8k_kernel(float *x, const float *a, const float *b, float *y, int6
     }
     ss = block_sum(ss, red); /* its barrier also makes the sums visible to the whole block */
     const float scale = 1.0f / sqrtf(ss / (float)n + eps);
-    const int lane = threadIdx.x & 31;
-    for (int64_t ch = threadIdx.x / 32; ch < n / 256; ch += blockDim.x / 32) {
-        const int64_t i0 = ch * 256 + lane * 8;
-        float v[8];
-#pragma unroll
-        for (int k = 0; k < 8; k++) {
-            const float t = xr[i0 + k] * scale;
-            v[k] = w ? t * w[i0 + k] : t;
-            yr[i0 + k] = v[k];
-        }
-        int8_t q[8];
-        const float d = q8k_warp(v, lane, q);
-        q8_store(xq, xd, o + i0, q, d, lane);
-    }
+    scale_store_q8k(xr, yr, w, n, scale, xq, xd, o);
 }
 
 extern "C" int cuda_add_rms_norm_q8k(cuda_ctx *c, float *x, const float *a, const float *b, float *y, int64_t n_rows,

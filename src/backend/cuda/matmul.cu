@@ -141,6 +141,36 @@ static void launch_pdl(cuda_ctx *c, void (*kernel)(P...), dim3 grid, dim3 block,
     cfg.numAttrs = 1;
     cudaLaunchKernelEx(&cfg, kernel, ((P)args)...);
 }
+/* launch_pdl with SMEM bytes of dynamic shared memory (the kernel's limit raised once per size). */
+template <typename... P, typename... A>
+static void launch_pdl_smem(cuda_ctx *c, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, A... args)
+{
+    /* the limit is per kernel and device; raised outside the 48 KiB default only, and
+     * remembered (a decode step's first, eager, launch sets it before any graph capture) */
+    static struct { const void *k; int dev; size_t sz; } lim[32];
+    if (smem > (48 << 10)) {
+        int i = 0;
+        while (i < 31 && lim[i].k && (lim[i].k != (const void *)kernel || lim[i].dev != c->device)) i++;
+        if (lim[i].k != (const void *)kernel || lim[i].dev != c->device || smem > lim[i].sz) {
+            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+            lim[i].k = (const void *)kernel;
+            lim[i].dev = c->device;
+            lim[i].sz = smem;
+        }
+    }
+    cudaLaunchConfig_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = c->stream;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = c->pdl ? 1 : 0;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    cudaLaunchKernelEx(&cfg, kernel, ((P)args)...);
+}
 #define MV_OCC_BLOCKS 7 /* OCC variant: registers capped for 7 blocks (56 warps) per multiprocessor */
 
 /* One warp per output row (the default launch: measured fastest on Q4_K/Q8_0). */
@@ -173,6 +203,90 @@ matvec_q1_kernel(const uint8_t *__restrict__ W, size_t row_bytes, size_t mat_byt
     acc = warp_sum(acc);
     if (lane == 0) y[s * M + row] = acc;
 }
+
+/* Q4_K, one warp per row, the row copied whole into shared memory by one bulk
+ * copy (cp.async.bulk, the Hopper copy engine) issued before pdl_wait: the
+ * whole row is in flight at once, independent of registers and occupancy; the
+ * warp then reads headers and quants from shared memory. Same part split and
+ * summation order as matvec_q1_kernel<QT_Q4_K_8PARTS> (bit-identical results).
+ * Dynamic shared memory: MV_WARPS row buffers of row_bytes (16-byte multiple)
+ * after MV_WARPS mbarriers. No expert ids (the weights must not depend on
+ * earlier kernels). cuda_ctx.mv_occ == 2 (the default) selects it, 3 the same
+ * with registers capped for 8 blocks per multiprocessor (slower). H200, bench_cuda,
+ * vs the register-capped one-warp-per-row kernel (occ7) in the same run:
+ * 17408x5120 2776 vs 2401 GB/s, 5120x17408 1907 vs 1635, 5120x6144 1616 vs 1328,
+ * 6144x5120 1809 vs 1561; wick bench tg128 on the 27B q4_k shape 93.6 vs 90.1 tok/s. */
+/* qdev<QT_Q4_K_8PARTS>::dot on a block in shared memory (qdev's ld_w is ld.global.nc,
+ * invalid on a shared address): same arithmetic. */
+__device__ __forceinline__ float q4k8_dot_smem(const uint8_t *blk, int64_t ib, int t, const int8_t *xq,
+                                               const float *xd)
+{
+    const int g = t >> 1, h = t & 1;
+    const uint4 hd = *(const uint4 *)blk;
+    const uint4 q = *(const uint4 *)(blk + 16 + 32 * g + 16 * h);
+    const int8_t *xa = xq + ib * 256 + 64 * g + 16 * h;
+    int4 alo = ld_act(xa), ahi = ld_act(xa + 32);
+    int ilo = dot16(and4(q, 0x0F0F0F0Fu), alo, 0);
+    int ihi = dot16(and4(shr4(q, 4), 0x0F0F0F0Fu), ahi, 0);
+    const uint4 ones = make_uint4(0x01010101u, 0x01010101u, 0x01010101u, 0x01010101u);
+    int slo = dot16(ones, alo, 0), shi = dot16(ones, ahi, 0);
+    int sc0, mn0, sc1, mn1;
+    kq_scale_min(2 * g, hd.y, hd.z, hd.w, &sc0, &mn0);
+    kq_scale_min(2 * g + 1, hd.y, hd.z, hd.w, &sc1, &mn1);
+    float d = __half2float(__ushort_as_half((uint16_t)(hd.x & 0xFFFF)));
+    float dmin = __half2float(__ushort_as_half((uint16_t)(hd.x >> 16)));
+    float x0 = xd[ib * 8 + 2 * g], x1 = xd[ib * 8 + 2 * g + 1];
+    return d * (x0 * (float)(sc0 * ilo) + x1 * (float)(sc1 * ihi)) -
+           dmin * (x0 * (float)(mn0 * slo) + x1 * (float)(mn1 * shi));
+}
+
+template <bool CAP>
+__global__ void __launch_bounds__(MV_WARPS * 32, CAP ? 8 : 1)
+matvec_q4k_bulk_kernel(const uint8_t *__restrict__ W, size_t row_bytes, int64_t M, int64_t K,
+                       const int8_t *__restrict__ xq, const float *__restrict__ xd, int64_t slots_per_x,
+                       float *__restrict__ y)
+{
+    typedef qdev<QT_Q4_K_8PARTS> Q;
+    extern __shared__ __align__(16) uint8_t mv_smem[];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+    const int64_t row = (int64_t)blockIdx.x * MV_WARPS + warp;
+    const int64_t s = blockIdx.y;
+    pdl_trigger();
+    if (row >= M) return;
+    uint64_t *bar = (uint64_t *)mv_smem + warp;
+    uint8_t *buf = mv_smem + 16 * MV_WARPS + (size_t)warp * row_bytes;
+    const unsigned bar_a = (unsigned)__cvta_generic_to_shared(bar);
+    if (lane == 0) {
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar_a) : "memory");
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar_a), "r"((unsigned)row_bytes)
+                     : "memory");
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                         (unsigned)__cvta_generic_to_shared(buf)),
+                     "l"(W + row * row_bytes), "r"((unsigned)row_bytes), "r"(bar_a)
+                     : "memory");
+    }
+    __syncwarp();
+    pdl_wait();
+    const int64_t xr = s / slots_per_x;
+    const int8_t *xqr = xq + xr * K;
+    const float *xdr = xd + xr * (K / 32);
+    const int64_t nb = K / Q::QK;
+    constexpr int BPI = 32 / Q::TPB;
+    const int t = lane % Q::TPB;
+    unsigned done = 0;
+    while (!done)
+        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\n selp.u32 %0, 1, 0, p;\n}"
+                     : "=r"(done)
+                     : "r"(bar_a)
+                     : "memory");
+    float acc = 0.0f;
+#pragma unroll 4
+    for (int64_t ib = lane / Q::TPB; ib < nb; ib += BPI) acc += q4k8_dot_smem(buf + ib * 144, ib, t, xqr, xdr);
+    acc = warp_sum(acc);
+    if (lane == 0) y[s * M + row] = acc;
+}
+#define MV_BULK_MAX_SMEM (200 << 10)
 
 /* R rows per warp at a time (independent accumulators: more loads in flight,
  * shared activation loads); warps stride over row groups so a grid sized to
@@ -275,11 +389,20 @@ extern "C" int cuda_matvec(cuda_ctx *c, const cuda_qweight *w, const int8_t *xq,
     const uint8_t *W = (const uint8_t *)w->data;
     const int R = c->mv_rows == 2 ? 2 : 1;
     dim3 qgrid(cdiv(cdiv(w->rows, R), MV_WARPS), (unsigned)n_slots);
+    const size_t bulk_smem = 16 * MV_WARPS + MV_WARPS * w->row_bytes;
     if (c->mv_blocks_per_sm > 0 && qgrid.x > (unsigned)(c->mv_blocks_per_sm * c->sm_count))
         qgrid.x = (unsigned)(c->mv_blocks_per_sm * c->sm_count);
 #define MVQ(T)                                                                                      \
     do {                                                                                            \
-        if (R == 1 && c->mv_blocks_per_sm <= 0 && c->mv_occ && T == QT_Q4_K_8PARTS)                 \
+        if (T == QT_Q4_K_8PARTS && R == 1 && c->mv_blocks_per_sm <= 0 && c->mv_occ >= 2 && !ids &&    \
+            bulk_smem <= MV_BULK_MAX_SMEM && w->row_bytes % 16 == 0 && ((uintptr_t)W & 15) == 0) {   \
+            if (c->mv_occ == 3)                                                                     \
+                launch_pdl_smem(c, matvec_q4k_bulk_kernel<true>, grid, block, bulk_smem, W, w->row_bytes, \
+                                w->rows, w->cols, xq, xd, slots_per_x, y);                          \
+            else                                                                                    \
+                launch_pdl_smem(c, matvec_q4k_bulk_kernel<false>, grid, block, bulk_smem, W, w->row_bytes, \
+                                w->rows, w->cols, xq, xd, slots_per_x, y);                          \
+        } else if (R == 1 && c->mv_blocks_per_sm <= 0 && c->mv_occ && T == QT_Q4_K_8PARTS)          \
             launch_pdl(c, matvec_q1_kernel<T, true>, grid, block, W, w->row_bytes, w->mat_bytes, w->rows, \
                        w->cols, xq, xd, slots_per_x, ids, y);                                      \
         else if (R == 1 && c->mv_blocks_per_sm <= 0)                                                \
