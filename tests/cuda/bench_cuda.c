@@ -266,7 +266,17 @@ int main(int argc, char **argv)
     bench_matvec(QT_Q4_K, 5120, 6144, "occ7");
     g_ctx.mv_occ = 0;
     bench_matvec(QT_Q4_K, 5120, 6144, "8 parts");
+    /* rows bulk-copied to shared memory (2: uncapped, 3: registers for 8 blocks) against occ7 */
+    for (int v = 2; v <= 3; v++) {
+        g_ctx.mv_occ = v;
+        const char *lb = v == 2 ? "bulk" : "bulk8";
+        bench_matvec(QT_Q4_K, 17408, 5120, lb);
+        bench_matvec(QT_Q4_K, 5120, 17408, lb);
+        bench_matvec(QT_Q4_K, 5120, 6144, lb);
+        bench_matvec(QT_Q4_K, 6144, 5120, lb);
+    }
     g_ctx.mv_occ = 1;
+    bench_matvec(QT_Q4_K, 6144, 5120, "occ7");
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         bench_matvec(types[i], 17408, 5120, "ffn_up ");
         if (!quick) bench_matvec(types[i], 5120, 17408, "ffn_down");

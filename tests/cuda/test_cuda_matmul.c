@@ -152,4 +152,14 @@ void test_matmul_all(void)
     test_matvec_type(QT_Q4_K, 40, 1024, 5, 6, 3, 502);
     g_ctx.mv_rows = 1;
     g_ctx.mv_blocks_per_sm = 0;
+    /* Q4_K rows bulk-copied to shared memory (mv_occ 2 and 3; expert ids fall back) */
+    const int occ = g_ctx.mv_occ;
+    for (int v = 2; v <= 3; v++) {
+        g_ctx.mv_occ = v;
+        test_matvec_type(QT_Q4_K, 333, 2048, 1, 1, 1, 600 + v);
+        test_matvec_type(QT_Q4_K, 64, 5120 + 256 * 3, 1, 1, 1, 610 + v);
+        test_matvec_type(QT_Q4_K, 37, 17408, 1, 3, 1, 620 + v); /* 3 slots, own x each */
+        test_matvec_type(QT_Q4_K, 40, 1024, 5, 6, 3, 630 + v);
+    }
+    g_ctx.mv_occ = occ;
 }

@@ -21,11 +21,14 @@ extern "C" int cuda_ctx_init(cuda_ctx *c, int device, wk_error *err)
     const char *fe = getenv("WICK_CUDA_FUSE");
     c->fuse_act = !(fe && !strcmp(fe, "0"));
     c->mv_q4k_parts = 8;
-    /* Q4_K matvec with registers capped for 7 blocks per multiprocessor: 2312 vs 2035 GB/s on
-     * 17408x5120, 1677 vs 1389 on 5120x6144 (H200); WICK_CUDA_MV_OCC=0 for the uncapped kernel */
+    /* Q4_K matvec: 2 (default) = each warp's row bulk-copied to shared memory (cp.async.bulk):
+     * 2776 vs 2401 GB/s on 17408x5120, 1616 vs 1328 on 5120x6144, tg128 93.6 vs 90.1 (H200);
+     * WICK_CUDA_MV_OCC=1: one warp per row with registers capped for 7 blocks per multiprocessor
+     * (2312 vs 2035 GB/s on 17408x5120 against 0, the uncapped kernel); 3: bulk, capped (slower).
+     * All split a Q4_K block over 8 threads, 16 quant bytes each (2422 vs 2189 GB/s for 4 parts). */
     const char *oe = getenv("WICK_CUDA_MV_OCC");
-    c->mv_occ = !(oe && !strcmp(oe, "0"));
-    if (oe && (!strcmp(oe, "2") || !strcmp(oe, "3"))) c->mv_occ = oe[0] - '0'; /* Q4_K rows bulk-copied to shared memory */ /* 16 quant bytes per thread: 2422 vs 2189 GB/s for 4 parts (H200, 17408x5120) */
+    c->mv_occ = 2;
+    if (oe && oe[0] >= '0' && oe[0] <= '3' && !oe[1]) c->mv_occ = oe[0] - '0';
     cudaStream_t s;
     e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
     if (e != cudaSuccess) return cu_fail(err, e, "creating a stream");

@@ -38,8 +38,9 @@ typedef struct cuda_ctx {
     int mv_rows;          /* matvec: rows per warp at a time (1 or 2) */
     int mv_blocks_per_sm; /* matvec: grid cap in blocks per multiprocessor (0 = one warp per row group) */
     int mv_q4k_parts;     /* matvec: Q4_K block split over 4 or 8 threads */
-    int mv_occ;           /* matvec Q4_K: registers capped for more warps per multiprocessor
-                             (default; WICK_CUDA_MV_OCC=0 turns it off; bench_cuda compares) */
+    int mv_occ;           /* matvec Q4_K: 0 one warp per row, 1 the same with registers capped for
+                             7 blocks per multiprocessor, 2 (default) rows bulk-copied to shared
+                             memory, 3 bulk and capped (WICK_CUDA_MV_OCC=N; bench_cuda compares) */
     /* decode matmuls: the last quantized activation rows, reused while the
      * same rows feed consecutive matmuls (q/k/v, gate/up, the DeltaNet
      * projections); cuda_ctx_act_invalidate drops it */
