@@ -93,12 +93,11 @@ cpu_weight cpu_weight_of(const be_weight *w)
 
 static int cpu_prepare_weight(be_backend *be, be_weight *w, wk_error *err)
 {
-    (void)be;
     if (w->prep || !w->data || w->ne[2] != 1) return 0; /* expert packs stay plain */
     cpu_weight *cw = malloc(sizeof *cw);
     if (!cw) return wk_fail(err, WK_ENOMEM, "out of memory preparing %s", w->name ? w->name : "weight");
     *cw = cpu_weight_view((enum qt_type)w->type, w->data, w->ne[1], w->ne[0], w->nb1);
-    int rc = cpu_weight_prepare(cw, err);
+    int rc = cpu_weight_prepare_on(cpu_of(be)->pool, cw, err);
     if (rc) {
         free(cw);
         return wk_fail_prefix(err, "preparing %s", w->name ? w->name : "weight");

@@ -341,12 +341,14 @@ int cpu_matmul_gather(wk_pool *pool, const cpu_weight *w, const float *x, int64_
     return rc;
 }
 
-int cpu_weight_prepare(cpu_weight *w, wk_error *err)
+int cpu_weight_prepare_on(wk_pool *pool, cpu_weight *w, wk_error *err)
 {
     int rc = check_weight(w, err);
     if (rc) return rc;
-    return cpu_pack_build(w, &w->packed, err);
+    return cpu_pack_build(pool, w, &w->packed, err);
 }
+
+int cpu_weight_prepare(cpu_weight *w, wk_error *err) { return cpu_weight_prepare_on(NULL, w, err); }
 
 void cpu_weight_release(cpu_weight *w)
 {

@@ -61,6 +61,9 @@ static inline cpu_weight cpu_weight_view(enum qt_type type, const void *data, in
  * Returns 0, WK_EINVAL (bad shape/type) or WK_ENOMEM. */
 int cpu_weight_prepare(cpu_weight *w, wk_error *err);
 
+/* The same with the repacking split over pool's threads (NULL: the caller's). */
+int cpu_weight_prepare_on(wk_pool *pool, cpu_weight *w, wk_error *err);
+
 /* Frees what cpu_weight_prepare allocated; w becomes a plain view again. */
 void cpu_weight_release(cpu_weight *w);
 

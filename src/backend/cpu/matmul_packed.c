@@ -110,7 +110,30 @@ static void pack_group_q6_K(const cpu_weight *w, int64_t g, int64_t blocks, uint
     }
 }
 
-int cpu_pack_build(const cpu_weight *w, struct cpu_packed **out, wk_error *err)
+typedef struct {
+    const cpu_weight *w;
+    struct cpu_packed *p;
+    size_t used; /* bytes of a group before its padding */
+} pack_job;
+
+static void pack_body(void *ctx, int worker, int n_workers)
+{
+    const pack_job *j = ctx;
+    const struct cpu_packed *p = j->p;
+    long g0, g1;
+    wk_split((long)p->groups, worker, n_workers, &g0, &g1);
+    for (long g = g0; g < g1; g++) {
+        uint8_t *dst = p->data + (size_t)g * p->group_bytes;
+        switch (p->layout) {
+        case CPU_PACK_R16_Q4_K: pack_group_q4_K(j->w, g, p->blocks, dst); break;
+        case CPU_PACK_R16_Q6_K: pack_group_q6_K(j->w, g, p->blocks, dst); break;
+        default: pack_group_q8_0(j->w, g, p->blocks, dst); break;
+        }
+        memset(dst + j->used, 0, p->group_bytes - j->used);
+    }
+}
+
+int cpu_pack_build(wk_pool *pool, const cpu_weight *w, struct cpu_packed **out, wk_error *err)
 {
     *out = NULL;
     enum cpu_pack_layout layout = cpu_pack_layout_for(w->type);
@@ -133,15 +156,8 @@ int cpu_pack_build(const cpu_weight *w, struct cpu_packed **out, wk_error *err)
         return wk_fail(err, WK_ENOMEM, "matmul: out of memory repacking a %lld x %lld weight (%zu MiB)",
                        (long long)w->rows, (long long)w->cols, mib);
     }
-    for (int64_t g = 0; g < p->groups; g++) {
-        uint8_t *dst = p->data + (size_t)g * p->group_bytes;
-        switch (layout) {
-        case CPU_PACK_R16_Q4_K: pack_group_q4_K(w, g, p->blocks, dst); break;
-        case CPU_PACK_R16_Q6_K: pack_group_q6_K(w, g, p->blocks, dst); break;
-        default: pack_group_q8_0(w, g, p->blocks, dst); break;
-        }
-        memset(dst + used, 0, p->group_bytes - used);
-    }
+    pack_job job = {w, p, used};
+    wk_pool_run(pool, pack_body, &job);
     *out = p;
     return 0;
 }

@@ -59,9 +59,9 @@ struct cpu_packed {
  * WICK_NO_REPACK=1 turns repacking off (before/after comparisons). */
 enum cpu_pack_layout cpu_pack_layout_for(enum qt_type type);
 
-/* Builds the packed copy of w's rows; *out = NULL when the type has no
- * layout here. Returns 0 or WK_ENOMEM. */
-int cpu_pack_build(const cpu_weight *w, struct cpu_packed **out, wk_error *err);
+/* Builds the packed copy of w's rows, groups split over pool (may be NULL);
+ * *out = NULL when the type has no layout here. Returns 0 or WK_ENOMEM. */
+int cpu_pack_build(wk_pool *pool, const cpu_weight *w, struct cpu_packed **out, wk_error *err);
 
 void cpu_pack_free(struct cpu_packed *p);
 
