@@ -340,8 +340,11 @@ int cmd_measure(int argc, char **argv)
 
 int cmd_measure(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            return 0;
+        }
     fprintf(stderr, "wick measure: this build has no libcurl (install libcurl4-openssl-dev and rebuild)\n");
     return 1;
 }

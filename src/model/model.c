@@ -433,6 +433,8 @@ static const size_t k_layer_matmul_offsets[] = {
     offsetof(model_layer, ffn_down_shexp), offsetof(model_layer, ssm_qkv),
     offsetof(model_layer, ssm_z),          offsetof(model_layer, ssm_beta),
     offsetof(model_layer, ssm_alpha),      offsetof(model_layer, ssm_out),
+    offsetof(model_layer, ffn_gate_exps),  offsetof(model_layer, ffn_up_exps),
+    offsetof(model_layer, ffn_down_exps),
 };
 #define N_LAYER_MATMULS (sizeof k_layer_matmul_offsets / sizeof k_layer_matmul_offsets[0])
 

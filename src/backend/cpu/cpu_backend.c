@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/matmul_packed.h"
 #include "quant/quant.h"
 #include "quant/qtypes.h"
 #include "util/mapfile.h"
@@ -91,9 +92,61 @@ cpu_weight cpu_weight_of(const be_weight *w)
     return cpu_weight_view((enum qt_type)w->type, w->data, w->ne[1], w->ne[0], w->nb1);
 }
 
+/* A prepared 3-D expert pack: each expert's matrix prepared on its own. */
+typedef struct {
+    int64_t n;
+    cpu_weight w[];
+} cpu_expert_pack;
+
+cpu_weight cpu_expert_weight(const be_weight *pack, int64_t e, int64_t row0, int64_t n_rows,
+                             struct cpu_packed *view)
+{
+    const cpu_expert_pack *xp = pack->prep;
+    if (xp) {
+        cpu_weight r = xp->w[e];
+        r.data = (const uint8_t *)r.data + (size_t)row0 * r.row_bytes;
+        r.rows = n_rows;
+        r.packed = cpu_pack_rows(xp->w[e].packed, row0, n_rows, view);
+        return r;
+    }
+    const uint8_t *base = (const uint8_t *)pack->data + (size_t)e * pack->nb2 + (size_t)row0 * pack->nb1;
+    return cpu_weight_view((enum qt_type)pack->type, base, n_rows, pack->ne[0], pack->nb1);
+}
+
+static void expert_pack_free(cpu_expert_pack *xp)
+{
+    if (!xp) return;
+    for (int64_t e = 0; e < xp->n; e++) cpu_weight_release(&xp->w[e]);
+    free(xp);
+}
+
+/* Expert packs of a type with a repacked layout: every expert repacked (MoE
+ * decode streams the selected experts' rows like any matmul). */
+static int prepare_expert_pack(be_backend *be, be_weight *w, wk_error *err)
+{
+    if (cpu_pack_layout_for((enum qt_type)w->type) == CPU_PACK_NONE) return 0;
+    const int64_t n = w->ne[2];
+    cpu_expert_pack *xp = calloc(1, sizeof *xp + (size_t)n * sizeof(cpu_weight));
+    if (!xp) return wk_fail(err, WK_ENOMEM, "out of memory preparing %s", w->name ? w->name : "experts");
+    for (int64_t e = 0; e < n; e++) {
+        xp->w[e] = cpu_weight_view((enum qt_type)w->type, (const uint8_t *)w->data + (size_t)e * w->nb2, w->ne[1],
+                                   w->ne[0], w->nb1);
+        int rc = cpu_weight_prepare_on(cpu_of(be)->pool, &xp->w[e], err);
+        xp->n = e + 1;
+        if (rc) {
+            expert_pack_free(xp);
+            return wk_fail_prefix(err, "preparing expert %lld of %s", (long long)e, w->name ? w->name : "experts");
+        }
+    }
+    w->prep = xp;
+    if (w->file_mapped) wk_mapfile_drop(w->data, (size_t)n * w->nb2);
+    return 0;
+}
+
 static int cpu_prepare_weight(be_backend *be, be_weight *w, wk_error *err)
 {
-    if (w->prep || !w->data || w->ne[2] != 1) return 0; /* expert packs stay plain */
+    if (w->prep || !w->data) return 0;
+    if (w->ne[2] != 1) return prepare_expert_pack(be, w, err);
     cpu_weight *cw = malloc(sizeof *cw);
     if (!cw) return wk_fail(err, WK_ENOMEM, "out of memory preparing %s", w->name ? w->name : "weight");
     *cw = cpu_weight_view((enum qt_type)w->type, w->data, w->ne[1], w->ne[0], w->nb1);
@@ -113,6 +166,11 @@ static void cpu_release_weight(be_backend *be, be_weight *w)
 {
     (void)be;
     if (!w->prep) return;
+    if (w->ne[2] != 1) {
+        expert_pack_free(w->prep);
+        w->prep = NULL;
+        return;
+    }
     cpu_weight_release(w->prep);
     free(w->prep);
     w->prep = NULL;

@@ -80,4 +80,10 @@ void cpu_op_add_scaled_sigmoid(be_backend *be, float *y, const float *x, const f
 /* A plain cpu_weight view of a 2-D be_weight (or the prepared one). */
 cpu_weight cpu_weight_of(const be_weight *w);
 
+/* Rows [row0, row0 + n_rows) of expert e of a 3-D pack: the repacked copy
+ * when the pack was prepared (and row0 starts a 16-row group), else the
+ * plain rows. *view holds the packed sub-view and must outlive the result. */
+cpu_weight cpu_expert_weight(const be_weight *pack, int64_t e, int64_t row0, int64_t n_rows,
+                             struct cpu_packed *view);
+
 #endif

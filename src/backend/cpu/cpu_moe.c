@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/matmul_packed.h"
 
 void cpu_op_moe_route(be_backend *be, const float *logits, int64_t n_t, int32_t n_expert, int32_t k,
                       int32_t *ids, float *weights)
@@ -38,15 +39,6 @@ void cpu_op_moe_route(be_backend *be, const float *logits, int64_t n_t, int32_t 
         float denom = sel > 6.1035e-5f ? sel : 6.1035e-5f;
         for (int32_t j = 0; j < k; j++) w[j] /= denom;
     }
-}
-
-/* 2-D view of rows [row0, row0 + n_rows) of expert e of a pack. */
-static be_weight expert_rows(const be_weight *pack, int64_t e, int64_t row0, int64_t n_rows)
-{
-    be_weight r = be_weight_expert(pack, e);
-    r.data = (const uint8_t *)r.data + (size_t)row0 * pack->nb1;
-    r.ne[1] = n_rows;
-    return r;
 }
 
 int cpu_op_moe_ffn(be_backend *be, const be_moe_args *a, wk_error *err)
@@ -94,10 +86,10 @@ int cpu_op_moe_ffn(be_backend *be, const be_moe_args *a, wk_error *err)
     for (int64_t e = 0; e < n_expert; e++) {
         int32_t b = start[e], n = start[e + 1] - start[e];
         if (n == 0) continue;
-        be_weight wg = fused ? expert_rows(a->gate, e, 0, n_ff) : be_weight_expert(a->gate, e);
-        be_weight wu = fused ? expert_rows(a->gate, e, n_ff, n_ff) : be_weight_expert(a->up, e);
-        be_weight wd = be_weight_expert(a->down, e);
-        cpu_weight cg = cpu_weight_of(&wg), cu = cpu_weight_of(&wu), cd = cpu_weight_of(&wd);
+        struct cpu_packed vg, vu, vd; /* packed sub-views (fused gate_up halves) */
+        cpu_weight cg = cpu_expert_weight(a->gate, e, 0, n_ff, &vg);
+        cpu_weight cu = fused ? cpu_expert_weight(a->gate, e, n_ff, n_ff, &vu) : cpu_expert_weight(a->up, e, 0, n_ff, &vu);
+        cpu_weight cd = cpu_expert_weight(a->down, e, 0, n_embd, &vd);
         float *g = hg + (size_t)b * n_ff, *u = hu + (size_t)b * n_ff, *d = hd + (size_t)b * n_embd;
         int rc = cpu_matmul_gather(cb->pool, &cg, a->u, n_embd, tok + b, g, n_ff, iota, n,
                                    &cb->mm_scratch, err);

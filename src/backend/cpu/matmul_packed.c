@@ -162,6 +162,16 @@ int cpu_pack_build(wk_pool *pool, const cpu_weight *w, struct cpu_packed **out, 
     return 0;
 }
 
+struct cpu_packed *cpu_pack_rows(const struct cpu_packed *p, int64_t row0, int64_t n, struct cpu_packed *view)
+{
+    if (!p || row0 % CPU_PACK_ROWS || row0 < 0 || n <= 0 || row0 + n > p->rows) return NULL;
+    *view = *p;
+    view->data = p->data + (size_t)(row0 / CPU_PACK_ROWS) * p->group_bytes;
+    view->rows = n;
+    view->groups = (n + CPU_PACK_ROWS - 1) / CPU_PACK_ROWS;
+    return view;
+}
+
 void cpu_pack_free(struct cpu_packed *p)
 {
     if (!p) return;

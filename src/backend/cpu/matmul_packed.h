@@ -65,6 +65,11 @@ int cpu_pack_build(wk_pool *pool, const cpu_weight *w, struct cpu_packed **out, 
 
 void cpu_pack_free(struct cpu_packed *p);
 
+/* Rows [row0, row0 + n) of p as a packed weight of n rows, built in *view
+ * (no copy): view when row0 starts a group, else NULL (use the plain rows).
+ * Rows past n in the last group are computed by the kernels but never stored. */
+struct cpu_packed *cpu_pack_rows(const struct cpu_packed *p, int64_t row0, int64_t n, struct cpu_packed *view);
+
 /* Per activation row i and block b of a Q8_0-quantized activation: the
  * block's scale as float and 128·Σ codes (what the +128 weight codes add). */
 void cpu_pack_act_terms(const void *act_row, int64_t blocks, float *scale, int32_t *corr);
