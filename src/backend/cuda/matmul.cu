@@ -222,22 +222,7 @@ __device__ __forceinline__ float q4k8_dot_smem(const uint8_t *blk, int64_t ib, i
                                                const float *xd)
 {
     const int g = t >> 1, h = t & 1;
-    const uint4 hd = *(const uint4 *)blk;
-    const uint4 q = *(const uint4 *)(blk + 16 + 32 * g + 16 * h);
-    const int8_t *xa = xq + ib * 256 + 64 * g + 16 * h;
-    int4 alo = ld_act(xa), ahi = ld_act(xa + 32);
-    int ilo = dot16(and4(q, 0x0F0F0F0Fu), alo, 0);
-    int ihi = dot16(and4(shr4(q, 4), 0x0F0F0F0Fu), ahi, 0);
-    const uint4 ones = make_uint4(0x01010101u, 0x01010101u, 0x01010101u, 0x01010101u);
-    int slo = dot16(ones, alo, 0), shi = dot16(ones, ahi, 0);
-    int sc0, mn0, sc1, mn1;
-    kq_scale_min(2 * g, hd.y, hd.z, hd.w, &sc0, &mn0);
-    kq_scale_min(2 * g + 1, hd.y, hd.z, hd.w, &sc1, &mn1);
-    float d = __half2float(__ushort_as_half((uint16_t)(hd.x & 0xFFFF)));
-    float dmin = __half2float(__ushort_as_half((uint16_t)(hd.x >> 16)));
-    float x0 = xd[ib * 8 + 2 * g], x1 = xd[ib * 8 + 2 * g + 1];
-    return d * (x0 * (float)(sc0 * ilo) + x1 * (float)(sc1 * ihi)) -
-           dmin * (x0 * (float)(mn0 * slo) + x1 * (float)(mn1 * shi));
+    return q4k8_dot_words(*(const uint4 *)blk, *(const uint4 *)(blk + 16 + 32 * g + 16 * h), ib, t, xq, xd);
 }
 
 template <bool CAP>
