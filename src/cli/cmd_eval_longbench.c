@@ -104,14 +104,8 @@ int cmd_eval_longbench(int argc, char **argv)
             if (eval_parse_ints(cmd, "--max-input", optarg, 256, 1 << 24, one, 1) < 0) return 2;
             max_input = one[0];
             break;
-        default: {
-            int r = eval_runner_option(&o, c, optarg, cmd);
-            if (r < 0) return 2;
-            if (r == 0) {
-                usage(stderr);
-                return 2;
-            }
-        }
+        default:
+            if (eval_runner_other_option(&o, c, optarg, cmd, usage)) return 2;
         }
     }
     if (optind < argc || !path) {
@@ -174,13 +168,7 @@ int cmd_eval_longbench(int argc, char **argv)
     }
     ev_lb_free(items, n_all);
     if (rc) {
-        fprintf(stderr, "%s: incomplete run, no result: %s\n", cmd, err.msg);
-        if (o.json) {
-            json_t *fail = json_pack("{s:s, s:b, s:s}", "eval", "longbench", "complete", 0, "error", err.msg);
-            json_dumpf(fail, stdout, JSON_COMPACT);
-            printf("\n");
-            json_decref(fail);
-        }
+        eval_report_incomplete(&o, cmd, "longbench", err.msg);
         json_decref(results);
         json_decref(rep);
         eval_runner_close(r);

@@ -134,21 +134,11 @@ int cmd_eval_paired(int argc, char **argv)
             samples = one[0];
             break;
         case OPT_PROMPTS: prompts_path = optarg; break;
-        default: {
-            int r = eval_runner_option(&o, c, optarg, cmd);
-            if (r < 0) return 2;
-            if (r == 0) {
-                usage(stderr);
-                return 2;
-            }
-        }
+        default:
+            if (eval_runner_other_option(&o, c, optarg, cmd, usage)) return 2;
         }
     }
-    if (optind < argc) {
-        fprintf(stderr, "%s: unexpected argument '%s'\n", cmd, argv[optind]);
-        return 2;
-    }
-    if (eval_runner_check(&o, cmd)) return 2;
+    if (eval_runner_args_done(&o, cmd, argc, argv, optind)) return 2;
     be_attn_policy dense = o.policy, approx = o.policy;
     dense.approx = false;
     approx.approx = true;
@@ -234,13 +224,7 @@ int cmd_eval_paired(int argc, char **argv)
     free(pl.text);
     free(pl.target);
     if (rc) {
-        fprintf(stderr, "%s: incomplete run, no result: %s\n", cmd, err.msg);
-        if (o.json) {
-            json_t *fail = json_pack("{s:s, s:b, s:s}", "eval", "paired", "complete", 0, "error", err.msg);
-            json_dumpf(fail, stdout, JSON_COMPACT);
-            printf("\n");
-            json_decref(fail);
-        }
+        eval_report_incomplete(&o, cmd, "paired", err.msg);
         json_decref(results);
         json_decref(rep);
         eval_runner_close(r);

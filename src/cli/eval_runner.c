@@ -75,6 +75,37 @@ bad:
     return -1;
 }
 
+int eval_runner_other_option(eval_runner_opts *o, int opt, const char *arg, const char *cmd,
+                             void (*usage)(FILE *out))
+{
+    int r = eval_runner_option(o, opt, arg, cmd);
+    if (r < 0) return 2;
+    if (r == 0) {
+        usage(stderr);
+        return 2;
+    }
+    return 0;
+}
+
+int eval_runner_args_done(const eval_runner_opts *o, const char *cmd, int argc, char **argv, int first_extra)
+{
+    if (first_extra < argc) {
+        fprintf(stderr, "%s: unexpected argument '%s'\n", cmd, argv[first_extra]);
+        return 2;
+    }
+    return eval_runner_check(o, cmd) ? 2 : 0;
+}
+
+void eval_report_incomplete(const eval_runner_opts *o, const char *cmd, const char *eval_name, const char *why)
+{
+    fprintf(stderr, "%s: incomplete run, no result: %s\n", cmd, why);
+    if (!o->json) return;
+    json_t *fail = json_pack("{s:s, s:b, s:s}", "eval", eval_name, "complete", 0, "error", why);
+    json_dumpf(fail, stdout, JSON_COMPACT);
+    printf("\n");
+    json_decref(fail);
+}
+
 int eval_runner_check(const eval_runner_opts *o, const char *cmd)
 {
     if (!!o->model_path == !!o->url) {

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <jansson.h>
 
 #include "backend/backend.h"
@@ -66,8 +67,21 @@ void eval_runner_opts_init(eval_runner_opts *o, int max_tokens);
 /* Handles a common option code; 1 handled, 0 not common, -1 bad value (printed). */
 int eval_runner_option(eval_runner_opts *o, int opt, const char *arg, const char *cmd);
 
+/* The `default:` of an eval command's option switch: a common option, else
+ * usage on stderr. 0 = handled; 2 = the exit status to return. */
+int eval_runner_other_option(eval_runner_opts *o, int opt, const char *arg, const char *cmd,
+                             void (*usage)(FILE *out));
+
+/* A run that failed part-way: prints why on stderr and, with --json, the
+ * {"eval": name, "complete": false, "error": …} object. Never a partial result. */
+void eval_report_incomplete(const eval_runner_opts *o, const char *cmd, const char *eval_name, const char *why);
+
 /* Checks that exactly one of -m / --url is given (printed error, -1). */
 int eval_runner_check(const eval_runner_opts *o, const char *cmd);
+
+/* After getopt: no stray arguments (argv[first_extra..]) and eval_runner_check.
+ * 0, or 2 (the exit status) with the error printed. */
+int eval_runner_args_done(const eval_runner_opts *o, const char *cmd, int argc, char **argv, int first_extra);
 
 typedef struct eval_runner eval_runner;
 
