@@ -181,14 +181,7 @@ int cmd_eval_longbench(int argc, char **argv)
                                   total - answered, "correct", correct, "accuracy", total ? (double)correct / total : 0.0,
                                   "accuracy_answered", answered ? (double)answered_correct / answered : 0.0,
                                   "contexts_cut", n_cut));
-    json_object_set_new(rep, "complete", json_true());
-    if (o.json) {
-        json_dumpf(rep, stdout, JSON_COMPACT);
-        printf("\n");
-    } else {
-        printf("wick eval longbench: %s (%s), template %s, policy %s\n", eval_runner_target(r),
-               eval_runner_local(r) ? "in-process" : "server", eval_runner_template(r),
-               json_string_value(json_object_get(rep, "policy")));
+    if (!eval_report_finish(&o, rep, "longbench", r, true)) {
         printf("sample: %d item(s) of %s; prompt: %s; input limit %d tokens (%d contexts cut in the middle); response "
                "limit %d tokens, greedy\nscoring: %s\n\n",
                total, path, brief ? "LongBench v2 0shot + brief-answer instruction" : "LongBench v2 0shot", max_input,

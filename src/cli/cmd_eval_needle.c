@@ -75,10 +75,7 @@ int cmd_eval_needle(int argc, char **argv)
     wk_error err = {0};
     char *filler = NULL;
     size_t filler_len = 0;
-    if (filler_path && !(filler = eval_read_file(filler_path, &filler_len, &err))) {
-        fprintf(stderr, "%s: %s\n", cmd, err.msg);
-        return 1;
-    }
+    if (eval_read_filler(cmd, filler_path, &filler, &filler_len)) return 1;
     eval_runner *r = NULL;
     if (eval_runner_open(&r, &o, &err)) {
         fprintf(stderr, "%s: %s\n", cmd, err.msg);
@@ -136,14 +133,7 @@ int cmd_eval_needle(int argc, char **argv)
     }
     json_object_set_new(rep, "results", results);
     json_object_set_new(rep, "found", json_integer(total_found));
-    json_object_set_new(rep, "complete", json_true());
-    if (o.json) {
-        json_dumpf(rep, stdout, JSON_COMPACT);
-        printf("\n");
-    } else {
-        printf("wick eval needle: %s (%s), template %s, policy %s\n", eval_runner_target(r),
-               eval_runner_local(r) ? "in-process" : "server", eval_runner_template(r),
-               json_string_value(json_object_get(rep, "policy")));
+    if (!eval_report_finish(&o, rep, "needle", r, true)) {
         printf("sample: %d document(s) x %d codes, seed %llu, filler %s; response limit %d tokens, greedy\n", n_lengths,
                n_codes, (unsigned long long)o.seed, filler_path ? filler_path : "generated", o.max_tokens);
         printf("scoring: %s\n\n", NEEDLE_RULE);

@@ -232,14 +232,8 @@ int cmd_eval_paired(int argc, char **argv)
     }
     json_object_set_new(rep, "results", results);
     json_object_set_new(rep, "identical", json_integer(n_identical));
-    json_object_set_new(rep, "complete", json_true());
-    if (o.json) {
-        json_dumpf(rep, stdout, JSON_COMPACT);
-        printf("\n");
-    } else {
-        printf("wick eval paired: %s (%s), template %s\ndense vs %s\n", eval_runner_target(r),
-               eval_runner_local(r) ? "in-process" : "server", eval_runner_template(r),
-               json_string_value(json_object_get(rep, "policy")));
+    if (!eval_report_finish(&o, rep, "paired", r, false)) {
+        printf("dense vs %s\n", json_string_value(json_object_get(rep, "policy")));
         printf("sample: %d prompt(s) (%s); response limit %d tokens, greedy\nscoring: %s\n\n", (int)json_array_size(results),
                prompts_path ? prompts_path : "generated", o.max_tokens, PAIRED_RULE);
         printf("| # | prompt tokens | policy active | identical | first divergence | top-1 agreement | KL mean | KL max "

@@ -73,10 +73,7 @@ int cmd_eval_vt(int argc, char **argv)
     wk_error err = {0};
     char *filler = NULL;
     size_t filler_len = 0;
-    if (filler_path && !(filler = eval_read_file(filler_path, &filler_len, &err))) {
-        fprintf(stderr, "%s: %s\n", cmd, err.msg);
-        return 1;
-    }
+    if (eval_read_filler(cmd, filler_path, &filler, &filler_len)) return 1;
     eval_runner *r = NULL;
     if (eval_runner_open(&r, &o, &err)) {
         fprintf(stderr, "%s: %s\n", cmd, err.msg);
@@ -139,14 +136,7 @@ int cmd_eval_vt(int argc, char **argv)
                                                  "score", mean[li]));
     json_object_set_new(rep, "summary", summary);
     json_object_set_new(rep, "results", results);
-    json_object_set_new(rep, "complete", json_true());
-    if (o.json) {
-        json_dumpf(rep, stdout, JSON_COMPACT);
-        printf("\n");
-    } else {
-        printf("wick eval vt: %s (%s), template %s, policy %s\n", eval_runner_target(r),
-               eval_runner_local(r) ? "in-process" : "server", eval_runner_template(r),
-               json_string_value(json_object_get(rep, "policy")));
+    if (!eval_report_finish(&o, rep, "vt", r, true)) {
         printf("sample: %d document(s) per length, %d chain(s) of %d hops, seeds %llu..%llu; response limit %d tokens, "
                "greedy\nscoring: %s\n\n",
                samples, chains, hops, (unsigned long long)o.seed, (unsigned long long)(o.seed + samples - 1), o.max_tokens,

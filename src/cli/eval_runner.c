@@ -75,6 +75,33 @@ bad:
     return -1;
 }
 
+int eval_report_finish(const eval_runner_opts *o, json_t *rep, const char *name, eval_runner *r, bool with_policy)
+{
+    json_object_set_new(rep, "complete", json_true());
+    if (o->json) {
+        json_dumpf(rep, stdout, JSON_COMPACT);
+        printf("\n");
+        return 1;
+    }
+    printf("wick eval %s: %s (%s), template %s", name, eval_runner_target(r),
+           eval_runner_local(r) ? "in-process" : "server", eval_runner_template(r));
+    if (with_policy) printf(", policy %s", json_string_value(json_object_get(rep, "policy")));
+    printf("\n");
+    return 0;
+}
+
+int eval_read_filler(const char *cmd, const char *path, char **text, size_t *len)
+{
+    wk_error err = {0};
+    *text = NULL;
+    *len = 0;
+    if (path && !(*text = eval_read_file(path, len, &err))) {
+        fprintf(stderr, "%s: %s\n", cmd, err.msg);
+        return 1;
+    }
+    return 0;
+}
+
 int eval_runner_other_option(eval_runner_opts *o, int opt, const char *arg, const char *cmd,
                              void (*usage)(FILE *out))
 {

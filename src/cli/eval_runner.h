@@ -125,4 +125,13 @@ char *eval_read_file(const char *path, size_t *len, wk_error *err);
  * response limit, seed. New reference. */
 json_t *eval_report_new(const char *eval, eval_runner *r, const eval_runner_opts *o);
 
+/* Marks rep complete. With --json prints it (one line) and returns 1; else
+ * prints the title "wick eval NAME: target (in-process|server), template T"
+ * (", policy P" when with_policy), a newline, and returns 0: the caller then
+ * prints its tables. */
+int eval_report_finish(const eval_runner_opts *o, json_t *rep, const char *name, eval_runner *r, bool with_policy);
+
+/* --filler: *text = the file (NULL when path is NULL). 0, or 1 with the error printed. */
+int eval_read_filler(const char *cmd, const char *path, char **text, size_t *len);
+
 #endif

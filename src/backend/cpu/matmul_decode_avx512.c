@@ -62,40 +62,64 @@ static inline __m256i codes_q5_0(const uint8_t *blk)
     return _mm256_sub_epi8(_mm256_or_si256(nibbles32(blk + 6), hb), _mm256_set1_epi8(16));
 }
 
-#define DEFINE_GEMM_32(NAME, BLOCK_BYTES, CODES)                                                                  \
+/* Weight rows of 32-element blocks against Q8_0 activations (signed codes,
+ * dp_i8) or, with_min, Q8_1 activations (unsigned codes, VPDPBUSD, plus the
+ * block's m·s). codes and with_min are constants at every call: inlined. */
+typedef __m256i (*codes32_fn)(const uint8_t *blk);
+
+static inline __attribute__((always_inline)) void gemm_32(int64_t k, const void *w, size_t w_stride, int nw,
+                                                         const void *a, size_t a_stride, int na, float *y,
+                                                         int64_t y_stride, size_t block_bytes, codes32_fn codes,
+                                                         int with_min)
+{
+    const int64_t nb = k / 32;
+    const size_t ablk = with_min ? sizeof(blk_q8_1) : sizeof(blk_q8_0), aqs = with_min ? 4 : 2;
+    for (int r0 = 0; r0 < nw; r0 += ROWS) {
+        const int nr = nw - r0 < ROWS ? nw - r0 : ROWS;
+        const uint8_t *wr[ROWS];
+        for (int r = 0; r < ROWS; r++) wr[r] = (const uint8_t *)w + (size_t)(r0 + (r < nr ? r : 0)) * w_stride;
+        for (int i = 0; i < na; i++) {
+            const uint8_t *arow = (const uint8_t *)a + (size_t)i * a_stride;
+            __m256 acc[ROWS];
+            float msum[ROWS] = {0};
+            for (int r = 0; r < ROWS; r++) acc[r] = _mm256_setzero_ps();
+            for (int64_t b = 0; b < nb; b++) {
+                const uint8_t *ab = arow + (size_t)b * ablk;
+                uint16_t ad, as = 0;
+                memcpy(&ad, ab, 2);
+                if (with_min) memcpy(&as, ab + 2, 2);
+                const __m256i qy = _mm256_loadu_si256((const __m256i *)(ab + aqs));
+                const float dy = h2f(ad), sy = h2f(as);
+                for (int r = 0; r < ROWS; r++) {
+                    const uint8_t *blk = wr[r] + (size_t)b * block_bytes;
+                    uint16_t dw;
+                    memcpy(&dw, blk, 2);
+                    __m256i p = with_min ? _mm256_dpbusd_epi32(_mm256_setzero_si256(), codes(blk), qy)
+                                         : dp_i8(codes(blk), qy);
+                    acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(h2f(dw) * dy), _mm256_cvtepi32_ps(p), acc[r]);
+                    if (with_min) {
+                        uint16_t mw;
+                        memcpy(&mw, blk + 2, 2);
+                        msum[r] += h2f(mw) * sy;
+                    }
+                }
+            }
+            for (int r = 0; r < nr; r++) y[i * y_stride + r0 + r] = with_min ? hsum8(acc[r]) + msum[r] : hsum8(acc[r]);
+        }
+    }
+}
+
+#define DEFINE_GEMM_32(NAME, BLOCK_BYTES, CODES, WITH_MIN)                                                        \
     static void NAME(int64_t k, const void *w, size_t w_stride, int nw, const void *a, size_t a_stride, int na, \
                      float *y, int64_t y_stride)                                                                 \
     {                                                                                                           \
-        const int64_t nb = k / 32;                                                                              \
-        for (int r0 = 0; r0 < nw; r0 += ROWS) {                                                                 \
-            const int nr = nw - r0 < ROWS ? nw - r0 : ROWS;                                                     \
-            const uint8_t *wr[ROWS];                                                                            \
-            for (int r = 0; r < ROWS; r++)                                                                      \
-                wr[r] = (const uint8_t *)w + (size_t)(r0 + (r < nr ? r : 0)) * w_stride;                         \
-            for (int i = 0; i < na; i++) {                                                                      \
-                const blk_q8_0 *ab = (const blk_q8_0 *)((const uint8_t *)a + (size_t)i * a_stride);            \
-                __m256 acc[ROWS];                                                                               \
-                for (int r = 0; r < ROWS; r++) acc[r] = _mm256_setzero_ps();                                   \
-                for (int64_t b = 0; b < nb; b++) {                                                              \
-                    const __m256i qy = _mm256_loadu_si256((const __m256i *)ab[b].qs);                           \
-                    const float dy = h2f(ab[b].d);                                                              \
-                    for (int r = 0; r < ROWS; r++) {                                                            \
-                        const uint8_t *blk = wr[r] + (size_t)b * (BLOCK_BYTES);                                 \
-                        uint16_t dw;                                                                            \
-                        memcpy(&dw, blk, 2);                                                                    \
-                        __m256 p = _mm256_cvtepi32_ps(dp_i8(CODES(blk), qy));                                   \
-                        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(h2f(dw) * dy), p, acc[r]);                      \
-                    }                                                                                           \
-                }                                                                                               \
-                for (int r = 0; r < nr; r++) y[i * y_stride + r0 + r] = hsum8(acc[r]);                         \
-            }                                                                                                   \
-        }                                                                                                       \
+        gemm_32(k, w, w_stride, nw, a, a_stride, na, y, y_stride, BLOCK_BYTES, CODES, WITH_MIN);                \
     }
 
-DEFINE_GEMM_32(gemm_q8_0, 34, codes_q8_0)
-DEFINE_GEMM_32(gemm_q4_0, 18, codes_q4_0)
-DEFINE_GEMM_32(gemm_iq4_nl, 18, codes_iq4_nl)
-DEFINE_GEMM_32(gemm_q5_0, 22, codes_q5_0)
+DEFINE_GEMM_32(gemm_q8_0, 34, codes_q8_0, 0)
+DEFINE_GEMM_32(gemm_q4_0, 18, codes_q4_0, 0)
+DEFINE_GEMM_32(gemm_iq4_nl, 18, codes_iq4_nl, 0)
+DEFINE_GEMM_32(gemm_q5_0, 22, codes_q5_0, 0)
 
 /* ---- Q4_1 / Q5_1 × Q8_1: unsigned codes, + m·s per block ------------------- */
 
@@ -113,41 +137,8 @@ static inline __m256i ucodes_q5_1(const uint8_t *blk)
     return _mm256_or_si256(nibbles32(blk + 8), hb);
 }
 
-#define DEFINE_GEMM_32_MIN(NAME, BLOCK_BYTES, UCODES)                                                             \
-    static void NAME(int64_t k, const void *w, size_t w_stride, int nw, const void *a, size_t a_stride, int na, \
-                     float *y, int64_t y_stride)                                                                 \
-    {                                                                                                           \
-        const int64_t nb = k / 32;                                                                              \
-        for (int r0 = 0; r0 < nw; r0 += ROWS) {                                                                 \
-            const int nr = nw - r0 < ROWS ? nw - r0 : ROWS;                                                     \
-            const uint8_t *wr[ROWS];                                                                            \
-            for (int r = 0; r < ROWS; r++)                                                                      \
-                wr[r] = (const uint8_t *)w + (size_t)(r0 + (r < nr ? r : 0)) * w_stride;                         \
-            for (int i = 0; i < na; i++) {                                                                      \
-                const blk_q8_1 *ab = (const blk_q8_1 *)((const uint8_t *)a + (size_t)i * a_stride);            \
-                __m256 acc[ROWS];                                                                               \
-                float msum[ROWS] = {0};                                                                         \
-                for (int r = 0; r < ROWS; r++) acc[r] = _mm256_setzero_ps();                                   \
-                for (int64_t b = 0; b < nb; b++) {                                                              \
-                    const __m256i qy = _mm256_loadu_si256((const __m256i *)ab[b].qs);                           \
-                    const float dy = h2f(ab[b].d), sy = h2f(ab[b].s);                                           \
-                    for (int r = 0; r < ROWS; r++) {                                                            \
-                        const uint8_t *blk = wr[r] + (size_t)b * (BLOCK_BYTES);                                 \
-                        uint16_t dw, mw;                                                                        \
-                        memcpy(&dw, blk, 2);                                                                    \
-                        memcpy(&mw, blk + 2, 2);                                                                \
-                        __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), UCODES(blk), qy);              \
-                        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(h2f(dw) * dy), _mm256_cvtepi32_ps(p), acc[r]);  \
-                        msum[r] += h2f(mw) * sy;                                                                \
-                    }                                                                                           \
-                }                                                                                               \
-                for (int r = 0; r < nr; r++) y[i * y_stride + r0 + r] = hsum8(acc[r]) + msum[r];               \
-            }                                                                                                   \
-        }                                                                                                       \
-    }
-
-DEFINE_GEMM_32_MIN(gemm_q4_1, 20, ucodes_q4_1)
-DEFINE_GEMM_32_MIN(gemm_q5_1, 24, ucodes_q5_1)
+DEFINE_GEMM_32(gemm_q4_1, 20, ucodes_q4_1, 1)
+DEFINE_GEMM_32(gemm_q5_1, 24, ucodes_q5_1, 1)
 
 /* ---- K-quants × Q8_K --------------------------------------------------------- */
 
