@@ -4,27 +4,19 @@
 // the cache's RAM use and budget; a follow-up reports the checkpoint it
 // resumed from in its timings.
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
 import { after, before, test } from 'node:test';
 
-import { startServer } from './helpers.mjs';
+import { haveChromium, launchChromium, requireChromiumInCi, startServer } from './helpers.mjs';
 
-const CHROMIUM = process.env.WICK_CHROMIUM || '/usr/bin/chromium';
-const haveChromium = fs.existsSync(CHROMIUM);
-if (!haveChromium && process.env.CI === 'true') throw new Error(`chromium missing at ${CHROMIUM} (CI requires it)`);
+requireChromiumInCi();
 
 let srv;
 let browser;
 
 before(async () => {
   if (!haveChromium) return;
-  const { chromium } = await import('playwright-core');
   srv = await startServer(['--cache-mem', '512M']);
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
-      '--disable-sync', '--no-first-run'],
-  });
+  browser = await launchChromium();
 });
 
 after(async () => {

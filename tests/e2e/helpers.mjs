@@ -155,3 +155,22 @@ export function parsePrometheus(text) {
   }
   return { samples, types };
 }
+
+// Debian's chromium for the monitor tests (playwright-core): its path, whether it
+// is there (CI requires it: a missing browser fails there instead of skipping),
+// and a headless launch.
+export const CHROMIUM = process.env.WICK_CHROMIUM || '/usr/bin/chromium';
+export const haveChromium = fs.existsSync(CHROMIUM);
+export function requireChromiumInCi() {
+  if (!haveChromium && process.env.CI === 'true') throw new Error(`chromium missing at ${CHROMIUM} (CI requires it)`);
+}
+
+export async function launchChromium() {
+  const { chromium } = await import('playwright-core');
+  return chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
+      '--disable-sync', '--no-first-run'],
+  });
+}
+

@@ -6,24 +6,17 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 
-import { parseSse, sourceDir, startServer } from './helpers.mjs';
+import { haveChromium, launchChromium, parseSse, requireChromiumInCi, sourceDir, startServer } from './helpers.mjs';
 
-const CHROMIUM = process.env.WICK_CHROMIUM || '/usr/bin/chromium';
-const haveChromium = fs.existsSync(CHROMIUM);
-if (!haveChromium && process.env.CI === 'true') throw new Error(`chromium missing at ${CHROMIUM} (CI requires it)`);
+requireChromiumInCi();
 
 let srv;
 let browser;
 
 before(async () => {
   if (!haveChromium) return;
-  const { chromium } = await import('playwright-core');
   srv = await startServer(['--keepalive-ms', '200']);
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
-      '--disable-sync', '--no-first-run'],
-  });
+  browser = await launchChromium();
 });
 
 after(async () => {

@@ -49,17 +49,22 @@ static inline __m256i codes_iq4_nl(const uint8_t *blk)
     return _mm256_shuffle_epi8(book, nibbles32(blk + 2));
 }
 
-static inline __m256i codes_q5_0(const uint8_t *blk)
+/* The fifth bits of a Q5 block: byte l of the 32 takes bit l of the 4 qh
+ * bytes at qhp, as 0x10 or 0. */
+static inline __m256i q5_high_bits(const uint8_t *qhp)
 {
-    /* byte l of the 32 takes qh byte l/8, then tests bit l%8 → 0x10 */
     const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3,
                                             3, 3, 3, 3, 3, 3, 3);
     const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
     uint32_t qh;
-    memcpy(&qh, blk + 2, 4);
+    memcpy(&qh, qhp, 4);
     __m256i hb = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), spread);
-    hb = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb, bit), bit), _mm256_set1_epi8(0x10));
-    return _mm256_sub_epi8(_mm256_or_si256(nibbles32(blk + 6), hb), _mm256_set1_epi8(16));
+    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb, bit), bit), _mm256_set1_epi8(0x10));
+}
+
+static inline __m256i codes_q5_0(const uint8_t *blk)
+{
+    return _mm256_sub_epi8(_mm256_or_si256(nibbles32(blk + 6), q5_high_bits(blk + 2)), _mm256_set1_epi8(16));
 }
 
 /* Weight rows of 32-element blocks against Q8_0 activations (signed codes,
@@ -127,14 +132,7 @@ static inline __m256i ucodes_q4_1(const uint8_t *blk) { return nibbles32(blk + 4
 
 static inline __m256i ucodes_q5_1(const uint8_t *blk)
 {
-    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3,
-                                            3, 3, 3, 3, 3, 3, 3);
-    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
-    uint32_t qh;
-    memcpy(&qh, blk + 4, 4);
-    __m256i hb = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), spread);
-    hb = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb, bit), bit), _mm256_set1_epi8(0x10));
-    return _mm256_or_si256(nibbles32(blk + 8), hb);
+    return _mm256_or_si256(nibbles32(blk + 8), q5_high_bits(blk + 4));
 }
 
 DEFINE_GEMM_32(gemm_q4_1, 20, ucodes_q4_1, 1)
