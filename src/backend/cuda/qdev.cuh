@@ -107,17 +107,16 @@ template <> struct qdev<QT_Q4_K> {
  * default split (cuda_ctx.mv_q4k_parts = 8), faster than 4 parts on the H200
  * (more warps' loads in flight for the same bytes). */
 #define QT_Q4_K_8PARTS 1012
-/* The Q4_K 8-part dot of part t of block ib from its loaded words: hd = d, dmin and the
- * 12 scale bytes (the block's first 16 bytes), q = the part's 16 code bytes (at 16 + 32g + 16h).
- * Shared by the global-memory loader below and the shared-memory one of matmul.cu. */
-__device__ __forceinline__ float q4k8_dot_words(uint4 hd, uint4 q, int64_t ib, int t, const int8_t *xq,
+/* Part t of a Q4_K/Q5_K block ib (8 parts: g = t/2 pairs of sub-blocks, half h = t%2): hd = d,
+ * dmin and the 12 scale bytes (the block's first 16 bytes), clo/chi = the part's 16 codes of
+ * sub-blocks 2g and 2g+1 (0..15 for Q4_K, 0..31 for Q5_K). */
+__device__ __forceinline__ float kq45_dot_codes(uint4 hd, uint4 clo, uint4 chi, int64_t ib, int t, const int8_t *xq,
                                                 const float *xd)
 {
     const int g = t >> 1, h = t & 1;
     const int8_t *xa = xq + ib * 256 + 64 * g + 16 * h;
     int4 alo = ld_act(xa), ahi = ld_act(xa + 32);
-    int ilo = dot16(and4(q, 0x0F0F0F0Fu), alo, 0);
-    int ihi = dot16(and4(shr4(q, 4), 0x0F0F0F0Fu), ahi, 0);
+    int ilo = dot16(clo, alo, 0), ihi = dot16(chi, ahi, 0);
     const uint4 ones = make_uint4(0x01010101u, 0x01010101u, 0x01010101u, 0x01010101u);
     int slo = dot16(ones, alo, 0), shi = dot16(ones, ahi, 0);
     int sc0, mn0, sc1, mn1;
@@ -128,6 +127,14 @@ __device__ __forceinline__ float q4k8_dot_words(uint4 hd, uint4 q, int64_t ib, i
     float x0 = xd[ib * 8 + 2 * g], x1 = xd[ib * 8 + 2 * g + 1];
     return d * (x0 * (float)(sc0 * ilo) + x1 * (float)(sc1 * ihi)) -
            dmin * (x0 * (float)(mn0 * slo) + x1 * (float)(mn1 * shi));
+}
+
+/* Q4_K part dot from its loaded words: q = the part's 16 code bytes (at 16 + 32g + 16h).
+ * Shared by the global-memory loader below and the shared-memory one of matmul.cu. */
+__device__ __forceinline__ float q4k8_dot_words(uint4 hd, uint4 q, int64_t ib, int t, const int8_t *xq,
+                                                const float *xd)
+{
+    return kq45_dot_codes(hd, and4(q, 0x0F0F0F0Fu), and4(shr4(q, 4), 0x0F0F0F0Fu), ib, t, xq, xd);
 }
 
 template <> struct qdev<QT_Q4_K_8PARTS> {
@@ -154,23 +161,11 @@ template <> struct qdev<QT_Q5_K> {
         uint4 hd = ld_w(blk);
         uint4 qh = ld_w(blk + 16 + 16 * h);
         uint4 q = ld_w(blk + 48 + 32 * g + 16 * h);
-        const int8_t *xa = xq + ib * 256 + 64 * g + 16 * h;
-        int4 alo = ld_act(xa), ahi = ld_act(xa + 32);
         /* code = nibble | fifth bit · 16 */
         uint4 blo = and4(shr4(qh, 2 * g), 0x01010101u), bhi = and4(shr4(qh, 2 * g + 1), 0x01010101u);
         uint4 clo = or4(and4(q, 0x0F0F0F0Fu), make_uint4(blo.x << 4, blo.y << 4, blo.z << 4, blo.w << 4));
         uint4 chi = or4(and4(shr4(q, 4), 0x0F0F0F0Fu), make_uint4(bhi.x << 4, bhi.y << 4, bhi.z << 4, bhi.w << 4));
-        int ilo = dot16(clo, alo, 0), ihi = dot16(chi, ahi, 0);
-        const uint4 ones = make_uint4(0x01010101u, 0x01010101u, 0x01010101u, 0x01010101u);
-        int slo = dot16(ones, alo, 0), shi = dot16(ones, ahi, 0);
-        int sc0, mn0, sc1, mn1;
-        kq_scale_min(2 * g, hd.y, hd.z, hd.w, &sc0, &mn0);
-        kq_scale_min(2 * g + 1, hd.y, hd.z, hd.w, &sc1, &mn1);
-        float d = __half2float(__ushort_as_half((uint16_t)(hd.x & 0xFFFF)));
-        float dmin = __half2float(__ushort_as_half((uint16_t)(hd.x >> 16)));
-        float x0 = xd[ib * 8 + 2 * g], x1 = xd[ib * 8 + 2 * g + 1];
-        return d * (x0 * (float)(sc0 * ilo) + x1 * (float)(sc1 * ihi)) -
-               dmin * (x0 * (float)(mn0 * slo) + x1 * (float)(mn1 * shi));
+        return kq45_dot_codes(hd, clo, chi, ib, t, xq, xd);
     }
 };
 
