@@ -261,13 +261,13 @@ static void matmul_packed(wk_pool *pool, const cpu_weight *w, const float *x, in
     const int64_t blocks = w->packed->blocks;
     float *ascale = (float *)(act + act_stride * (size_t)n);
     int32_t *acorr = (int32_t *)(ascale + n * blocks);
-    for (int64_t i = 0; i < n; i++) {
-        int64_t src = x_rows ? x_rows[i] : i;
-        uint8_t *row = act + (size_t)i * act_stride;
-        qt_quantize_act(w->type, x + src * x_stride, row, w->cols);
-        if (w->packed->layout == CPU_PACK_R16_Q8_0)
-            cpu_pack_act_terms(row, blocks, ascale + i * blocks, acorr + i * blocks);
-    }
+    q_job q = {.wtype = w->type, .x = x, .x_stride = x_stride, .k = w->cols, .n = n, .x_rows = x_rows,
+               .act = act, .act_stride = act_stride};
+    cpu_queue_init(&q.queue, (long)n, 1);
+    quant_body(&q, 0, 1); /* a few rows: not worth a pool hand-off */
+    if (w->packed->layout == CPU_PACK_R16_Q8_0)
+        for (int64_t i = 0; i < n; i++)
+            cpu_pack_act_terms(act + (size_t)i * act_stride, blocks, ascale + i * blocks, acorr + i * blocks);
     pk_job job = {.w = w, .act = act, .act_stride = act_stride, .ascale = ascale, .acorr = acorr, .n = (int)n,
                   .y = y, .y_stride = y_stride};
     const long groups = (long)w->packed->groups;
