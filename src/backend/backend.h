@@ -210,6 +210,10 @@ typedef struct be_ops {
      * cache; attention then refuses kv_type Q8_0 through be_attention). */
     void (*kv_store_q8_0)(be_backend *be, uint16_t *cache, size_t head_stride, int32_t pos0,
                           const float *x, size_t x_stride, int64_t n_t, int32_t n_head_kv, int32_t d);
+    /* Optional (NULL: nothing to do), see be_step_begin / be_step_end / be_status. */
+    void (*step_begin)(be_backend *be, const void *key, int32_t pos);
+    int (*step_end)(be_backend *be, int rc);
+    int (*status)(be_backend *be, wk_error *err);
 } be_ops;
 
 struct be_backend {
@@ -234,6 +238,27 @@ static inline void be_from_host(be_backend *be, void *dst, const void *src, size
 static inline void be_free(be_backend *be)
 {
     if (be) be->ops->free(be);
+}
+
+/* A single-token decode step at position pos of sequence key (any stable
+ * pointer) may be bracketed by be_step_begin / be_step_end(be, rc of the
+ * forward pass), so that a backend can record the step once and replay it
+ * (CUDA graphs). be_step_end returns rc, or 1 when the step did not run: the
+ * caller then resets the sequence's position and runs the pass again without
+ * the brackets. Backends without the ops run every step as called. */
+static inline void be_step_begin(be_backend *be, const void *key, int32_t pos)
+{
+    if (be->ops->step_begin) be->ops->step_begin(be, key, pos);
+}
+static inline int be_step_end(be_backend *be, int rc)
+{
+    return be->ops->step_end ? be->ops->step_end(be, rc) : rc;
+}
+/* The first error kept from an asynchronous op that returns void (0 if none;
+ * its message into err). Backends whose ops fail synchronously return 0. */
+static inline int be_status(be_backend *be, wk_error *err)
+{
+    return be->ops->status ? be->ops->status(be, err) : 0;
 }
 
 /* Prepares a 2-D weight for repeated matmuls (e.g. a repacked copy for the

@@ -236,20 +236,16 @@ static int prefill_run(eng_ctx *c, eng_seq *s, const int32_t *tokens, int32_t n,
         int32_t pos = s->st.n_past;
         be_attn_policy call_policy;
         const be_attn_policy *pol = decode ? NULL : chunk_policy(&c->opt.policy, span0, span1, pos, nt, &call_policy);
-#ifdef WICK_HAVE_CUDA
-        /* decode steps on CUDA run as graphs (captured once, then replayed) */
-        const bool graphed = decode && nt == 1 && c->opt.device == ENG_DEVICE_CUDA;
-        if (graphed) be_cuda_step_begin(c->be, s, pos);
-#endif
+        /* single-token decode steps may be recorded and replayed by the backend (CUDA graphs) */
+        const bool step = decode && nt == 1;
+        if (step) be_step_begin(c->be, s, pos);
         int rc = model_forward(c->m, c->be, c->scratch, &s->st, tokens + done, nt, mode, dst, pol, err);
-#ifdef WICK_HAVE_CUDA
-        if (graphed && be_cuda_step_end(c->be, rc) > 0) { /* the graph could not run it: op by op */
+        if (step && be_step_end(c->be, rc) > 0) { /* the recording could not run it: op by op */
             s->st.n_past = pos;
             rc = model_forward(c->m, c->be, c->scratch, &s->st, tokens + done, nt, mode, dst, pol, err);
         }
-        /* the CUDA backend's void ops (norms, copies) keep their first error */
-        if (!rc && c->opt.device == ENG_DEVICE_CUDA) rc = be_cuda_status(c->be, err);
-#endif
+        /* asynchronous backends keep the first error of their void ops (norms, copies) */
+        if (!rc) rc = be_status(c->be, err);
         if (rc) return rc;
         memcpy(s->tokens + pos, tokens + done, sizeof(int32_t) * (size_t)nt);
         done += nt;

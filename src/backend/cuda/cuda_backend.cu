@@ -946,6 +946,9 @@ static be_ops make_ops(void)
     o.mul_sigmoid = cb_mul_sigmoid;
     o.mul_silu = cb_mul_silu;
     o.add_scaled_sigmoid = cb_add_scaled_sigmoid;
+    o.step_begin = be_cuda_step_begin;
+    o.step_end = be_cuda_step_end;
+    o.status = be_cuda_status;
     return o;
 }
 
