@@ -214,6 +214,9 @@ typedef struct be_ops {
     void (*step_begin)(be_backend *be, const void *key, int32_t pos);
     int (*step_end)(be_backend *be, int rc);
     int (*status)(be_backend *be, wk_error *err);
+    /* Optional (NULL: be_matmul_multi calls matmul for each weight). */
+    int (*matmul_multi)(be_backend *be, const be_weight *const *w, int n, const float *x, int64_t n_rows,
+                        float *const *y, wk_error *err);
 } be_ops;
 
 struct be_backend {
@@ -281,6 +284,20 @@ static inline int be_matmul(be_backend *be, const be_weight *w, const float *x, 
                             float *y, wk_error *err)
 {
     return be->ops->matmul(be, w, x, n_rows, y, err);
+}
+
+/* be_matmul of n weights that share their input x (q/k/v, gate/up, a DeltaNet
+ * layer's projections): y[i][n_rows][M_i] = x · w[i]ᵀ, the same results, but a
+ * backend may run them together (one GPU launch for a decode step's rows). */
+static inline int be_matmul_multi(be_backend *be, const be_weight *const *w, int n, const float *x, int64_t n_rows,
+                                  float *const *y, wk_error *err)
+{
+    if (be->ops->matmul_multi) return be->ops->matmul_multi(be, w, n, x, n_rows, y, err);
+    for (int i = 0; i < n; i++) {
+        int rc = be->ops->matmul(be, w[i], x, n_rows, y[i], err);
+        if (rc) return rc;
+    }
+    return 0;
 }
 
 /* Embedding lookup: y[i] = row ids[i] of w (dequantized to F32, ne[0] floats). */

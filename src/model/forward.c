@@ -110,6 +110,17 @@ int model_linear(be_backend *be, const be_weight *w, const be_weight *bias, cons
     return 0;
 }
 
+int model_qkv(be_backend *be, model_scratch *s, const model_layer *ly, int32_t n_t, wk_error *err)
+{
+    const be_weight *w[3] = {&ly->wq, &ly->wk, &ly->wv};
+    float *const y[3] = {s->q, s->k, s->v};
+    TRY(be_matmul_multi(be, w, 3, s->cur, n_t, y, err));
+    const be_weight *bias[3] = {&ly->bq, &ly->bk, &ly->bv};
+    for (int i = 0; i < 3; i++)
+        if (bias[i]->data) be_add_bias(be, y[i], wf32(bias[i]), n_t, w[i]->ne[1]);
+    return 0;
+}
+
 int model_attend(const model *m, be_backend *be, model_scratch *s, model_layer_state *ls, int32_t n_t,
                  int32_t pos0, const float *q, size_t q_stride, size_t q_head_stride,
                  const be_attn_policy *policy, wk_error *err)
@@ -147,8 +158,9 @@ int model_ffn_dense(be_backend *be, model_scratch *s, const be_weight *gate, con
                     const be_weight *down, const float *in, int32_t n_t, float *out, wk_error *err)
 {
     const int64_t n_ff = gate->ne[1];
-    TRY(be_matmul(be, gate, in, n_t, s->ff_g, err));
-    TRY(be_matmul(be, up, in, n_t, s->ff_u, err));
+    const be_weight *w[2] = {gate, up};
+    float *const y[2] = {s->ff_g, s->ff_u};
+    TRY(be_matmul_multi(be, w, 2, in, n_t, y, err));
     be_swiglu(be, s->ff_g, s->ff_g, s->ff_u, (int64_t)n_t * n_ff);
     return be_matmul(be, down, s->ff_g, n_t, out, err);
 }

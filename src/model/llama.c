@@ -14,9 +14,7 @@ static int llama_attention(const model *m, be_backend *be, model_scratch *s, con
 {
     const model_hparams *hp = &m->hp;
     const int32_t H = (int32_t)hp->n_head, Hkv = (int32_t)hp->n_head_kv, dk = (int32_t)hp->d_k;
-    TRY(model_linear(be, &ly->wq, &ly->bq, s->cur, n_t, s->q, err));
-    TRY(model_linear(be, &ly->wk, &ly->bk, s->cur, n_t, s->k, err));
-    TRY(model_linear(be, &ly->wv, &ly->bv, s->cur, n_t, s->v, err));
+    TRY(model_qkv(be, s, ly, n_t, err));
     be_rope(be, s->q, n_t, (size_t)H * dk, H, dk, s->rope_cs, &hp->rope);
     be_rope(be, s->k, n_t, (size_t)Hkv * dk, Hkv, dk, s->rope_cs, &hp->rope);
     TRY(model_attend(m, be, s, ls, n_t, pos0, s->q, (size_t)H * dk, (size_t)dk, policy, err));

@@ -39,6 +39,10 @@ struct model_scratch {
 int model_embed(const model *m, be_backend *be, model_scratch *s, int32_t n_t, int32_t pos0,
                 wk_error *err);
 
+/* s->q, s->k, s->v = W_q, W_k, W_v · s->cur (+ the biases a layer has), as one
+ * be_matmul_multi. */
+int model_qkv(be_backend *be, model_scratch *s, const model_layer *ly, int32_t n_t, wk_error *err);
+
 /* Standard attention tail: stores s->k / s->v (after norm/RoPE) into the
  * layer's cache at pos0.., runs causal attention of the queries (token t,
  * head h at q + t*q_stride + h*q_head_stride) into s->att. */

@@ -15,9 +15,7 @@ static int qwen3_attention(const model *m, be_backend *be, model_scratch *s, con
 {
     const model_hparams *hp = &m->hp;
     const int32_t H = (int32_t)hp->n_head, Hkv = (int32_t)hp->n_head_kv, dk = (int32_t)hp->d_k;
-    TRY(be_matmul(be, &ly->wq, s->cur, n_t, s->q, err));
-    TRY(be_matmul(be, &ly->wk, s->cur, n_t, s->k, err));
-    TRY(be_matmul(be, &ly->wv, s->cur, n_t, s->v, err));
+    TRY(model_qkv(be, s, ly, n_t, err));
     be_rms_norm(be, s->q, dk, s->q, dk, (int64_t)n_t * H, dk, wf32(&ly->q_norm), hp->eps);
     be_rms_norm(be, s->k, dk, s->k, dk, (int64_t)n_t * Hkv, dk, wf32(&ly->k_norm), hp->eps);
     be_rope(be, s->q, n_t, (size_t)H * dk, H, dk, s->rope_cs, &hp->rope);

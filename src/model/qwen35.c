@@ -26,9 +26,7 @@ static int gated_attention(const model *m, be_backend *be, model_scratch *s, con
     const model_hparams *hp = &m->hp;
     const int32_t H = (int32_t)hp->n_head, Hkv = (int32_t)hp->n_head_kv, dk = (int32_t)hp->d_k;
     const size_t q_stride = (size_t)2 * H * dk; /* token stride of the interleaved query|gate rows */
-    TRY(be_matmul(be, &ly->wq, s->cur, n_t, s->q, err));
-    TRY(be_matmul(be, &ly->wk, s->cur, n_t, s->k, err));
-    TRY(be_matmul(be, &ly->wv, s->cur, n_t, s->v, err));
+    TRY(model_qkv(be, s, ly, n_t, err));
     be_rms_norm(be, s->q, 2 * dk, s->q, 2 * dk, (int64_t)n_t * H, dk, wf32(&ly->q_norm), hp->eps);
     be_rms_norm(be, s->k, dk, s->k, dk, (int64_t)n_t * Hkv, dk, wf32(&ly->k_norm), hp->eps);
     be_rope(be, s->q, n_t, q_stride, H, 2 * dk, s->rope_cs, &hp->rope);
@@ -47,10 +45,9 @@ static int gated_deltanet(const model *m, be_backend *be, model_scratch *s, cons
     const int32_t Hk = (int32_t)hp->ssm_n_hk, Hv = (int32_t)hp->ssm_n_hv;
     const int32_t dk = (int32_t)hp->ssm_d_k, dv = (int32_t)hp->ssm_d_v;
     const size_t key_dim = (size_t)Hk * dk, value_dim = (size_t)Hv * dv, conv_dim = 2 * key_dim + value_dim;
-    TRY(be_matmul(be, &ly->ssm_qkv, s->cur, n_t, s->qkv, err));
-    TRY(be_matmul(be, &ly->ssm_z, s->cur, n_t, s->z, err));
-    TRY(be_matmul(be, &ly->ssm_beta, s->cur, n_t, s->beta, err));
-    TRY(be_matmul(be, &ly->ssm_alpha, s->cur, n_t, s->alpha, err));
+    const be_weight *proj[4] = {&ly->ssm_qkv, &ly->ssm_z, &ly->ssm_beta, &ly->ssm_alpha};
+    float *const proj_out[4] = {s->qkv, s->z, s->beta, s->alpha};
+    TRY(be_matmul_multi(be, proj, 4, s->cur, n_t, proj_out, err));
     be_ssm_conv(be, s->conv, conv_dim, s->qkv, conv_dim, n_t, (int64_t)conv_dim, wf32(&ly->ssm_conv1d),
                 (int32_t)hp->ssm_conv_k, ls->conv);
     be_gdn_args g = {
