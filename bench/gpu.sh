@@ -75,13 +75,13 @@ kern_all=$(ls "$B"/*.o | grep -v '/t_')
 kern=$(echo "$kern_all" | grep -v cuda_backend.o) # the kernel tests need no wick core
 common="$B/t_ref.o $B/t_err.o $B/t_qtypes.o"
 tests=$(ls "$B"/t_test_cuda_*.o)
-"$NVCC" $ARCH -o "$B/test_cuda" $tests $common $kern -lcublas
 "$NVCC" $ARCH -o "$B/bench_cuda" "$B/t_bench_cuda.o" $(ls "$B"/t_bench_cuda_*.o 2>/dev/null || true) $common $kern -lcublas
 
 golden=${WICK_GOLDEN:-}
 [ -z "$golden" ] && for g in .golden ../shared/golden; do [ -f "$g/cases.txt" ] && { golden=$g; break; }; done
-if [ -n "$golden" ]; then
-  echo "== build: core subset for golden_cuda"
+{
+  # the kernel tests compare some ops with the CPU backend; golden_cuda and e2e_cuda run model_forward
+  echo "== build: core subset (CPU backend, model) for test_cuda, golden_cuda, e2e_cuda"
   xinc=""; xlib="-lxxhash"
   if [ ! -f /usr/include/xxhash.h ] && ls .debs/libxxhash-dev*.deb >/dev/null 2>&1; then
     mkdir -p "$B/debroot"
@@ -108,9 +108,11 @@ if [ -n "$golden" ]; then
     echo "core build failed"; exit 1
   fi
   core=$(ls "$B"/core/*.o | grep -v -e golden_cuda.o -e e2e_cuda.o)
+  core_lib=$(echo "$core" | grep -v -e compare_ops.o -e tests_cuda_ref.o)
+  "$NVCC" $ARCH -o "$B/test_cuda" $tests "$B/t_ref.o" $core_lib $kern_all -lcublas -lcrypto $xlib -lpthread -lm
   "$NVCC" $ARCH -o "$B/golden_cuda" $core "$B/core/tests_cuda_golden_cuda.o" $kern_all -lcublas -lcrypto $xlib -lpthread -lm
   "$NVCC" $ARCH -o "$B/e2e_cuda" $core "$B/core/tests_cuda_e2e_cuda.o" $kern_all -lcublas -lcrypto $xlib -lpthread -lm
-fi
+}
 
 log=${OUT:-$B}
 echo "== tests"

@@ -13,12 +13,17 @@ int g_failures = 0;
 cuda_ctx g_ctx;
 
 typedef struct row { char name[96]; double ms, gbs, tflops, frac; } row;
-static row g_rows[128];
+#define MAX_ROWS 256
+static row g_rows[MAX_ROWS];
 static int g_nrows;
 static double g_copy_gbs = 0, g_bf16_tflops = 0;
 
 static void add_row(const char *name, double ms, double bytes, double flops)
 {
+    if (g_nrows == MAX_ROWS) {
+        fprintf(stderr, "bench_cuda: more than %d rows (raise MAX_ROWS)\n", MAX_ROWS);
+        exit(2);
+    }
     row *r = &g_rows[g_nrows++];
     snprintf(r->name, sizeof r->name, "%s", name);
     r->ms = ms;
@@ -227,6 +232,52 @@ static void bench_matmul(uint32_t type, int64_t M, int64_t K, int64_t n)
     free(x);
 }
 
+/* cuda_matmul on n rows (n small), weights rotated over copies larger than the L2 */
+typedef struct { cuda_qweight w[8]; int nw; float *x, *y; int64_t n; } few_ctx;
+static void few_fn(void *p, int i)
+{
+    few_ctx *m = p;
+    wk_error err;
+    cuda_ctx_act_invalidate(&g_ctx); /* quantize the rows each time, as a prompt chunk does */
+    if (cuda_matmul(&g_ctx, &m->w[i % m->nw], 0, m->x, m->n, m->y, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        exit(2);
+    }
+}
+
+static void bench_matmul_few(uint32_t type, int64_t M, int64_t K, int64_t n, const char *label)
+{
+    few_ctx m = {0};
+    const size_t rb = (size_t)(K / ref_block_elems(type)) * ref_block_bytes(type);
+    uint8_t *host = malloc(rb * M);
+    uint64_t rng = 11;
+    ref_random_blocks(type, host, K * M, &rng);
+    wk_error err;
+    size_t total = 0;
+    while ((total < ((size_t)400 << 20) || m.nw < 2) && m.nw < 8) {
+        if (cuda_qw_upload(&g_ctx, &m.w[m.nw], type, host, K, M, rb, 1, rb * M, &err)) {
+            fprintf(stderr, "%s\n", err.msg);
+            exit(2);
+        }
+        total += m.w[m.nw++].mat_bytes;
+    }
+    float *x = malloc(sizeof(float) * K * n);
+    for (int64_t i = 0; i < K * n; i++) x[i] = ref_randn(&rng);
+    m.x = dev_upload(x, sizeof(float) * K * n);
+    m.y = dev_alloc(sizeof(float) * M * n);
+    m.n = n;
+    double ms = time_ms(few_fn, &m, 10, 8);
+    char name[96];
+    snprintf(name, sizeof name, "matmul %-6s n=%lld %lldx%lld (%s)", qt_type_name(type), (long long)n, (long long)M,
+             (long long)K, label);
+    add_row(name, ms, (double)rb * M, 2.0 * n * M * K);
+    for (int i = 0; i < m.nw; i++) cuda_qw_free(&m.w[i]);
+    cudaFree(m.x);
+    cudaFree(m.y);
+    free(host);
+    free(x);
+}
+
 __attribute__((weak)) void bench_attention_all(void (*add)(const char *, double, double, double),
                                                double (*tm)(bench_fn, void *, int, int));
 __attribute__((weak)) void bench_gdn_all(void (*add)(const char *, double, double, double),
@@ -275,6 +326,18 @@ int main(int argc, char **argv)
         bench_matvec(QT_Q4_K, 5120, 6144, lb);
         bench_matvec(QT_Q4_K, 6144, 5120, lb);
     }
+    /* persistent warps with 2 rows in flight each: the default (short rows only) and every row */
+    for (int v = 4; v <= 5; v++) {
+        g_ctx.mv_occ = v;
+        const char *lb = v == 4 ? "default" : "pipe";
+        bench_matvec(QT_Q4_K, 17408, 5120, lb);
+        bench_matvec(QT_Q4_K, 5120, 17408, lb);
+        bench_matvec(QT_Q4_K, 5120, 6144, lb);
+        bench_matvec(QT_Q4_K, 6144, 5120, lb);
+        bench_matvec(QT_Q4_K, 10240, 5120, lb);
+    }
+    g_ctx.mv_occ = 2;
+    bench_matvec(QT_Q4_K, 10240, 5120, "bulk");
     g_ctx.mv_occ = 1;
     bench_matvec(QT_Q4_K, 6144, 5120, "occ7");
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
@@ -282,6 +345,28 @@ int main(int argc, char **argv)
         if (!quick) bench_matvec(types[i], 5120, 17408, "ffn_down");
     }
     if (!quick) bench_matvec(QT_Q6_K, 248320, 5120, "output");
+    /* several rows: int8 matvec (dp4a), int8 tensor cores (mmq), dequant + cuBLAS */
+    const int64_t mmv = g_ctx.mmv_max_rows, mmq = g_ctx.mmq_max_rows;
+    static const int64_t few[] = {2, 8, 16, 64, 128, 512, 2048};
+    for (size_t i = 0; i < sizeof few / sizeof few[0]; i++) {
+        const int64_t n = few[i];
+        if (n <= 8) {
+            g_ctx.mmv_max_rows = 8;
+            bench_matmul_few(QT_Q4_K, 17408, 5120, n, "int8 matvec");
+        }
+        g_ctx.mmv_max_rows = 1;
+        g_ctx.mmq_max_rows = 1 << 20;
+        bench_matmul_few(QT_Q4_K, 17408, 5120, n, "int8 mmq");
+        bench_matmul_few(QT_Q6_K, 5120, 17408, n, "int8 mmq");
+        if (n >= 64) bench_matmul_few(QT_Q8_0, 17408, 5120, n, "int8 mmq");
+        g_ctx.mmq_max_rows = 0;
+        g_ctx.mmv_max_rows = 0;
+        bench_matmul_few(QT_Q4_K, 17408, 5120, n, n <= CUDA_MATVEC_MAX_ROWS ? "one row at a time" : "cuBLAS");
+        bench_matmul_few(QT_Q6_K, 5120, 17408, n, n <= CUDA_MATVEC_MAX_ROWS ? "one row at a time" : "cuBLAS");
+        if (n >= 64) bench_matmul_few(QT_Q8_0, 17408, 5120, n, "cuBLAS");
+    }
+    g_ctx.mmv_max_rows = mmv;
+    g_ctx.mmq_max_rows = mmq;
     bench_matmul(QT_Q4_K, 17408, 5120, 512);
     bench_matmul(QT_Q4_K, 17408, 5120, 4096);
     if (!quick) bench_matmul(QT_Q6_K, 5120, 17408, 4096);

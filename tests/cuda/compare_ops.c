@@ -124,6 +124,61 @@ static int compare_matmul(be_backend *cpu, uint32_t type, int64_t K, int64_t M, 
     return bad;
 }
 
+/* be_matmul_multi on the CUDA backend (one launch per run of weights of one type and width
+ * for a 1-row input) against be_matmul weight by weight on the same backend, bit for bit, and
+ * against the CPU backend. types[i] of each weight (a mixed list splits into several launches);
+ * the last weight is 1 row wide like the DeltaNet beta/alpha projections' small ones. */
+static int compare_matmul_multi(be_backend *cpu, const uint32_t *types, int n, int64_t K, uint64_t seed)
+{
+    uint64_t rng = seed;
+    be_weight w[6];
+    const be_weight *wp[6];
+    void *data[6];
+    int64_t M[6], total = 0;
+    for (int i = 0; i < n; i++) {
+        M[i] = i == n - 1 ? 1 : 40 + 57 * i;
+        data[i] = host_blocks(types[i], K * M[i], &rng);
+        w[i] = pack(types[i], data[i], K, M[i], 1, "w");
+        wp[i] = &w[i];
+        total += M[i];
+    }
+    float *x = malloc(sizeof(float) * K), *yc = malloc(sizeof(float) * total), *ym = malloc(sizeof(float) * total),
+          *y1 = malloc(sizeof(float) * total);
+    for (int64_t i = 0; i < K; i++) x[i] = ref_randn(&rng);
+    float *yh[6];
+    for (int i = 0, off = 0; i < n; off += (int)M[i], i++) yh[i] = yc + off;
+    wk_error err = {0};
+    int rc = be_matmul_multi(cpu, wp, n, x, 1, yh, &err);
+    be_backend *cu = NULL;
+    if (!rc) rc = be_cuda_new(&cu, 0, &err);
+    if (rc) {
+        printf("FAIL matmul_multi setup: %s\n", err.msg);
+        return 1;
+    }
+    float *dx = to_dev(cu, x, sizeof(float) * K), *dy = be_alloc(cu, sizeof(float) * total);
+    float *yd[6];
+    for (int i = 0, off = 0; i < n; off += (int)M[i], i++) yd[i] = dy + off;
+    rc = be_matmul_multi(cu, wp, n, dx, 1, yd, &err);
+    if (!rc) be_to_host(cu, ym, dy, sizeof(float) * total);
+    for (int i = 0; i < n && !rc; i++) rc = be_matmul(cu, wp[i], dx, 1, yd[i], &err);
+    if (!rc) be_to_host(cu, y1, dy, sizeof(float) * total);
+    if (!rc) rc = be_cuda_status(cu, &err);
+    char name[128];
+    int len = snprintf(name, sizeof name, "be matmul_multi");
+    for (int i = 0; i < n; i++) len += snprintf(name + len, sizeof name - len, " %s", qt_type_name(types[i]));
+    snprintf(name + len, sizeof name - len, " K=%lld", (long long)K);
+    int bad = rc ? (printf("FAIL %s: %s\n", name, err.msg), 1) : check(name, ym, yc, total, 3e-3);
+    if (!rc) {
+        const int same = !memcmp(ym, y1, sizeof(float) * total);
+        printf("%-4s %-58s\n", same ? "ok" : "FAIL", "  = be_matmul one weight at a time (bit for bit)");
+        bad += !same;
+    }
+    be_free(cu);
+    for (int i = 0; i < n; i++) free(data[i]);
+    free(x); free(yc); free(ym); free(y1);
+    return bad;
+}
+
 int compare_ops_all(void)
 {
     wk_error err = {0};
@@ -136,6 +191,13 @@ int compare_ops_all(void)
     bad += compare_matmul(cpu, QT_Q8_0, 32, 256, 64, 4);
     bad += compare_matmul(cpu, QT_Q4_K, 256, 48, 64, 5);
     bad += compare_matmul(cpu, QT_Q5_0, 256, 64, 64, 6);
+    static const uint32_t q4k4[] = {QT_Q4_K, QT_Q4_K, QT_Q4_K, QT_Q4_K};
+    static const uint32_t mixed[] = {QT_Q4_K, QT_Q6_K, QT_Q6_K, QT_Q8_0, QT_Q8_0};
+    static const uint32_t many[] = {QT_Q8_0, QT_Q8_0, QT_Q8_0, QT_Q8_0, QT_Q8_0, QT_Q8_0};
+    bad += compare_matmul_multi(cpu, q4k4, 4, 2048, 7);
+    bad += compare_matmul_multi(cpu, q4k4, 2, 5120, 8);
+    bad += compare_matmul_multi(cpu, mixed, 5, 1024, 9);
+    bad += compare_matmul_multi(cpu, many, 6, 512, 10); /* more than one launch's 4 segments */
     for (int n_t = 1; n_t <= 64; n_t += 63) {
         bad += compare_moe(cpu, QT_Q8_0, QT_Q8_0, 0, n_t, 10 + n_t);
         bad += compare_moe(cpu, QT_Q8_0, QT_Q8_0, 1, n_t, 20 + n_t);

@@ -279,16 +279,46 @@ int main(int argc, char **argv)
         if (decode(&r, 128, &secs, &err)) goto fail;
         long cap, rep, redo;
         be_cuda_graph_stats(r.be, &cap, &rep, &redo);
+        double walk_ms, launch_ms;
+        be_cuda_graph_host_ms(r.be, &walk_ms, &launch_ms);
         uint64_t h = 1469598103934665603ull; /* FNV-1a of the last logits: compare runs (WICK_CUDA_FUSE=0) */
         for (size_t i = 0; i < sizeof(float) * V; i++) h = (h ^ ((const uint8_t *)r.logits)[i]) * 1099511628211ull;
         printf("graphs: %ld captured, %ld replayed, %ld steps redone; greedy tokens %s, last logits %s "
                "(hash %016llx)\n", cap, rep, redo, memcmp(ref_tok, g_out_tokens, sizeof ref_tok) ? "DIFFER" : "identical",
                memcmp(ref, r.logits, sizeof(float) * V) ? "DIFFER" : "bit-identical", (unsigned long long)h);
+        printf("graphs: host per replayed step %.3f ms walking the forward pass (GPU idle) + %.3f ms in "
+               "cudaGraphLaunch\n", rep ? walk_ms / rep : 0.0, rep ? launch_ms / rep : 0.0);
         free(ref);
     }
     printf("tg128   @0      %8.1f tok/s  (%.2f ms/token; weights %.0f GB/s = %.0f%% of 4245 GB/s copy)\n", 128 / secs,
            secs * 1e3 / 128, g_weight_bytes / (secs / 128) / 1e9, 100 * g_weight_bytes / (secs / 128) / 4245e9);
     fflush(stdout);
+    /* WICK_E2E_STUDY="SETTINGS;SETTINGS;...": tg128 at depth 0 (graphs on) for each set of
+     * be_cuda_tune settings (e.g. "occ=2 pdl=1;skip=matmul"; unnamed ones at their defaults):
+     * variants side by side, and where a decode step's time goes (ops launching nothing) */
+    const char *study = getenv("WICK_E2E_STUDY");
+    for (const char *p = study; p && *p;) {
+        char item[256];
+        const size_t n = strcspn(p, ";");
+        snprintf(item, sizeof item, "%.*s", (int)(n < 255 ? n : 255), p);
+        p += n + (p[n] == ';');
+        be_cuda_tune(r.be, NULL);
+        if (be_cuda_tune(r.be, item)) printf("study: some of '%s' not understood\n", item);
+        set_depth(&r, 0, 0);
+        if (decode(&r, 16, &secs, &err)) goto fail; /* capture */
+        long cap, rep0, rep1, redo;
+        double walk0, walk1, launch_ms;
+        be_cuda_graph_stats(r.be, &cap, &rep0, &redo);
+        be_cuda_graph_host_ms(r.be, &walk0, &launch_ms);
+        set_depth(&r, 0, 0);
+        if (decode(&r, 128, &secs, &err)) goto fail;
+        be_cuda_graph_stats(r.be, &cap, &rep1, &redo);
+        be_cuda_graph_host_ms(r.be, &walk1, &launch_ms);
+        printf("study [%s]: tg128 %8.1f tok/s  (%.3f ms/token; host walk %.3f ms)\n", item, 128 / secs,
+               secs * 1e3 / 128, rep1 > rep0 ? (walk1 - walk0) / (rep1 - rep0) : 0.0);
+        fflush(stdout);
+    }
+    if (study) be_cuda_tune(r.be, NULL);
     if (depth > 0) {
         set_depth(&r, 0, 0);
         if (prefill(&r, depth, &secs, &err)) goto fail;

@@ -205,15 +205,42 @@ double ref_rel_err(const float *a, const float *b, int64_t n)
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
+/* Row p of one head of a KV cache as floats: d F16 values (kv_type 0), or
+ * d/32 Q8_0 blocks (kv_type 1: F16 scale then 32 int8, value = scale · code). */
+static void kv_row(const uint16_t *head, int kv_type, int d, int p, float *out)
+{
+    if (kv_type == 1) {
+        const uint8_t *b = (const uint8_t *)(head + (size_t)p * (d / 32 * 17));
+        for (int i = 0; i < d; i += 32, b += 34) {
+            uint16_t h;
+            memcpy(&h, b, 2);
+            const float s = wk_f16_to_f32(h);
+            for (int j = 0; j < 32; j++) out[i + j] = s * (float)(int8_t)b[2 + j];
+        }
+        return;
+    }
+    for (int c = 0; c < d; c++) out[c] = wk_f16_to_f32(head[(size_t)p * d + c]);
+}
+
 void ref_attention(const float *q, size_t q_stride, int n_q, int q_pos0, const uint16_t *k,
                    const uint16_t *v, size_t kv_head_stride, int n_kv, int n_head, int n_head_kv, int d,
                    float scale, int approx, int global, int window, int dense_from, float *out,
                    size_t out_stride)
 {
+    ref_attention_kv(q, q_stride, n_q, q_pos0, k, v, kv_head_stride, 0, n_kv, n_head, n_head_kv, d, scale, approx,
+                     global, window, dense_from, out, out_stride);
+}
+
+void ref_attention_kv(const float *q, size_t q_stride, int n_q, int q_pos0, const uint16_t *k,
+                      const uint16_t *v, size_t kv_head_stride, int kv_type, int n_kv, int n_head, int n_head_kv,
+                      int d, float scale, int approx, int global, int window, int dense_from, float *out,
+                      size_t out_stride)
+{
     (void)n_kv;
     int ratio = n_head / n_head_kv;
     double *s = malloc(sizeof(double) * (size_t)(q_pos0 + n_q));
     double *o = malloc(sizeof(double) * (size_t)d);
+    float *row = malloc(sizeof(float) * (size_t)d);
     for (int i = 0; i < n_q; i++) {
         int p = q_pos0 + i;
         for (int h = 0; h < n_head; h++) {
@@ -226,9 +253,9 @@ void ref_attention(const float *q, size_t q_stride, int n_q, int q_pos0, const u
                     s[j] = -INFINITY;
                     continue;
                 }
-                const uint16_t *kr = k + g * kv_head_stride + (size_t)j * d;
+                kv_row(k + g * kv_head_stride, kv_type, d, j, row);
                 double acc = 0;
-                for (int c = 0; c < d; c++) acc += (double)qh[c] * wk_f16_to_f32(kr[c]);
+                for (int c = 0; c < d; c++) acc += (double)qh[c] * row[c];
                 s[j] = acc * scale;
                 if (s[j] > mx) mx = s[j];
             }
@@ -238,8 +265,8 @@ void ref_attention(const float *q, size_t q_stride, int n_q, int q_pos0, const u
                 if (s[j] == -INFINITY) continue;
                 double e = exp(s[j] - mx);
                 l += e;
-                const uint16_t *vr = v + g * kv_head_stride + (size_t)j * d;
-                for (int c = 0; c < d; c++) o[c] += e * wk_f16_to_f32(vr[c]);
+                kv_row(v + g * kv_head_stride, kv_type, d, j, row);
+                for (int c = 0; c < d; c++) o[c] += e * row[c];
             }
             float *oh = out + (size_t)i * out_stride + (size_t)h * d;
             for (int c = 0; c < d; c++) oh[c] = (float)(o[c] / l);
@@ -247,6 +274,7 @@ void ref_attention(const float *q, size_t q_stride, int n_q, int q_pos0, const u
     }
     free(s);
     free(o);
+    free(row);
 }
 
 void ref_gdn(const float *q, const float *k, const float *v, size_t qk_stride, size_t v_stride,

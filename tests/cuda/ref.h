@@ -31,6 +31,11 @@ void ref_attention(const float *q, size_t q_stride, int n_q, int q_pos0, const u
                    const uint16_t *v, size_t kv_head_stride, int n_kv, int n_head, int n_head_kv, int d,
                    float scale, int approx, int global, int window, int dense_from, float *out,
                    size_t out_stride);
+/* The same over a cache of kv_type (0 F16, 1 Q8_0: rows of d/32 blocks, d/32*17 uint16 units). */
+void ref_attention_kv(const float *q, size_t q_stride, int n_q, int q_pos0, const uint16_t *k,
+                      const uint16_t *v, size_t kv_head_stride, int kv_type, int n_kv, int n_head, int n_head_kv,
+                      int d, float scale, int approx, int global, int window, int dense_from, float *out,
+                      size_t out_stride);
 void ref_gdn(const float *q, const float *k, const float *v, size_t qk_stride, size_t v_stride,
              const float *alpha, const float *beta, const float *ssm_a, const float *dt_bias, int n_t,
              int n_hk, int n_hv, int d_k, int d_v, float eps, float *state, float *out, size_t out_stride);

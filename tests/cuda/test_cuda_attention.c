@@ -1,12 +1,44 @@
-/* Flash attention (prefill + decode, dense + approximate policy, GQA) and the
- * Gated DeltaNet scan against the CPU references. */
+/* Flash attention (prefill + decode, dense + approximate policy, GQA, F16 and
+ * Q8_0 KV caches) and the Gated DeltaNet scan against the CPU references. */
 #include <math.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "cuda_test.h"
 #include "util/f16.h"
 
 static int g_gated; /* queries interleaved with gates (qwen35): head h at 2·h·d, token stride 2·H·d */
+static int g_kv_type;          /* BE_KV_F16 or BE_KV_Q8_0 */
+static int g_shift;            /* decode: also replay the call shifted by this many positions (pos_dev) */
+static be_backend *g_cpu;      /* Q8_0 caches are filled by the CPU backend's kv_store */
+
+/* A Q8_0 cache of n_head_kv heads (hs units apart) holding n_kv random
+ * positions, quantized by the CPU backend; the rest of the capacity is 0xFF
+ * bytes (NaN scales), which the kernels must never let into a result. */
+static uint16_t *q8_cache(int n_kv, int n_head_kv, int d, size_t hs, uint64_t *rng)
+{
+    uint16_t *c = malloc(2 * hs * n_head_kv);
+    memset(c, 0xFF, 2 * hs * n_head_kv);
+    float *x = malloc(sizeof(float) * (size_t)n_kv * n_head_kv * d);
+    for (size_t i = 0; i < (size_t)n_kv * n_head_kv * d; i++) x[i] = ref_randn(rng);
+    be_kv_store_typed(g_cpu, BE_KV_Q8_0, c, hs, 0, x, (size_t)n_head_kv * d, n_kv, n_head_kv, d);
+    free(x);
+    return c;
+}
+
+/* Runs one attention call (poisoned output first) and gathers the head outputs into o. */
+static void run_attention_kernel(const cuda_attn *a, int path, float *dout, float *out, int n_q, size_t out_stride,
+                                 int row, float *o)
+{
+    CK(cudaMemset(dout, 0xFF, sizeof(float) * n_q * out_stride));
+    wk_error err = {0};
+    if (cuda_attention_path(&g_ctx, a, path, &err)) {
+        fprintf(stderr, "attention: %s\n", err.msg);
+        exit(2);
+    }
+    dev_download(out, dout, sizeof(float) * n_q * out_stride);
+    for (int i = 0; i < n_q; i++) memcpy(o + (size_t)i * row, out + i * out_stride, sizeof(float) * row);
+}
 
 static void run_attention_case(const char *label, int path, int n_q, int q_pos0, int n_kv, int n_head,
                                int n_head_kv, int d, int approx, int global, int window, int dense_tail,
@@ -14,20 +46,29 @@ static void run_attention_case(const char *label, int path, int n_q, int q_pos0,
 {
     uint64_t rng = seed;
     const int cap = n_kv + 37;              /* cache capacity > n_kv: strides differ from sizes */
-    const size_t hs = (size_t)cap * d;      /* kv head stride */
+    /* kv head stride. Q8_0 at d 64 and 128 with an odd capacity (even n_kv):
+     * heads after the first are not 16-byte aligned (the prefill's 4-byte copies) */
+    const size_t hs = (size_t)cap * be_kv_row_units(g_kv_type, (size_t)d);
     const size_t q_stride = (size_t)n_head * d + 8, out_stride = (size_t)n_head * d + 24;
     float *q = malloc(sizeof(float) * n_q * q_stride);
     for (size_t i = 0; i < n_q * q_stride; i++) q[i] = ref_randn(&rng);
-    uint16_t *k = malloc(2 * hs * n_head_kv), *v = malloc(2 * hs * n_head_kv);
-    for (size_t i = 0; i < hs * n_head_kv; i++) {
-        k[i] = wk_f32_to_f16(ref_randn(&rng));
-        v[i] = wk_f32_to_f16(ref_randn(&rng));
+    uint16_t *k, *v;
+    if (g_kv_type == BE_KV_Q8_0) {
+        k = q8_cache(n_kv, n_head_kv, d, hs, &rng);
+        v = q8_cache(n_kv, n_head_kv, d, hs, &rng);
+    } else {
+        k = malloc(2 * hs * n_head_kv);
+        v = malloc(2 * hs * n_head_kv);
+        for (size_t i = 0; i < hs * n_head_kv; i++) {
+            k[i] = wk_f32_to_f16(ref_randn(&rng));
+            v[i] = wk_f32_to_f16(ref_randn(&rng));
+        }
     }
     const int dense_from = q_pos0 + (n_q > dense_tail ? n_q - dense_tail : 0);
     float *ref = calloc((size_t)n_q * out_stride, sizeof(float)), *out = malloc(sizeof(float) * n_q * out_stride);
     const float scale = 1.0f / sqrtf((float)d);
-    ref_attention(q, q_stride, n_q, q_pos0, k, v, hs, n_kv, n_head, n_head_kv, d, scale, approx, global, window,
-                  dense_from, ref, out_stride);
+    ref_attention_kv(q, q_stride, n_q, q_pos0, k, v, hs, g_kv_type, n_kv, n_head, n_head_kv, d, scale, approx, global,
+                     window, dense_from, ref, out_stride);
     float *dq;
     size_t dev_q_stride = q_stride, dev_qhs = 0;
     if (g_gated) {
@@ -46,26 +87,47 @@ static void run_attention_case(const char *label, int path, int n_q, int q_pos0,
     uint16_t *dk = dev_upload(k, 2 * hs * n_head_kv), *dv = dev_upload(v, 2 * hs * n_head_kv);
     float *dout = dev_alloc(sizeof(float) * n_q * out_stride);
     cuda_attn a = {dq, dev_q_stride, dev_qhs, n_q, q_pos0, dk, dv, hs, n_kv, n_head, n_head_kv, d, scale,
-                   {approx, global, window, dense_from}, dout, out_stride, NULL, 0};
-    wk_error err = {0};
-    if (cuda_attention_path(&g_ctx, &a, path, &err)) {
-        fprintf(stderr, "attention: %s\n", err.msg);
-        exit(2);
-    }
-    dev_download(out, dout, sizeof(float) * n_q * out_stride);
-    /* compare only the head outputs (the padding between tokens is not written) */
+                   {approx, global, window, dense_from}, dout, out_stride, NULL, 0, g_kv_type};
     float *o1 = malloc(sizeof(float) * n_q * n_head * d), *o2 = malloc(sizeof(float) * n_q * n_head * d);
-    for (int i = 0; i < n_q; i++) {
-        memcpy(o1 + (size_t)i * n_head * d, out + i * out_stride, sizeof(float) * n_head * d);
+    float *o3 = malloc(sizeof(float) * n_q * n_head * d);
+    for (int i = 0; i < n_q; i++) /* compare only the head outputs (the padding between tokens is not written) */
         memcpy(o2 + (size_t)i * n_head * d, ref + i * out_stride, sizeof(float) * n_head * d);
+    /* decode: the tensor-core kernel, then the split-K kernel (WICK_CUDA_ATTN_DECODE=0) */
+    const int n_kernels = path == 1 && n_head / n_head_kv <= 8 ? 2 : 1;
+    for (int kern = 0; kern < n_kernels; kern++) {
+        const int tc = path == 1 && kern == 0;
+        const int prev = path == 1 ? cuda_attn_decode_kernel(tc) : 0;
+        run_attention_kernel(&a, path, dout, out, n_q, out_stride, n_head * d, o1);
+        char name[200];
+        snprintf(name, sizeof name, "attn %s %s q=%d@%d kv=%d h=%d/%d d=%d%s%s%s",
+                 path == 1 ? (tc ? "decode-tc" : "decode-splitk") : "prefill", label, n_q, q_pos0, n_kv, n_head,
+                 n_head_kv, d, approx ? " approx" : "", g_gated ? " gated-q" : "", g_kv_type == BE_KV_Q8_0 ? " q8_0" : "");
+        /* prefill and the tensor-core decode round Q and P (and Q8_0 keys and
+         * values) to F16; the split-K decode stays F32 (Q8_0: scale × code is
+         * exact in F32) */
+        check_err(name, ref_rel_err(o1, o2, (int64_t)n_q * n_head * d), path == 1 && !tc ? 2e-5 : 4e-3);
+        if (path == 1 && g_shift) {
+            /* a graph replay: the call describes the step g_shift positions
+             * earlier (same band) and *pos_dev - pos_ref moves it to this one:
+             * the same split, so the same bits */
+            const int32_t pos_ref = 1000 + q_pos0 - g_shift, pos_now = 1000 + q_pos0;
+            int32_t *dpos = dev_upload(&pos_now, sizeof pos_now);
+            cuda_attn sa = a;
+            sa.q_pos0 -= g_shift;
+            sa.n_kv -= g_shift;
+            sa.mask.dense_from -= g_shift;
+            sa.pos_dev = dpos;
+            sa.pos_ref = pos_ref;
+            run_attention_kernel(&sa, path, dout, out, n_q, out_stride, n_head * d, o3);
+            snprintf(name, sizeof name, "attn %s graph replay %d later = direct call (bits)",
+                     tc ? "decode-tc" : "decode-splitk", g_shift);
+            check_err(name, memcmp(o1, o3, sizeof(float) * n_q * n_head * d) != 0, 0);
+            cudaFree(dpos);
+        }
+        if (path == 1) cuda_attn_decode_kernel(prev);
     }
-    char name[160];
-    snprintf(name, sizeof name, "attn %s %s q=%d@%d kv=%d h=%d/%d d=%d%s%s", path == 1 ? "decode" : "prefill",
-             label, n_q, q_pos0, n_kv, n_head, n_head_kv, d, approx ? " approx" : "", g_gated ? " gated-q" : "");
-    /* prefill rounds Q and P to F16 for the tensor cores; decode stays F32 */
-    check_err(name, ref_rel_err(o1, o2, (int64_t)n_q * n_head * d), path == 1 ? 2e-5 : 4e-3);
     cudaFree(dq); cudaFree(dk); cudaFree(dv); cudaFree(dout);
-    free(q); free(k); free(v); free(ref); free(out); free(o1); free(o2);
+    free(q); free(k); free(v); free(ref); free(out); free(o1); free(o2); free(o3);
 }
 
 void test_attention_all(void)
@@ -85,10 +147,61 @@ void test_attention_all(void)
     /* both paths on one shape */
     run_attention_case("12 queries", 1, 12, 300, 312, 8, 2, 128, 0, 0, 0, 0, 10);
     run_attention_case("12 queries", 2, 12, 300, 312, 8, 2, 128, 0, 0, 0, 0, 10);
+    /* decode at the Qwen3.5-27B shape (24/4 heads, d 256): short, both sides
+     * of the first band edge, deep; 4 queries across the edge */
+    run_attention_case("27B", 1, 1, 99, 100, 24, 4, 256, 0, 0, 0, 0, 13);
+    run_attention_case("27B", 1, 1, 4094, 4095, 24, 4, 256, 0, 0, 0, 0, 14);
+    run_attention_case("27B", 1, 1, 4096, 4097, 24, 4, 256, 0, 0, 0, 0, 15);
+    run_attention_case("27B", 1, 1, 39999, 40000, 24, 4, 256, 0, 0, 0, 0, 16);
+    run_attention_case("27B band edge", 1, 4, 4093, 4097, 24, 4, 256, 0, 0, 0, 0, 17);
+    run_attention_case("27B policy", 1, 1, 9999, 10000, 24, 4, 256, 1, 1000, 2000, 0, 18);
+    /* 12 and 16 query heads per kv head: tensor cores only (the split-K kernel takes 8) */
+    run_attention_case("G 12", 1, 1, 2999, 3000, 12, 1, 128, 0, 0, 0, 0, 41);
+    run_attention_case("G 16", 1, 2, 5000, 5002, 32, 2, 64, 0, 0, 0, 0, 42);
+    /* graph replay: pos_dev moves a call made 3000 positions earlier in the band */
+    g_shift = 3000;
+    run_attention_case("27B replay", 1, 1, 7999, 8000, 24, 4, 256, 0, 0, 0, 0, 19);
+    run_attention_case("replay policy", 1, 2, 7500, 7502, 8, 2, 128, 1, 64, 128, 1, 20);
+    g_shift = 0;
     g_gated = 1;
     run_attention_case("qwen35", 2, 100, 20, 120, 6, 1, 256, 0, 0, 0, 0, 11);
     run_attention_case("qwen35", 1, 1, 119, 120, 6, 1, 256, 0, 0, 0, 0, 12);
     g_gated = 0;
+
+    /* Q8_0 KV cache */
+    wk_error err = {0};
+    if (be_cpu_new(&g_cpu, 1, &err)) {
+        fprintf(stderr, "cpu backend: %s\n", err.msg);
+        exit(2);
+    }
+    g_kv_type = BE_KV_Q8_0;
+    /* prefill, dense: GQA, d 128 / 256 / 64, queries continuing a cache */
+    run_attention_case("qwen3", 2, 200, 0, 200, 8, 2, 128, 0, 0, 0, 0, 21);
+    run_attention_case("qwen35", 2, 130, 70, 200, 6, 1, 256, 0, 0, 0, 0, 22);
+    run_attention_case("small", 2, 77, 3, 80, 4, 4, 64, 0, 0, 0, 0, 23);
+    run_attention_case("deep", 2, 100, 4500, 4600, 4, 2, 128, 0, 0, 0, 0, 24);
+    /* prefill, approximate */
+    run_attention_case("policy", 2, 700, 0, 700, 4, 2, 128, 1, 64, 128, 50, 25);
+    run_attention_case("policy continued", 2, 300, 500, 800, 6, 1, 256, 1, 100, 70, 20, 26);
+    /* decode, in the first, second and third 4096-position band */
+    run_attention_case("qwen35", 1, 1, 999, 1000, 24, 4, 256, 0, 0, 0, 0, 27);
+    run_attention_case("qwen3", 1, 3, 500, 503, 16, 8, 128, 0, 0, 0, 0, 28);
+    run_attention_case("policy", 1, 4, 900, 904, 8, 2, 128, 1, 64, 128, 2, 29);
+    run_attention_case("first token", 1, 1, 0, 1, 8, 1, 64, 0, 0, 0, 0, 30);
+    run_attention_case("band 2", 1, 1, 5000, 5001, 24, 4, 256, 0, 0, 0, 0, 31);
+    run_attention_case("band 3", 1, 1, 9000, 9001, 8, 1, 128, 0, 0, 0, 0, 32);
+    run_attention_case("band edge policy", 1, 2, 8190, 8192, 4, 2, 64, 1, 64, 128, 1, 33);
+    run_attention_case("27B", 1, 1, 4096, 4097, 24, 4, 256, 0, 0, 0, 0, 35);
+    run_attention_case("27B policy", 1, 1, 9999, 10000, 24, 4, 256, 1, 1000, 2000, 0, 36);
+    g_shift = 3000;
+    run_attention_case("27B replay", 1, 1, 7999, 8000, 24, 4, 256, 0, 0, 0, 0, 37);
+    g_shift = 0;
+    /* both paths on one shape */
+    run_attention_case("12 queries", 1, 12, 300, 312, 8, 2, 128, 0, 0, 0, 0, 34);
+    run_attention_case("12 queries", 2, 12, 300, 312, 8, 2, 128, 0, 0, 0, 0, 34);
+    g_kv_type = BE_KV_F16;
+    be_free(g_cpu);
+    g_cpu = NULL;
 }
 
 static void run_gdn_case(int n_t, int n_hk, int n_hv, int d_k, int d_v, uint64_t seed)
@@ -143,8 +256,58 @@ static void run_gdn_case(int n_t, int n_hk, int n_hv, int d_k, int d_v, uint64_t
     free(conv); free(alpha); free(beta); free(st); free(st_ref); free(st_gpu); free(ref); free(out); free(o1); free(o2);
 }
 
+/* A decode step's one kernel (q/k norm and gates inside the scan) against prepare + scan,
+ * the path of longer batches: outputs and state must agree bit for bit. */
+static void run_gdn_fused_case(int n_hk, int n_hv, int d_k, int d_v, uint64_t seed)
+{
+    uint64_t rng = seed;
+    const size_t qk_stride = (size_t)2 * n_hk * d_k + (size_t)n_hv * d_v;
+    const size_t out_n = (size_t)n_hv * d_v, st_n = (size_t)n_hv * d_k * d_v;
+    float *conv = malloc(sizeof(float) * qk_stride), *ab = malloc(sizeof(float) * 2 * n_hv);
+    for (size_t i = 0; i < qk_stride; i++) conv[i] = ref_randn(&rng);
+    for (int i = 0; i < 2 * n_hv; i++) ab[i] = 3.0f * ref_randn(&rng); /* some softplus inputs past 20 */
+    ab[0] = 25.0f;
+    float ssm_a[64], dt[64];
+    for (int j = 0; j < n_hv; j++) {
+        ssm_a[j] = -expf(ref_randf(&rng));
+        dt[j] = ref_randf(&rng);
+    }
+    float *st = malloc(sizeof(float) * st_n);
+    for (size_t i = 0; i < st_n; i++) st[i] = 0.1f * ref_randn(&rng);
+    float *dconv = dev_upload(conv, sizeof(float) * qk_stride), *dab = dev_upload(ab, sizeof(float) * 2 * n_hv);
+    float *da = dev_upload(ssm_a, sizeof ssm_a), *ddt = dev_upload(dt, sizeof dt);
+    float *dst[2], *dout[2];
+    float *st_h[2], *out_h[2];
+    for (int p = 0; p < 2; p++) {
+        dst[p] = dev_upload(st, sizeof(float) * st_n);
+        dout[p] = dev_alloc(sizeof(float) * out_n);
+        cuda_gdn g = {dconv, dconv + n_hk * d_k, dconv + 2 * n_hk * d_k, qk_stride, qk_stride, dab, dab + n_hv, da,
+                      ddt, 1, n_hk, n_hv, d_k, d_v, 1e-6f, dst[p], dout[p], out_n};
+        wk_error err = {0};
+        if (cuda_gdn_scan_path(&g_ctx, &g, p == 0 ? 2 : 1, &err)) { /* two kernels, then the fused one */
+            fprintf(stderr, "gdn: %s\n", err.msg);
+            exit(2);
+        }
+        st_h[p] = malloc(sizeof(float) * st_n);
+        out_h[p] = malloc(sizeof(float) * out_n);
+        dev_download(st_h[p], dst[p], sizeof(float) * st_n);
+        dev_download(out_h[p], dout[p], sizeof(float) * out_n);
+    }
+    char name[128];
+    snprintf(name, sizeof name, "gdn one-token kernel = prepare + scan, heads %d/%d d_k=%d (bits)", n_hk, n_hv, d_k);
+    check_err(name, memcmp(out_h[0], out_h[1], sizeof(float) * out_n) || memcmp(st_h[0], st_h[1], sizeof(float) * st_n),
+              0);
+    for (int p = 0; p < 2; p++) {
+        cudaFree(dst[p]); cudaFree(dout[p]); free(st_h[p]); free(out_h[p]);
+    }
+    cudaFree(dconv); cudaFree(dab); cudaFree(da); cudaFree(ddt);
+    free(conv); free(ab); free(st);
+}
+
 void test_gdn_all(void)
 {
+    run_gdn_fused_case(16, 48, 128, 128, 11); /* Qwen3.5-27B heads */
+    run_gdn_fused_case(2, 4, 64, 64, 12);     /* the golden tiny qwen35 shape */
     run_gdn_case(1, 16, 48, 128, 128, 1); /* decode, Qwen3.5-27B heads */
     run_gdn_case(2, 2, 6, 128, 128, 2);
     run_gdn_case(77, 4, 8, 128, 128, 3);  /* prefill across staging rounds */

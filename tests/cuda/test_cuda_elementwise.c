@@ -2,6 +2,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "cuda_test.h"
 #include "util/f16.h"
 
@@ -105,7 +106,121 @@ static void test_kv_store(void)
     cudaFree(dc); cudaFree(dx); free(x); free(cache);
 }
 
+/* Q8_0 rows against the CPU backend's kv_store, byte for byte; shifted: the
+ * position comes from a device int as in a replayed decode graph. */
+static void test_kv_store_q8_0(int d, int shifted)
+{
+    uint64_t rng = 33 + d;
+    const int n_t = 9, nkv = 4, cap = 63, pos0 = 20, at = shifted ? pos0 + 5 : pos0;
+    const size_t row = be_kv_row_units(BE_KV_Q8_0, (size_t)d), hs = (size_t)cap * row, units = hs * nkv;
+    const size_t xs = (size_t)nkv * d + 8; /* floats between tokens */
+    float *x = randn_host((int64_t)n_t * xs, &rng);
+    /* token 0, head 0: an all-zero block (scale 0), and a block with scale
+     * exactly 1 and ties x.5 (roundf: away from zero) */
+    for (int i = 0; i < 32; i++) x[i] = 0.0f;
+    if (d >= 64) {
+        const float ties[8] = {127.0f, 2.5f, -3.5f, 0.5f, -0.5f, 126.5f, -1.5f, 64.5f};
+        for (int i = 0; i < 32; i++) x[32 + i] = i < 8 ? ties[i] : (float)(i - 16) * 0.25f;
+    }
+    wk_error err = {0};
+    be_backend *cpu;
+    if (be_cpu_new(&cpu, 1, &err)) {
+        fprintf(stderr, "cpu backend: %s\n", err.msg);
+        exit(2);
+    }
+    uint16_t *ref = malloc(2 * units), *got = malloc(2 * units);
+    memset(ref, 0xFF, 2 * units); /* the poison dev_alloc puts on the device copy */
+    be_kv_store_typed(cpu, BE_KV_Q8_0, ref, hs, at, x, xs, n_t, nkv, d);
+    be_free(cpu);
+    uint16_t *dc = dev_alloc(2 * units);
+    float *dx = dev_upload(x, sizeof(float) * n_t * xs);
+    int32_t *dpos = dev_upload(&at, sizeof at);
+    OK(cuda_kv_store_q8_0_shifted(&g_ctx, dc, hs, pos0, shifted ? dpos : NULL, pos0, dx, xs, n_t, nkv, d));
+    dev_download(got, dc, 2 * units);
+    /* every byte, written rows and the rest (which must stay untouched) */
+    int bad = 0;
+    for (size_t i = 0; i < 2 * units; i++) bad += ((const uint8_t *)ref)[i] != ((const uint8_t *)got)[i];
+    char name[96];
+    snprintf(name, sizeof name, "kv_store Q8_0 d=%d%s bytes exact vs CPU", d, shifted ? " (device position)" : "");
+    check_err(name, bad, 0);
+    cudaFree(dc); cudaFree(dx); cudaFree(dpos); free(x); free(ref); free(got);
+}
+
 static double sigm(double x) { return 1.0 / (1.0 + exp(-x)); }
+
+/* A layer's q and k rotated by one cuda_rope2 launch equal two cuda_rope launches bit for
+ * bit (qwen35 shapes: q heads interleaved with their gates, partial IMROPE). */
+static void test_rope2(int n_t)
+{
+    uint64_t rng = 41 + n_t;
+    const int H = 6, Hkv = 2, dk = 256, n_rot = 64;
+    const int32_t sec[4] = {11, 11, 10, 0};
+    const size_t q_stride = (size_t)2 * H * dk, k_stride = (size_t)Hkv * dk;
+    float *q = randn_host((int64_t)n_t * q_stride, &rng), *k = randn_host((int64_t)n_t * k_stride, &rng);
+    int32_t pos[8];
+    for (int t = 0; t < 8; t++) pos[t] = 1000 + 7 * t;
+    int32_t *dpos = dev_upload(pos, sizeof pos);
+    float *dcs = dev_alloc(sizeof(float) * n_t * n_rot);
+    OK(cuda_rope_cache(&g_ctx, dcs, dpos, n_t, 2, n_rot, 1e7f, 1.0f, NULL, sec));
+    float *dq[2], *dk_[2], *hq[2], *hk[2];
+    for (int p = 0; p < 2; p++) {
+        dq[p] = dev_upload(q, sizeof(float) * n_t * q_stride);
+        dk_[p] = dev_upload(k, sizeof(float) * n_t * k_stride);
+    }
+    OK(cuda_rope(&g_ctx, dq[0], n_t, q_stride, H, 2 * dk, dcs, 2, n_rot));
+    OK(cuda_rope(&g_ctx, dk_[0], n_t, k_stride, Hkv, dk, dcs, 2, n_rot));
+    OK(cuda_rope2(&g_ctx, dq[1], q_stride, H, 2 * dk, dk_[1], k_stride, Hkv, dk, n_t, dcs, 2, n_rot));
+    for (int p = 0; p < 2; p++) {
+        hq[p] = malloc(sizeof(float) * n_t * q_stride);
+        hk[p] = malloc(sizeof(float) * n_t * k_stride);
+        dev_download(hq[p], dq[p], sizeof(float) * n_t * q_stride);
+        dev_download(hk[p], dk_[p], sizeof(float) * n_t * k_stride);
+    }
+    char name[96];
+    snprintf(name, sizeof name, "rope2 (q and k, one launch) = two ropes, %d tokens (bits)", n_t);
+    check_err(name, memcmp(hq[0], hq[1], sizeof(float) * n_t * q_stride) ||
+                        memcmp(hk[0], hk[1], sizeof(float) * n_t * k_stride), 0);
+    for (int p = 0; p < 2; p++) {
+        cudaFree(dq[p]); cudaFree(dk_[p]); free(hq[p]); free(hk[p]);
+    }
+    cudaFree(dpos); cudaFree(dcs); free(q); free(k);
+}
+
+/* K and V stored by one cuda_kv_store2_shifted launch equal two single stores byte for byte
+ * (every byte of both caches compared, untouched ones included), at a device position. */
+static void test_kv_store2(int kv_type, int d)
+{
+    uint64_t rng = 51 + d + kv_type;
+    const int n_t = 3, nkv = 4, cap = 40, pos0 = 17, at = pos0 + 6;
+    const size_t row = be_kv_row_units(kv_type, (size_t)d), hs = (size_t)cap * row, units = hs * nkv;
+    const size_t xs = (size_t)nkv * d + 8;
+    float *x = randn_host((int64_t)2 * n_t * xs, &rng); /* K rows, then V rows */
+    float *dx = dev_upload(x, sizeof(float) * 2 * n_t * xs);
+    int32_t *dpos = dev_upload(&at, sizeof at);
+    uint16_t *dc[2], *h[2];
+    for (int p = 0; p < 2; p++) dc[p] = dev_alloc(2 * 2 * units); /* K cache, then V cache */
+    if (kv_type == BE_KV_Q8_0) {
+        OK(cuda_kv_store_q8_0_shifted(&g_ctx, dc[0], hs, pos0, dpos, pos0, dx, xs, n_t, nkv, d));
+        OK(cuda_kv_store_q8_0_shifted(&g_ctx, dc[0] + units, hs, pos0, dpos, pos0, dx + n_t * xs, xs, n_t, nkv, d));
+    } else {
+        OK(cuda_kv_store_shifted(&g_ctx, dc[0], hs, pos0, dpos, pos0, dx, xs, n_t, nkv, d));
+        OK(cuda_kv_store_shifted(&g_ctx, dc[0] + units, hs, pos0, dpos, pos0, dx + n_t * xs, xs, n_t, nkv, d));
+    }
+    OK(cuda_kv_store2_shifted(&g_ctx, kv_type, dc[1], dx, xs, dc[1] + units, dx + n_t * xs, xs, hs, pos0, dpos, pos0,
+                              n_t, nkv, d));
+    for (int p = 0; p < 2; p++) {
+        h[p] = malloc(2 * 2 * units);
+        dev_download(h[p], dc[p], 2 * 2 * units);
+    }
+    char name[96];
+    snprintf(name, sizeof name, "kv_store2 (K and V, one launch) = two stores, %s d=%d (bytes)",
+             kv_type == BE_KV_Q8_0 ? "Q8_0" : "F16", d);
+    check_err(name, memcmp(h[0], h[1], 2 * 2 * units) != 0, 0);
+    for (int p = 0; p < 2; p++) {
+        cudaFree(dc[p]); free(h[p]);
+    }
+    cudaFree(dx); cudaFree(dpos); free(x);
+}
 
 static void test_gates(void)
 {
@@ -222,6 +337,14 @@ void test_elementwise_all(void)
     test_rope(2, 64, 256, "rope IMROPE partial 64/256 (qwen35)");
     test_rope(0, 128, 128, "rope NORM (llama)");
     test_kv_store();
+    test_kv_store_q8_0(256, 0);
+    test_kv_store_q8_0(128, 1);
+    test_kv_store_q8_0(64, 0);
+    test_rope2(1);
+    test_rope2(5);
+    test_kv_store2(BE_KV_F16, 256);
+    test_kv_store2(BE_KV_Q8_0, 256);
+    test_kv_store2(BE_KV_Q8_0, 64);
     test_gates();
     test_ssm_conv(1);
     test_ssm_conv(2);

@@ -86,6 +86,7 @@ static void test_matvec_type(uint32_t type, int64_t M, int64_t K, int n_mat, int
         ref_matvec(wf, M, K, xbr, n, 1, NULL, yb_ref);
         free(xbr);
         float *dxb = dev_upload(xb, sizeof(float) * K * n), *dyb = dev_alloc(sizeof(float) * M * n);
+        cuda_ctx_act_invalidate(&g_ctx);
         if (cuda_matmul(&g_ctx, &qw, 0, dxb, n, dyb, &err)) {
             fprintf(stderr, "matmul: %s\n", err.msg);
             exit(2);
@@ -133,8 +134,139 @@ static void test_matvec_type(uint32_t type, int64_t M, int64_t K, int n_mat, int
     free(y);
 }
 
+/* cuda_matmul on n rows with int8 activations (cuda_matvec_nt up to cuda_ctx.mmv_max_rows,
+ * then cuda_mmq on tensor cores): against the reference on rounded activations, and for
+ * the matvec path bit for bit against one-row matvecs of the same rows (a prompt row
+ * gets what a decode step would). */
+static void test_matvec_rows(uint32_t type, int64_t M, int64_t K, int64_t n, uint64_t seed)
+{
+    uint64_t rng = seed;
+    const size_t row_bytes = (size_t)(K / ref_block_elems(type)) * ref_block_bytes(type);
+    uint8_t *w = malloc(row_bytes * M);
+    ref_random_blocks(type, w, K * M, &rng);
+    float *wf = malloc(sizeof(float) * M * K);
+    for (int64_t r = 0; r < M; r++) ref_dequant_row(type, w + r * row_bytes, wf + r * K, K);
+    float *x = malloc(sizeof(float) * K * n), *xr = malloc(sizeof(float) * K * n);
+    for (int64_t i = 0; i < K * n; i++) x[i] = ref_randn(&rng);
+    const int group = cuda_act_group(type);
+    for (int64_t r = 0; r < n; r++) ref_round_act(x + r * K, xr + r * K, K, group);
+    float *yref = malloc(sizeof(float) * M * n), *y = malloc(sizeof(float) * M * n), *y1 = malloc(sizeof(float) * M * n);
+    ref_matvec(wf, M, K, xr, n, 1, NULL, yref);
+    wk_error err = {0};
+    cuda_qweight qw;
+    if (cuda_qw_upload(&g_ctx, &qw, type, w, K, M, row_bytes, 1, row_bytes * M, &err)) {
+        fprintf(stderr, "upload: %s\n", err.msg);
+        exit(2);
+    }
+    float *dx = dev_upload(x, sizeof(float) * K * n), *dy = dev_alloc(sizeof(float) * M * n);
+    int8_t *dxq = dev_alloc(K * n);
+    float *dxd = dev_alloc(sizeof(float) * K / 32 * n);
+    /* dx may reuse the address of a freed input of the same shape: drop the cached
+     * quantized rows (the backend does this after every op that writes memory) */
+    cuda_ctx_act_invalidate(&g_ctx);
+    if (cuda_matmul(&g_ctx, &qw, 0, dx, n, dy, &err)) {
+        fprintf(stderr, "matmul: %s\n", err.msg);
+        exit(2);
+    }
+    dev_download(y, dy, sizeof(float) * M * n);
+    OK(cuda_quantize_act(&g_ctx, dx, n, K, group, dxq, dxd));
+    for (int64_t t = 0; t < n; t++)
+        if (cuda_matvec(&g_ctx, &qw, dxq + t * K, dxd + t * (K / 32), NULL, 1, 1, NULL, dy + t * M, &err)) {
+            fprintf(stderr, "matvec: %s\n", err.msg);
+            exit(2);
+        }
+    dev_download(y1, dy, sizeof(float) * M * n);
+    char name[128];
+    snprintf(name, sizeof name, "matmul int8 rows %s n=%lld M=%lld K=%lld", qt_type_name(type), (long long)n,
+             (long long)M, (long long)K);
+    check_err(name, ref_rel_err(y, yref, M * n), 2e-5);
+    if (n <= g_ctx.mmv_max_rows) {
+        snprintf(name, sizeof name, "matmul int8 rows %s n=%lld = one-row matvecs (bit for bit)", qt_type_name(type),
+                 (long long)n);
+        check_err(name, memcmp(y, y1, sizeof(float) * M * n) ? 1.0 : 0.0, 0.0);
+    } else {
+        snprintf(name, sizeof name, "matmul int8 rows %s n=%lld vs one-row matvecs", qt_type_name(type), (long long)n);
+        check_err(name, ref_rel_err(y, y1, M * n), 2e-5);
+    }
+    cuda_qw_free(&qw);
+    cudaFree(dx);
+    cudaFree(dy);
+    cudaFree(dxq);
+    cudaFree(dxd);
+    free(w);
+    free(wf);
+    free(x);
+    free(xr);
+    free(yref);
+    free(y);
+    free(y1);
+}
+
+/* cuda_matvec_multi on n weights (rows 1, 300, 77, 4100, ...) = cuda_matmul of each, bit for bit. */
+static void test_matvec_multi(uint32_t type, int64_t K, int n, uint64_t seed)
+{
+    uint64_t rng = seed;
+    const size_t row_bytes = (size_t)(K / ref_block_elems(type)) * ref_block_bytes(type);
+    static const int64_t k_m[] = {1, 300, 77, 4100, 33, 8};
+    cuda_qweight qw[6];
+    const cuda_qweight *qp[6];
+    float *dy[6], *dy1[6];
+    int64_t total = 0;
+    wk_error err = {0};
+    for (int i = 0; i < n; i++) {
+        uint8_t *w = malloc(row_bytes * k_m[i]);
+        ref_random_blocks(type, w, K * k_m[i], &rng);
+        if (cuda_qw_upload(&g_ctx, &qw[i], type, w, K, k_m[i], row_bytes, 1, row_bytes * k_m[i], &err)) {
+            fprintf(stderr, "upload: %s\n", err.msg);
+            exit(2);
+        }
+        free(w);
+        qp[i] = &qw[i];
+        dy[i] = dev_alloc(sizeof(float) * k_m[i]);
+        dy1[i] = dev_alloc(sizeof(float) * k_m[i]);
+        total += k_m[i];
+    }
+    float *x = malloc(sizeof(float) * K);
+    for (int64_t i = 0; i < K; i++) x[i] = ref_randn(&rng);
+    float *dx = dev_upload(x, sizeof(float) * K);
+    cuda_ctx_act_invalidate(&g_ctx);
+    OK(cuda_matvec_multi(&g_ctx, qp, dy, n, dx, &err));
+    for (int i = 0; i < n; i++) OK(cuda_matmul(&g_ctx, qp[i], 0, dx, 1, dy1[i], &err));
+    float *a = malloc(sizeof(float) * total), *b = malloc(sizeof(float) * total);
+    for (int i = 0, off = 0; i < n; off += (int)k_m[i], i++) {
+        dev_download(a + off, dy[i], sizeof(float) * k_m[i]);
+        dev_download(b + off, dy1[i], sizeof(float) * k_m[i]);
+    }
+    char name[128];
+    snprintf(name, sizeof name, "matvec %d weights in one launch %s K=%lld (mv_occ %d) = one by one",
+             n, qt_type_name(type), (long long)K, g_ctx.mv_occ);
+    check_err(name, memcmp(a, b, sizeof(float) * total) ? 1.0 : 0.0, 0.0);
+    for (int i = 0; i < n; i++) {
+        cuda_qw_free(&qw[i]);
+        cudaFree(dy[i]);
+        cudaFree(dy1[i]);
+    }
+    cudaFree(dx);
+    free(x); free(a); free(b);
+}
+
 void test_matmul_all(void)
 {
+    static const uint32_t k_qtypes[] = {QT_Q4_K, QT_Q5_K, QT_Q6_K, QT_Q8_0, QT_Q4_0, QT_IQ4_NL};
+    static const int64_t k_rows[] = {2, 5, 8, 13, 64};
+    for (size_t i = 0; i < sizeof k_qtypes / sizeof k_qtypes[0]; i++)
+        for (size_t j = 0; j < sizeof k_rows / sizeof k_rows[0]; j++)
+            test_matvec_rows(k_qtypes[i], j % 2 ? 77 : 160, 2048 + 256 * (int64_t)j, k_rows[j], 700 + 10 * i + j);
+    /* tensor-core int8 products past one 64-row tile, rows past a 64-row block, and (32-element
+     * types) K not a multiple of the 256-element chunk */
+    const int64_t mmq = g_ctx.mmq_max_rows;
+    g_ctx.mmq_max_rows = 1 << 20;
+    for (size_t i = 0; i < sizeof k_qtypes / sizeof k_qtypes[0]; i++) {
+        const int64_t K = cuda_act_group(k_qtypes[i]) == 256 ? 1536 : 1024 + 96;
+        test_matvec_rows(k_qtypes[i], 200, K, 150, 760 + i);
+    }
+    g_ctx.mmq_max_rows = mmq;
+
     for (size_t i = 0; i < sizeof k_types / sizeof k_types[0]; i++) {
         uint32_t t = k_types[i];
         test_matvec_type(t, 333, 2048, 1, 1, 1, 100 + i);
@@ -161,5 +293,24 @@ void test_matmul_all(void)
         test_matvec_type(QT_Q4_K, 37, 17408, 1, 3, 1, 620 + v); /* 3 slots, own x each */
         test_matvec_type(QT_Q4_K, 40, 1024, 5, 6, 3, 630 + v);
     }
+    /* persistent pipelined warps (mv_occ 4: rows up to 4 KiB, 5: any row): M larger than the
+     * machine's warps, so each warp wraps around its buffers several times (mbarrier phases) */
+    for (int v = 4; v <= 5; v++) {
+        g_ctx.mv_occ = v;
+        test_matvec_type(QT_Q4_K, 333, 2048, 1, 1, 1, 640 + v);
+        test_matvec_type(QT_Q4_K, 64, 5120 + 256 * 3, 1, 1, 1, 650 + v);
+        test_matvec_type(QT_Q4_K, 37, 17408, 1, 3, 1, 660 + v); /* several slots: the bulk kernel */
+        test_matvec_type(QT_Q4_K, 40000, 256, 1, 1, 1, 670 + v);
+        test_matvec_type(QT_Q4_K, 9001, 2048, 1, 1, 1, 680 + v);
+    }
+    /* one launch for several weights on one input (segments), every Q4_K variant */
+    for (int v = 0; v <= 5; v++) {
+        g_ctx.mv_occ = v;
+        test_matvec_multi(QT_Q4_K, 5120, 2, 900 + v);
+        test_matvec_multi(QT_Q4_K, 2048, 4, 910 + v);
+    }
     g_ctx.mv_occ = occ;
+    test_matvec_multi(QT_Q6_K, 2048, 3, 920);
+    test_matvec_multi(QT_Q8_0, 1024, 4, 921);
+    test_matvec_multi(QT_IQ4_NL, 1024, 6, 922); /* two launches */
 }

@@ -1,5 +1,5 @@
-/* Flash attention over an F16 KV cache, causal, GQA, with the block-sparse
- * approximate policy (cuda_attn_mask).
+/* Flash attention over an F16 or Q8_0 KV cache, causal, GQA, with the
+ * block-sparse approximate policy (cuda_attn_mask).
  *
  * Prefill: a block of 4 warps owns 64 queries of one head and walks 64-key
  * tiles; S = Q·Kᵀ and O += P·V run on tensor cores (mma.sync m16n8k16, F16
@@ -10,7 +10,13 @@
  * Decode (a few queries): split-K. Each block takes one (query, kv head,
  * chunk of keys), serves all query heads of the group from one read of the
  * chunk, and leaves (max, sum, unnormalized output); a second pass merges the
- * chunks. */
+ * chunks. Both are launched with launch_k (programmatic dependent launch).
+ *
+ * Q8_0 caches (rows of 34-byte blocks: F16 scale, 32 int8 codes) go through
+ * the same kernels, instantiated per KV type: prefill copies a tile's raw
+ * blocks into the end of its F16 tile and expands them in place (code × scale
+ * rounded once to F16); decode turns each lane's values into F32 code × scale,
+ * exactly the CPU backend's dequantization. */
 #include <math.h>
 
 #include "backend/cuda/cuda_common.cuh"
@@ -69,6 +75,9 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t *r, const void *smem)
                  : "r"(s));
 }
 
+/* Q8_0 row geometry: bytes per row of D values */
+#define Q8_ROW_BYTES(D) ((D) / 32 * 34)
+
 template <int D>
 __device__ __forceinline__ void fa_load_tile(__half *dst, const uint16_t *src, int k0, int n_kv)
 {
@@ -82,7 +91,91 @@ __device__ __forceinline__ void fa_load_tile(__half *dst, const uint16_t *src, i
     }
 }
 
+__device__ __forceinline__ void cp_async4(void *smem, const void *gmem, bool valid)
+{
+    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    int n = valid ? 4 : 0;
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
+}
+__device__ __forceinline__ void cp_async16_n(void *smem, const void *gmem, int n) /* n < 16: rest zero-filled */
+{
+    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
+}
+
+/* Where a tile's raw Q8_0 rows sit in its F16 tile: at the end, so that F16
+ * row r (ending at byte r·2·LD + 2·D) never reaches raw row r + 1 (starting
+ * at RAW_OFF + (r+1)·R): expanding rows in increasing order overwrites
+ * only raw rows already read. */
+template <int D> struct q8_tile {
+    static constexpr int R = Q8_ROW_BYTES(D);
+    static constexpr int BYTES = FA_BK * R; /* one tile's rows: contiguous in the cache */
+    static constexpr int RAW_OFF = FA_BK * (D + 8) * 2 - BYTES;
+    static_assert(RAW_OFF % 16 == 0, "raw Q8_0 tile must be 16-byte aligned in shared memory");
+};
+
+/* Starts the copy of keys [k0, k0 + 64) of one head's Q8_0 rows to the end of
+ * the F16 tile dst; rows from n_kv on come out as zeros (scale 0). 64 rows
+ * start at a multiple of 16 bytes from the head, so 16-byte copies serve
+ * heads that start 16-byte aligned; other heads (Q8_0 head strides need not
+ * be multiples of 8 units) take 4-byte copies (rows are multiples of 4 bytes). */
 template <int D>
+__device__ __forceinline__ void fa_load_tile_q8(__half *dst, const uint16_t *head, int k0, int n_kv)
+{
+    using T = q8_tile<D>;
+    unsigned char *raw = (unsigned char *)dst + T::RAW_OFF;
+    const unsigned char *src = (const unsigned char *)head + (size_t)k0 * T::R;
+    const int valid = min(n_kv - k0, FA_BK) * T::R; /* bytes of rows < n_kv */
+    if (((uintptr_t)src & 15) == 0) {
+        for (int o = threadIdx.x * 16; o < T::BYTES; o += FA_WARPS * 32 * 16)
+            cp_async16_n(raw + o, src + (o < valid ? o : 0), max(0, min(16, valid - o)));
+    } else {
+        for (int o = threadIdx.x * 4; o < T::BYTES; o += FA_WARPS * 32 * 4)
+            cp_async4(raw + o, src + (o < valid ? o : 0), o < valid);
+    }
+}
+
+/* Expands the raw Q8_0 rows (fa_load_tile_q8, landed) into F16 rows in place.
+ * Passes of ROWS rows: each thread reads and converts its 8-value chunks, the
+ * block waits, then writes them; by q8_tile's layout a pass writes only over
+ * raw rows of its own or earlier passes. Ends without a barrier. */
+template <int D>
+__device__ __forceinline__ void fa_expand_tile_q8(__half *tile)
+{
+    using T = q8_tile<D>;
+    constexpr int LD = D + 8, CHUNKS = D / 8;
+    constexpr int PER_THREAD = 4;                               /* chunks per thread and pass */
+    constexpr int ROWS = FA_WARPS * 32 * PER_THREAD / CHUNKS; /* 64, 32, 16 rows at d = 64, 128, 256 */
+    const unsigned char *raw = (const unsigned char *)tile + T::RAW_OFF;
+#pragma unroll
+    for (int r0 = 0; r0 < FA_BK; r0 += ROWS) {
+        uint4 h[PER_THREAD];
+#pragma unroll
+        for (int i = 0; i < PER_THREAD; i++) {
+            const int c = threadIdx.x + i * FA_WARPS * 32;
+            const int r = r0 + c / CHUNKS, col = (c % CHUNKS) * 8;
+            const unsigned char *blk = raw + r * T::R + col / 32 * 34;
+            const float sc = h2f(*(const uint16_t *)blk);
+            const uint16_t *q = (const uint16_t *)(blk + 2 + col % 32); /* 2-byte aligned only */
+            uint32_t w[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const uint16_t b = q[e];
+                w[e] = pack_half2(sc * (float)(int8_t)(b & 0xff), sc * (float)(int8_t)(b >> 8));
+            }
+            h[i] = make_uint4(w[0], w[1], w[2], w[3]);
+        }
+        __syncthreads(); /* every raw byte of these rows read before any is overwritten */
+#pragma unroll
+        for (int i = 0; i < PER_THREAD; i++) {
+            const int c = threadIdx.x + i * FA_WARPS * 32;
+            const int r = r0 + c / CHUNKS, col = (c % CHUNKS) * 8;
+            *(uint4 *)(tile + r * LD + col) = h[i];
+        }
+    }
+}
+
+template <int D, int KV>
 __global__ void __launch_bounds__(FA_WARPS * 32)
 fa_prefill_kernel(const cuda_attn a, float qscale)
 {
@@ -126,12 +219,23 @@ fa_prefill_kernel(const cuda_attn a, float qscale)
     for (int k0 = 0; k0 < k_end; k0 += FA_BK) {
         if (!tile_needed(a.mask, p0, p1, k0, k0 + FA_BK - 1)) continue;
         __syncthreads(); /* previous tile's V reads done before K/V are overwritten */
-        fa_load_tile<D>(Ks, kh, k0, a.n_kv);
-        cp_async_commit();
-        fa_load_tile<D>(Vs, vh, k0, a.n_kv);
-        cp_async_commit();
+        if constexpr (KV == CUDA_KV_F16) {
+            fa_load_tile<D>(Ks, kh, k0, a.n_kv);
+            cp_async_commit();
+            fa_load_tile<D>(Vs, vh, k0, a.n_kv);
+            cp_async_commit();
+        } else {
+            fa_load_tile_q8<D>(Ks, kh, k0, a.n_kv);
+            cp_async_commit();
+            fa_load_tile_q8<D>(Vs, vh, k0, a.n_kv);
+            cp_async_commit();
+        }
         asm volatile("cp.async.wait_group 1;\n" ::); /* K landed; V still in flight */
         __syncthreads();
+        if constexpr (KV == CUDA_KV_Q8_0) {
+            fa_expand_tile_q8<D>(Ks);
+            __syncthreads();
+        }
 
         /* S = Q Kᵀ for this warp's 16 rows × 64 keys */
         float s[8][4];
@@ -195,6 +299,10 @@ fa_prefill_kernel(const cuda_attn a, float qscale)
 
         cp_async_wait_all();
         __syncthreads();
+        if constexpr (KV == CUDA_KV_Q8_0) {
+            fa_expand_tile_q8<D>(Vs);
+            __syncthreads();
+        }
 
         /* O += P V: P from registers (C layout → A layout), V via ldmatrix.trans */
 #pragma unroll
@@ -239,7 +347,51 @@ fa_prefill_kernel(const cuda_attn a, float qscale)
 #define FD_CHUNK 128 /* keys per sub-chunk of a block: keeps static shared memory under 48 KB at d = 256 */
 #define FD_MAXG 8    /* query heads per kv head */
 
-template <int D>
+/* Values lane·E .. lane·E + E-1 of cache row j of a head, as F32. Q8_0: code ×
+ * scale in F32 (exact: 8 × 11 significant bits), as the CPU backend expands rows. */
+template <int D, int KV>
+__device__ __forceinline__ void fd_load_row(float *f, const uint16_t *head, int j, int lane)
+{
+    constexpr int E = D / 32;
+    if constexpr (KV == CUDA_KV_F16) {
+        const uint16_t *r = head + (size_t)j * D + lane * E;
+#pragma unroll
+        for (int e = 0; e < E; e += 2) {
+            float2 v = __half22float2(*(const __half2 *)(r + e));
+            f[e] = v.x;
+            f[e + 1] = v.y;
+        }
+    } else {
+        const int c = lane * E; /* E <= 8 values: all in one 32-value block */
+        const unsigned char *blk = (const unsigned char *)head + (size_t)j * Q8_ROW_BYTES(D) + c / 32 * 34;
+        const float sc = h2f(*(const uint16_t *)blk);
+        const unsigned char *codes = blk + 2 + c % 32; /* 2-byte aligned only */
+        if constexpr (E == 2) {
+            const uint16_t b = *(const uint16_t *)codes;
+            f[0] = sc * (float)(int8_t)(b & 0xff);
+            f[1] = sc * (float)(int8_t)(b >> 8);
+        } else {
+            /* E/4 + 1 aligned words starting 4 bytes (odd blocks: codes 4-byte
+             * aligned) or 2 bytes (even blocks) before the codes. Rows start and
+             * end 4-byte aligned and block b starts at byte 34·b, so the words
+             * stay in the row: an odd block has a block before it, and an even
+             * block never ends the row. */
+            const uintptr_t a0 = (uintptr_t)codes;
+            const uint32_t *w = (const uint32_t *)((a0 - 2) & ~(uintptr_t)3);
+            const unsigned sh = (unsigned)(a0 - (uintptr_t)w) * 8; /* 16 or 32 */
+            uint32_t u[E / 4 + 1];
+#pragma unroll
+            for (int i = 0; i <= E / 4; i++) u[i] = w[i];
+#pragma unroll
+            for (int e = 0; e < E; e++) {
+                const uint32_t x = __funnelshift_rc(u[e / 4], u[e / 4 + 1], sh);
+                f[e] = sc * (float)(int8_t)((x >> (8 * (e % 4))) & 0xff);
+            }
+        }
+    }
+}
+
+template <int D, int KV>
 __global__ void __launch_bounds__(FD_WARPS * 32)
 fa_decode_kernel(const cuda_attn a, float qscale, int n_split, int split_len, float *part_o, float *part_ml)
 {
@@ -248,6 +400,7 @@ fa_decode_kernel(const cuda_attn a, float qscale, int n_split, int split_len, fl
     __shared__ float sc[FD_MAXG][FD_CHUNK];
     __shared__ float red[FD_WARPS][FD_MAXG][D];
     __shared__ float m_run[FD_MAXG], l_run[FD_MAXG], corr_s[FD_MAXG];
+    pdl_enter(); /* launch_k: q, the cache rows and the position come from earlier kernels */
 
     const int split = blockIdx.x, g_kv = blockIdx.y, qi = blockIdx.z;
     const int G = a.n_head / a.n_head_kv;
@@ -290,13 +443,7 @@ fa_decode_kernel(const cuda_attn a, float qscale, int n_split, int split_len, fl
 #pragma unroll 2
         for (int j = j0 + warp; j < j1; j += FD_WARPS) {
             float kf[E];
-            const uint16_t *kr = kh + (size_t)j * D + lane * E;
-#pragma unroll
-            for (int e = 0; e < E; e += 2) {
-                float2 f = __half22float2(*(const __half2 *)(kr + e));
-                kf[e] = f.x;
-                kf[e + 1] = f.y;
-            }
+            fd_load_row<D, KV>(kf, kh, j, lane);
             const bool ok = mask_allows(mask, p, j);
 #pragma unroll
             for (int g = 0; g < FD_MAXG; g++) {
@@ -340,13 +487,7 @@ fa_decode_kernel(const cuda_attn a, float qscale, int n_split, int split_len, fl
 #pragma unroll 2
         for (int j = j0 + warp; j < j1; j += FD_WARPS) {
             float vf[E];
-            const uint16_t *vr = vh + (size_t)j * D + lane * E;
-#pragma unroll
-            for (int e = 0; e < E; e += 2) {
-                float2 f = __half22float2(*(const __half2 *)(vr + e));
-                vf[e] = f.x;
-                vf[e + 1] = f.y;
-            }
+            fd_load_row<D, KV>(vf, vh, j, lane);
 #pragma unroll
             for (int g = 0; g < FD_MAXG; g++) {
                 if (g >= G) break;
@@ -382,6 +523,7 @@ fa_decode_kernel(const cuda_attn a, float qscale, int n_split, int split_len, fl
 __global__ void fa_combine_kernel(const cuda_attn a, int n_split, int D, const float *part_o,
                                   const float *part_ml)
 {
+    pdl_enter();
     const int h = blockIdx.x, qi = blockIdx.y;
     const size_t base = ((size_t)qi * a.n_head + h) * n_split;
     float M = -INFINITY;
@@ -404,19 +546,23 @@ __global__ void fa_combine_kernel(const cuda_attn a, int n_split, int D, const f
 
 /* ---- entry points --------------------------------------------------------------------- */
 
-template <int D> static int fa_prefill(cuda_ctx *c, const cuda_attn *a, wk_error *err)
+template <int D, int KV> static int fa_prefill(cuda_ctx *c, const cuda_attn *a, wk_error *err)
 {
-    const size_t smem = (size_t)(FA_BQ + 2 * FA_BK) * (D + 8) * sizeof(__half);
-    cudaError_t e = cudaFuncSetAttribute(fa_prefill_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    const size_t smem = (size_t)(FA_BQ + 2 * FA_BK) * (D + 8) * sizeof(__half); /* Q8_0 stages in the F16 tiles */
+    cudaError_t e =
+        cudaFuncSetAttribute(fa_prefill_kernel<D, KV>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return cu_fail(err, e, "attention: shared memory limit");
     dim3 grid((a->n_q + FA_BQ - 1) / FA_BQ, a->n_head);
-    fa_prefill_kernel<D><<<grid, FA_WARPS * 32, smem, c->stream>>>(*a, a->scale * LOG2E);
+    fa_prefill_kernel<D, KV><<<grid, FA_WARPS * 32, smem, c->stream>>>(*a, a->scale * LOG2E);
     CU_CHECK_LAUNCH(err, "attention (prefill)");
     return 0;
 }
 
-template <int D> static int fa_decode(cuda_ctx *c, const cuda_attn *a, wk_error *err)
+template <int D, int KV> static int fa_decode(cuda_ctx *c, const cuda_attn *a, wk_error *err)
 {
+    /* tensor cores (attention_decode.cu) unless switched off or G > 16 */
+    const int tc = cuda_attn_decode_tc(c, a, err);
+    if (tc <= 0) return tc;
     const int G = a->n_head / a->n_head_kv;
     if (G > FD_MAXG)
         return wk_fail(err, WK_EUNSUPPORTED, "attention: %d query heads per kv head (decode kernel takes %d)", G,
@@ -437,12 +583,23 @@ template <int D> static int fa_decode(cuda_ctx *c, const cuda_attn *a, wk_error 
     if (rc) return rc;
     float *part_o = (float *)scr, *part_ml = part_o + rows * D;
     dim3 grid(n_split, a->n_head_kv, a->n_q);
-    fa_decode_kernel<D><<<grid, FD_WARPS * 32, 0, c->stream>>>(*a, a->scale * LOG2E, n_split, split_len, part_o,
-                                                                part_ml);
+    launch_k(c, fa_decode_kernel<D, KV>, grid, FD_WARPS * 32, 0, *a, a->scale * LOG2E, n_split, split_len, part_o,
+             part_ml);
     CU_CHECK_LAUNCH(err, "attention (decode)");
-    fa_combine_kernel<<<dim3(a->n_head, a->n_q), D, 0, c->stream>>>(*a, n_split, D, part_o, part_ml);
+    launch_k(c, fa_combine_kernel, dim3(a->n_head, a->n_q), D, 0, *a, n_split, D, (const float *)part_o,
+             (const float *)part_ml);
     CU_CHECK_LAUNCH(err, "attention (combine)");
     return 0;
+}
+
+template <int KV> static int fa_run(cuda_ctx *c, const cuda_attn *a, int path, wk_error *err)
+{
+    switch (a->d) {
+    case 64: return path == 1 ? fa_decode<64, KV>(c, a, err) : fa_prefill<64, KV>(c, a, err);
+    case 128: return path == 1 ? fa_decode<128, KV>(c, a, err) : fa_prefill<128, KV>(c, a, err);
+    case 256: return path == 1 ? fa_decode<256, KV>(c, a, err) : fa_prefill<256, KV>(c, a, err);
+    default: return wk_fail(err, WK_EUNSUPPORTED, "attention: head dim %d (kernels take 64, 128, 256)", a->d);
+    }
 }
 
 extern "C" int cuda_attention_path(cuda_ctx *c, const cuda_attn *a, int path, wk_error *err)
@@ -454,17 +611,18 @@ extern "C" int cuda_attention_path(cuda_ctx *c, const cuda_attn *a, int path, wk
     if (a->q_pos0 < 0 || a->q_pos0 + a->n_q > a->n_kv)
         return wk_fail(err, WK_EINVAL, "attention: queries at %d..%d beyond %d cached keys", a->q_pos0,
                        a->q_pos0 + a->n_q - 1, a->n_kv);
-    if (a->kv_head_stride % 8)
+    if (a->kv_type != CUDA_KV_F16 && a->kv_type != CUDA_KV_Q8_0)
+        return wk_fail(err, WK_EUNSUPPORTED, "attention: KV cache type %d", a->kv_type);
+    if (a->kv_type == CUDA_KV_F16 && a->kv_head_stride % 8)
         return wk_fail(err, WK_EINVAL, "attention: kv head stride %zu not a multiple of 8", a->kv_head_stride);
+    /* Q8_0 rows are multiples of 4 bytes; prefill copies and decode loads take 4-byte words */
+    if (a->kv_type == CUDA_KV_Q8_0 && (a->kv_head_stride % 2 || ((uintptr_t)a->k | (uintptr_t)a->v) % 4))
+        return wk_fail(err, WK_EINVAL, "attention: Q8_0 cache heads not 4-byte aligned (head stride %zu)",
+                       a->kv_head_stride);
     if (path == 0) path = a->n_q <= 8 ? 1 : 2;
     if (a->pos_dev && path != 1)
         return wk_fail(err, WK_EINVAL, "attention: device positions are for the decode kernel (%d queries)", a->n_q);
-    switch (a->d) {
-    case 64: return path == 1 ? fa_decode<64>(c, a, err) : fa_prefill<64>(c, a, err);
-    case 128: return path == 1 ? fa_decode<128>(c, a, err) : fa_prefill<128>(c, a, err);
-    case 256: return path == 1 ? fa_decode<256>(c, a, err) : fa_prefill<256>(c, a, err);
-    default: return wk_fail(err, WK_EUNSUPPORTED, "attention: head dim %d (kernels take 64, 128, 256)", a->d);
-    }
+    return a->kv_type == CUDA_KV_Q8_0 ? fa_run<CUDA_KV_Q8_0>(c, a, path, err) : fa_run<CUDA_KV_F16>(c, a, path, err);
 }
 
 extern "C" int cuda_attention(cuda_ctx *c, const cuda_attn *a, wk_error *err)

@@ -10,6 +10,7 @@
  * stream. Everything runs in order on one stream; be_to_host synchronizes. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "backend/cuda/cuda_common.cuh"
 
@@ -69,6 +70,9 @@ typedef struct step_graphs {
     int unsynced;     /* a graph was launched and nothing waited for it yet */
     int failures;
     long captured, replayed, redone;
+    /* replayed steps, host seconds: from be_cuda_step_begin to the graph launch (the
+     * forward pass walked for its signature while the GPU idles) and in cudaGraphLaunch */
+    double t_begin, walk_s, launch_s;
     graph_ent ents[G_SLOTS];
 } step_graphs;
 
@@ -88,6 +92,12 @@ typedef struct cuda_be {
     int err_code; /* first failure of a void op */
     char err_msg[WK_ERROR_MSG_CAP];
     step_graphs g;
+    uint32_t skip_ops; /* WICK_CUDA_SKIP: op kinds never launched (timing studies only) */
+    /* large copies to pageable host memory go through a pinned buffer (WICK_CUDA_STAGE=0: direct) */
+    int stage_to_host;
+    void *host_stage;
+    size_t host_stage_bytes;
+    struct { int mv_occ, mv_multi, pdl, stage_to_host; uint32_t skip_ops; } start; /* for be_cuda_tune(NULL) */
     /* a decode step's residual add, held back until the next op: when that
      * op is the RMSNorm of its sum, both run as one kernel */
     struct {
@@ -96,6 +106,27 @@ typedef struct cuda_be {
         const float *a, *b;
         int64_t n;
     } pend;
+    /* likewise a RoPE (a layer's q), joined by the next op when that is a RoPE with the same
+     * cache (its k): one kernel for both (cuda_rope2) */
+    struct {
+        int on, mode, n_rot;
+        float *x;
+        int64_t n_t;
+        size_t t_stride;
+        int32_t n_head, head_stride;
+        const float *cs;
+    } pend_rope;
+    /* and a KV store (K), joined by the V store of the same shape and position (cuda_kv_store2_shifted) */
+    struct {
+        int on, kv_type;
+        uint16_t *cache;
+        size_t head_stride, x_stride;
+        int32_t pos0, pos_ref, n_head_kv, d;
+        const int32_t *pos_dev;
+        const float *x;
+        int64_t n_t;
+    } pend_kv;
+    /* at most one of pend, pend_rope, pend_kv is on at a time: every op flushes it or joins it */
 } cuda_be;
 
 /* Every op starts here. The CUDA runtime's current device is per host thread
@@ -116,9 +147,34 @@ static void keep_launch(cuda_be *b, int rc, const char *what);
 /* Launches the held-back add (cb_add), if any. */
 static void pend_flush(cuda_be *b)
 {
-    if (!b->pend.on) return;
-    b->pend.on = 0;
-    keep_launch(b, cuda_add(&b->ctx, b->pend.y, b->pend.a, b->pend.b, b->pend.n), "add");
+    if (b->pend.on) {
+        b->pend.on = 0;
+        keep_launch(b, cuda_add(&b->ctx, b->pend.y, b->pend.a, b->pend.b, b->pend.n), "add");
+    }
+    if (b->pend_rope.on) {
+        b->pend_rope.on = 0;
+        keep_launch(b, cuda_rope(&b->ctx, b->pend_rope.x, b->pend_rope.n_t, b->pend_rope.t_stride, b->pend_rope.n_head,
+                                 b->pend_rope.head_stride, b->pend_rope.cs, b->pend_rope.mode, b->pend_rope.n_rot),
+                    "rope");
+    }
+    if (b->pend_kv.on) {
+        b->pend_kv.on = 0;
+        const auto &k = b->pend_kv;
+        keep_launch(b,
+                    k.kv_type == CUDA_KV_Q8_0
+                        ? cuda_kv_store_q8_0_shifted(&b->ctx, k.cache, k.head_stride, k.pos0, k.pos_dev, k.pos_ref, k.x,
+                                                     k.x_stride, k.n_t, k.n_head_kv, k.d)
+                        : cuda_kv_store_shifted(&b->ctx, k.cache, k.head_stride, k.pos0, k.pos_dev, k.pos_ref, k.x,
+                                                k.x_stride, k.n_t, k.n_head_kv, k.d),
+                    k.kv_type == CUDA_KV_Q8_0 ? "kv_store_q8_0" : "kv_store");
+    }
+}
+
+/* Whether byte ranges [a, a + na) and [c, c + nc) share a byte. */
+static bool spans_overlap(const void *a, size_t na, const void *c, size_t nc)
+{
+    const uintptr_t x = (uintptr_t)a, y = (uintptr_t)c;
+    return x < y + nc && y < x + na;
 }
 
 /* Every op but RMSNorm starts here (RMSNorm may fuse the held-back add). */
@@ -150,8 +206,40 @@ static void keep_launch(cuda_be *b, int rc, const char *what)
 enum {
     OP_FROM_HOST = 1, OP_MATMUL, OP_GET_ROWS, OP_RMS_NORM, OP_ROPE_CACHE, OP_ROPE, OP_KV_STORE, OP_ATTENTION,
     OP_SSM_CONV, OP_GDN, OP_MOE_ROUTE, OP_MOE_FFN, OP_ADD, OP_ADD_BIAS, OP_SWIGLU, OP_MUL_SIGMOID, OP_MUL_SILU,
-    OP_ADD_SCALED_SIGMOID,
+    OP_ADD_SCALED_SIGMOID, OP_KV_STORE_Q8_0,
 };
+
+/* WICK_CUDA_SKIP=op[,op...] (matmul, attention, gdn, ssm_conv, rms_norm, rope, kv_store,
+ * add, swiglu, mul_sigmoid, mul_silu, moe): those ops launch nothing, so a benchmark's
+ * time drops by what they cost in the pipeline. The results are wrong: timing only.
+ * Writes what it understood to stderr. */
+static uint32_t skip_ops_of(const char *list)
+{
+    static const struct { const char *name; int op; } k_ops[] = {
+        {"matmul", OP_MATMUL}, {"attention", OP_ATTENTION}, {"gdn", OP_GDN}, {"ssm_conv", OP_SSM_CONV},
+        {"rms_norm", OP_RMS_NORM}, {"rope", OP_ROPE}, {"kv_store", OP_KV_STORE}, {"add", OP_ADD},
+        {"swiglu", OP_SWIGLU}, {"mul_sigmoid", OP_MUL_SIGMOID}, {"mul_silu", OP_MUL_SILU}, {"moe", OP_MOE_FFN},
+    };
+    uint32_t m = 0;
+    for (const char *p = list; p && *p;) {
+        const size_t n = strcspn(p, ",");
+        size_t i = 0;
+        while (i < sizeof k_ops / sizeof k_ops[0] && (strlen(k_ops[i].name) != n || strncmp(p, k_ops[i].name, n)))
+            i++;
+        if (i < sizeof k_ops / sizeof k_ops[0]) m |= 1u << k_ops[i].op;
+        else fprintf(stderr, "wick: WICK_CUDA_SKIP: unknown op '%.*s' ignored\n", (int)n, p);
+        p += n + (p[n] == ',');
+    }
+    if (m) fprintf(stderr, "wick: WICK_CUDA_SKIP=%s: those ops are not run (timing only, results are wrong)\n", list);
+    return m;
+}
+
+static double host_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 static inline uint64_t g_word(const void *p) { return (uint64_t)(uintptr_t)p; }
 static inline uint64_t g_word(float f)
@@ -167,6 +255,7 @@ template <typename T> static inline uint64_t g_word(T v) { return (uint64_t)v; }
  * and will be run again op by op. */
 template <typename... A> static bool g_skip(cuda_be *b, int op, A... args)
 {
+    if (b->skip_ops >> op & 1) return true;
     step_graphs *g = &b->g;
     if (g->mode == G_OFF) return false;
     if (g->mode == G_FAILED) return true;
@@ -233,11 +322,15 @@ static void g_launch(cuda_be *b)
         g->captured++;
         g->unsynced = 1;
     } else if (g->mode == G_REPLAY) {
+        const double t0 = host_s();
         if (g->sig != e->sig || cudaGraphLaunch(e->exec, b->ctx.stream) != cudaSuccess) {
             cudaGetLastError();
             g_fail(b);
             return;
         }
+        const double t1 = host_s();
+        g->walk_s += t0 - g->t_begin;
+        g->launch_s += t1 - t0;
         g->replayed++;
         g->unsynced = 1;
         cuda_ctx_act_invalidate(&b->ctx); /* the skipped matmuls did not track the cached activations */
@@ -321,6 +414,10 @@ static void cb_copy(be_backend *be, void *dst, const void *src, size_t bytes, cu
     }
 }
 
+/* Copies of at least this many bytes to pageable host memory (a step's logits) go
+ * through the pinned buffer: the runtime's own path for pageable memory is slower. */
+#define HOST_STAGE_MIN (64 << 10)
+
 static void cb_to_host(be_backend *be, void *dst, const void *src, size_t bytes)
 {
     cuda_be *b = cb_of(be);
@@ -328,7 +425,22 @@ static void cb_to_host(be_backend *be, void *dst, const void *src, size_t bytes)
         g_launch(b); /* the step's result: run its graph first */
         if (b->g.mode == G_FAILED) return;
     }
-    cb_copy(be, dst, src, bytes, is_device(b, src) ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
+    const bool dev = is_device(b, src);
+    if (dev && b->stage_to_host && bytes >= HOST_STAGE_MIN) {
+        if (bytes > b->host_stage_bytes) {
+            if (b->host_stage) cudaFreeHost(b->host_stage); /* the stream is synchronized after each copy */
+            b->host_stage = NULL;
+            b->host_stage_bytes = 0;
+            if (cudaHostAlloc(&b->host_stage, bytes, cudaHostAllocDefault) == cudaSuccess) b->host_stage_bytes = bytes;
+            else cudaGetLastError(); /* no pinned memory: copy directly */
+        }
+        if (b->host_stage) {
+            cb_copy(be, b->host_stage, src, bytes, cudaMemcpyDeviceToHost);
+            memcpy(dst, b->host_stage, bytes);
+            return;
+        }
+    }
+    cb_copy(be, dst, src, bytes, dev ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
 }
 
 static void cb_from_host(be_backend *be, void *dst, const void *src, size_t bytes)
@@ -531,6 +643,50 @@ static int cb_matmul(be_backend *be, const be_weight *w, const float *x, int64_t
     return rc;
 }
 
+/* A decode step's products on one input (q/k/v, gate/up, the DeltaNet projections):
+ * consecutive weights of one quantized type and width run as one launch
+ * (cuda_matvec_multi; same results as one by one). Batches of several rows, or
+ * with WICK_CUDA_MULTI=0, go through cb_matmul weight by weight. */
+static int cb_matmul_multi(be_backend *be, const be_weight *const *w, int n, const float *x, int64_t n_rows,
+                           float *const *y, wk_error *err)
+{
+    cuda_be *b = cb_of(be);
+    if (n_rows != 1 || !b->ctx.mv_multi) {
+        for (int i = 0; i < n; i++) {
+            int rc = cb_matmul(be, w[i], x, n_rows, y[i], err);
+            if (rc) return rc;
+        }
+        return 0;
+    }
+    if (take_error(b, err)) return err->code;
+    bool skip = false;
+    for (int i = 0; i < n; i++) skip = g_skip(b, OP_MATMUL, w[i]->data, x, n_rows, y[i]); /* as cb_matmul would */
+    if (skip) return 0;
+    const cuda_qweight *dw[8];
+    if (n > 8) return wk_fail(err, WK_EINVAL, "cuda: %d products on one input (8 at most)", n);
+    for (int i = 0; i < n; i++) {
+        dw[i] = dev_weight(b, w[i], err);
+        if (!dw[i]) return err->code ? err->code : WK_EIO;
+    }
+    int rc = 0;
+    for (int i = 0; i < n && !rc;) {
+        int j = i + 1;
+        const bool quant = dw[i]->type != QT_F32 && dw[i]->type != QT_F16 && dw[i]->type != QT_BF16;
+        while (quant && j < n && dw[j]->type == dw[i]->type && dw[j]->cols == dw[i]->cols &&
+               dw[j]->row_bytes == dw[i]->row_bytes)
+            j++;
+        rc = j - i > 1 ? cuda_matvec_multi(&b->ctx, dw + i, y + i, j - i, x, err)
+                       : cuda_matmul(&b->ctx, dw[i], 0, x, 1, y[i], err);
+        for (int k = i; k < j; k++) { /* y overlapping the cached rows would make them stale */
+            const float *cx = b->ctx.actq_x;
+            if (cx && y[k] < cx + b->ctx.actq_n * b->ctx.actq_K && cx < y[k] + dw[k]->rows)
+                cuda_ctx_act_invalidate(&b->ctx);
+        }
+        i = j;
+    }
+    return rc;
+}
+
 static int cb_get_rows(be_backend *be, const be_weight *w, const int32_t *ids, int64_t n, float *y, wk_error *err)
 {
     cuda_be *b = cb_of(be);
@@ -549,7 +705,10 @@ static void cb_rms_norm(be_backend *be, float *y, size_t y_stride, const float *
 {
     cuda_be *b = cb_raw(be);
     cuda_ctx_act_invalidate(&b->ctx); /* may write rows a cached activation came from */
-    if (g_skip(b, OP_RMS_NORM, y, y_stride, x, x_stride, n_rows, n, w, eps)) return;
+    if (g_skip(b, OP_RMS_NORM, y, y_stride, x, x_stride, n_rows, n, w, eps)) {
+        pend_flush(b);
+        return;
+    }
     if (b->pend.on && b->pend.y == x && b->pend.n == n_rows * n && x_stride == (size_t)n && y_stride == (size_t)n &&
         x != y && n_rows <= CUDA_MATVEC_MAX_ROWS) {
         /* the residual add just before: one kernel for both */
@@ -590,22 +749,92 @@ static void cb_rope_cache(be_backend *be, float *cs, const int32_t *pos, int64_t
 static void cb_rope(be_backend *be, float *x, int64_t n_t, size_t t_stride, int32_t n_head, int32_t head_stride,
                     const float *cs, const be_rope_params *p)
 {
-    cuda_be *b = cb_of(be);
-    if (g_skip(b, OP_ROPE, x, n_t, t_stride, n_head, head_stride, cs, (int)p->mode, p->n_rot)) return;
-    keep_launch(b, cuda_rope(&b->ctx, x, n_t, t_stride, n_head, head_stride, cs, p->mode == BE_ROPE_NORM ? 0 : 1, p->n_rot),
-                "rope");
+    cuda_be *b = cb_raw(be); /* a RoPE held back just before may join this one */
+    if (g_skip(b, OP_ROPE, x, n_t, t_stride, n_head, head_stride, cs, (int)p->mode, p->n_rot)) {
+        pend_flush(b);
+        return;
+    }
+    const int mode = p->mode == BE_ROPE_NORM ? 0 : 1;
+    /* floats from a tensor's first rotated value to its last */
+    const size_t span = n_t > 0 && n_head > 0 ? ((size_t)(n_t - 1) * t_stride + (size_t)(n_head - 1) * head_stride +
+                                                 (size_t)p->n_rot) * sizeof(float) : 0;
+    const auto &r = b->pend_rope;
+    if (r.on && r.cs == cs && r.n_t == n_t && r.mode == mode && r.n_rot == p->n_rot &&
+        !spans_overlap(x, span,  r.x, ((size_t)(r.n_t - 1) * r.t_stride + (size_t)(r.n_head - 1) * r.head_stride +
+                                       (size_t)r.n_rot) * sizeof(float))) {
+        b->pend_rope.on = 0;
+        keep_launch(b, cuda_rope2(&b->ctx, r.x, r.t_stride, r.n_head, r.head_stride, x, t_stride, n_head, head_stride,
+                                  n_t, cs, mode, p->n_rot),
+                    "rope (two tensors)");
+        return;
+    }
+    pend_flush(b);
+    if (b->ctx.fuse_act && span > 0) { /* hold it: the next op may be the other tensor's RoPE */
+        b->pend_rope = {1, mode, p->n_rot, x, n_t, t_stride, n_head, head_stride, cs};
+        return;
+    }
+    keep_launch(b, cuda_rope(&b->ctx, x, n_t, t_stride, n_head, head_stride, cs, mode, p->n_rot), "rope");
+}
+
+/* cb_kv_store and cb_kv_store_q8_0: the K store is held back (fusions on), and the V store
+ * that follows with the same type, shape and position runs with it as one kernel. */
+static void kv_store_op(be_backend *be, int kv_type, uint16_t *cache, size_t head_stride, int32_t pos0,
+                        const float *x, size_t x_stride, int64_t n_t, int32_t n_head_kv, int32_t d)
+{
+    cuda_be *b = cb_raw(be);
+    cuda_ctx_act_invalidate(&b->ctx); /* may write rows a cached activation came from */
+    const bool q8 = kv_type == CUDA_KV_Q8_0;
+    if (g_skip(b, q8 ? OP_KV_STORE_Q8_0 : OP_KV_STORE, cache, head_stride, pos0 - b->g.pos, x, x_stride, n_t,
+               n_head_kv, d)) {
+        pend_flush(b);
+        return;
+    }
+    const int32_t *pos_dev = g_pos_dev(b), pos_ref = b->g.pos;
+    /* bytes from the first value read to the last */
+    const size_t x_span = n_t > 0 ? ((size_t)(n_t - 1) * x_stride + (size_t)n_head_kv * d) * sizeof(float) : 0;
+    const auto &k = b->pend_kv;
+    if (k.on && k.kv_type == kv_type && k.head_stride == head_stride && k.pos0 == pos0 && k.pos_dev == pos_dev &&
+        k.pos_ref == pos_ref && k.n_t == n_t && k.n_head_kv == n_head_kv && k.d == d && x_span > 0) {
+        /* neither store may touch what the other reads or writes: then one kernel doing both in
+         * any order gives the same bytes. A cache's writes stay within its n_head_kv heads
+         * (head_stride apart, each holding every position), whatever position a replay has. */
+        const size_t w_span = (size_t)n_head_kv * head_stride * sizeof(uint16_t);
+        const size_t kx_span = ((size_t)(k.n_t - 1) * k.x_stride + (size_t)n_head_kv * d) * sizeof(float);
+        if (!spans_overlap(k.cache, w_span, cache, w_span) && !spans_overlap(k.cache, w_span, x, x_span) &&
+            !spans_overlap(cache, w_span, k.x, kx_span)) {
+            b->pend_kv.on = 0;
+            keep_launch(b,
+                        cuda_kv_store2_shifted(&b->ctx, kv_type, k.cache, k.x, k.x_stride, cache, x, x_stride,
+                                               head_stride, pos0, pos_dev, pos_ref, n_t, n_head_kv, d),
+                        "kv_store (K and V)");
+            return;
+        }
+    }
+    pend_flush(b);
+    if (b->ctx.fuse_act && x_span > 0) { /* hold it: the next op may be the V store */
+        b->pend_kv = {1, kv_type, cache, head_stride, x_stride, pos0, pos_ref, n_head_kv, d, pos_dev, x, n_t};
+        return;
+    }
+    keep_launch(b,
+                q8 ? cuda_kv_store_q8_0_shifted(&b->ctx, cache, head_stride, pos0, pos_dev, pos_ref, x, x_stride, n_t,
+                                                n_head_kv, d)
+                   : cuda_kv_store_shifted(&b->ctx, cache, head_stride, pos0, pos_dev, pos_ref, x, x_stride, n_t,
+                                           n_head_kv, d),
+                q8 ? "kv_store_q8_0" : "kv_store");
 }
 
 static void cb_kv_store(be_backend *be, uint16_t *cache, size_t head_stride, int32_t pos0, const float *x,
                         size_t x_stride, int64_t n_t, int32_t n_head_kv, int32_t d)
 {
-    cuda_be *b = cb_of(be);
-    cuda_ctx_act_invalidate(&b->ctx); /* may write rows a cached activation came from */
-    if (g_skip(b, OP_KV_STORE, cache, head_stride, pos0 - b->g.pos, x, x_stride, n_t, n_head_kv, d)) return;
-    keep_launch(b,
-                cuda_kv_store_shifted(&b->ctx, cache, head_stride, pos0, g_pos_dev(b), b->g.pos, x, x_stride, n_t,
-                                      n_head_kv, d),
-                "kv_store");
+    kv_store_op(be, CUDA_KV_F16, cache, head_stride, pos0, x, x_stride, n_t, n_head_kv, d);
+}
+
+static_assert(BE_KV_F16 == CUDA_KV_F16 && BE_KV_Q8_0 == CUDA_KV_Q8_0, "KV type values shared with the kernels");
+
+static void cb_kv_store_q8_0(be_backend *be, uint16_t *cache, size_t head_stride, int32_t pos0, const float *x,
+                             size_t x_stride, int64_t n_t, int32_t n_head_kv, int32_t d)
+{
+    kv_store_op(be, CUDA_KV_Q8_0, cache, head_stride, pos0, x, x_stride, n_t, n_head_kv, d);
 }
 
 /* The approximate policy as a per-query rule: queries at or after dense_from
@@ -651,6 +880,7 @@ static int cb_attention(be_backend *be, const be_attn_args *a, wk_error *err)
     c.mask = mask_of(a);
     c.out = a->out;
     c.out_stride = a->out_stride;
+    c.kv_type = a->kv_type;
     const int32_t pos = b->g.pos; /* graphed steps: positions relative to the step's */
     if (g_skip(b, OP_ATTENTION, c.q, c.q_stride, c.q_head_stride, c.n_q, c.q_pos0 - pos, c.k, c.v, c.kv_head_stride,
                c.n_kv - pos, c.n_head, c.n_head_kv, c.d, c.scale, c.mask.approx, c.mask.global, c.mask.window,
@@ -909,6 +1139,7 @@ static void cb_free(be_backend *be)
     for (size_t i = 0; i < b->cap_consts; i++)
         if (b->consts[i].host) cudaFree(b->consts[i].dev);
     if (b->stage) cudaFree(b->stage);
+    if (b->host_stage) cudaFreeHost(b->host_stage);
     if (b->moe) cudaFree(b->moe);
     cuda_ctx_free(&b->ctx);
     free(b->allocs);
@@ -930,6 +1161,7 @@ static be_ops make_ops(void)
     o.prepare_weight = cb_prepare_weight;
     o.release_weight = cb_release_weight;
     o.matmul = cb_matmul;
+    o.matmul_multi = cb_matmul_multi;
     o.get_rows = cb_get_rows;
     o.rms_norm = cb_rms_norm;
     o.rope_cache = cb_rope_cache;
@@ -946,6 +1178,7 @@ static be_ops make_ops(void)
     o.mul_sigmoid = cb_mul_sigmoid;
     o.mul_silu = cb_mul_silu;
     o.add_scaled_sigmoid = cb_add_scaled_sigmoid;
+    o.kv_store_q8_0 = cb_kv_store_q8_0;
     o.step_begin = be_cuda_step_begin;
     o.step_end = be_cuda_step_end;
     o.status = be_cuda_status;
@@ -975,6 +1208,14 @@ extern "C" int be_cuda_new(be_backend **out, int device, wk_error *err)
     b->base.impl = b;
     const char *ge = getenv("WICK_CUDA_GRAPHS"); /* 0: decode steps op by op (for comparisons) */
     b->g.enabled = !(ge && !strcmp(ge, "0"));
+    b->skip_ops = skip_ops_of(getenv("WICK_CUDA_SKIP"));
+    const char *se = getenv("WICK_CUDA_STAGE");
+    b->stage_to_host = !(se && !strcmp(se, "0"));
+    b->start.mv_occ = b->ctx.mv_occ;
+    b->start.mv_multi = b->ctx.mv_multi;
+    b->start.pdl = b->ctx.pdl;
+    b->start.stage_to_host = b->stage_to_host;
+    b->start.skip_ops = b->skip_ops;
     *out = &b->base;
     return 0;
 }
@@ -990,6 +1231,7 @@ extern "C" void be_cuda_step_begin(be_backend *be, const void *key, int32_t pos)
 {
     cuda_be *b = cb_of(be);
     step_graphs *g = &b->g;
+    g->t_begin = host_s();
     g->mode = G_OFF;
     g->pos = 0;
     if (!g->enabled || pos < 0) return;
@@ -1069,10 +1311,54 @@ extern "C" void be_cuda_set_graphs(be_backend *be, int on)
     b->g.failures = 0;
 }
 
+extern "C" int be_cuda_tune(be_backend *be, const char *settings)
+{
+    cuda_be *b = cb_of(be);
+    if (!settings) { /* back to what the backend started with */
+        b->ctx.mv_occ = b->start.mv_occ;
+        b->ctx.mv_multi = b->start.mv_multi;
+        b->ctx.pdl = b->start.pdl;
+        b->stage_to_host = b->start.stage_to_host;
+        b->skip_ops = b->start.skip_ops;
+    }
+    int rc = 0;
+    for (const char *p = settings; p && *p;) {
+        p += strspn(p, " ");
+        const size_t n = strcspn(p, " ");
+        if (!n) break;
+        char kv[128];
+        snprintf(kv, sizeof kv, "%.*s", (int)(n < 127 ? n : 127), p);
+        p += n;
+        char *eq = strchr(kv, '=');
+        if (!eq) {
+            rc = -1;
+            continue;
+        }
+        *eq = 0;
+        const char *v = eq + 1;
+        if (!strcmp(kv, "occ")) b->ctx.mv_occ = atoi(v);
+        else if (!strcmp(kv, "multi")) b->ctx.mv_multi = atoi(v);
+        else if (!strcmp(kv, "pdl")) b->ctx.pdl = atoi(v);
+        else if (!strcmp(kv, "stage")) b->stage_to_host = atoi(v);
+        else if (!strcmp(kv, "skip")) b->skip_ops = skip_ops_of(v);
+        else rc = -1;
+    }
+    b->ctx.epoch++; /* captured graphs hold the old kernels and launches */
+    return rc;
+}
+
+
 extern "C" void be_cuda_graph_stats(be_backend *be, long *captured, long *replayed, long *redone)
 {
     cuda_be *b = (cuda_be *)be->impl;
     *captured = b->g.captured;
     *replayed = b->g.replayed;
     *redone = b->g.redone;
+}
+
+extern "C" void be_cuda_graph_host_ms(be_backend *be, double *walk_ms, double *launch_ms)
+{
+    cuda_be *b = (cuda_be *)be->impl;
+    *walk_ms = b->g.walk_s * 1e3;
+    *launch_ms = b->g.launch_s * 1e3;
 }

@@ -42,8 +42,20 @@ void be_cuda_step_begin(be_backend *be, const void *key, int32_t pos);
 int be_cuda_step_end(be_backend *be, int rc);
 /* Turns decode-step graphs on or off (on by default unless WICK_CUDA_GRAPHS=0). */
 void be_cuda_set_graphs(be_backend *be, int on);
+/* Timing studies (tests/cuda/e2e_cuda.c): space-separated key=value settings, each the
+ * same as its environment variable: occ=N (cuda_ctx.mv_occ, WICK_CUDA_MV_OCC), multi=0|1
+ * (products on one input as one launch, WICK_CUDA_MULTI), pdl=0|1|2 (WICK_CUDA_PDL),
+ * stage=0|1 (logits through a pinned buffer, WICK_CUDA_STAGE), skip=op,op (ops that
+ * launch nothing, WICK_CUDA_SKIP; empty: none). NULL: back to the values the backend
+ * started with. Drops captured graphs. Returns 0, or -1 when a setting was not understood. */
+int be_cuda_tune(be_backend *be, const char *settings);
 /* Steps captured, replayed and run again op by op so far. */
 void be_cuda_graph_stats(be_backend *be, long *captured, long *replayed, long *redone);
+/* Host milliseconds summed over the replayed steps so far (divide by be_cuda_graph_stats'
+ * replayed): walk = from be_cuda_step_begin to the graph launch (the forward pass only
+ * folding its ops into the signature; the GPU has nothing queued meanwhile), launch =
+ * inside cudaGraphLaunch. */
+void be_cuda_graph_host_ms(be_backend *be, double *walk_ms, double *launch_ms);
 
 #ifdef __cplusplus
 }

@@ -35,12 +35,15 @@ typedef struct cuda_ctx {
     void *scratch;        /* device; grows in cuda_ctx_scratch */
     size_t scratch_bytes;
     int sm_count;
+    size_t smem_per_sm, smem_per_block; /* shared memory: per multiprocessor, per block (opt-in limit) */
     int mv_rows;          /* matvec: rows per warp at a time (1 or 2) */
     int mv_blocks_per_sm; /* matvec: grid cap in blocks per multiprocessor (0 = one warp per row group) */
     int mv_q4k_parts;     /* matvec: Q4_K block split over 4 or 8 threads */
     int mv_occ;           /* matvec Q4_K: 0 one warp per row, 1 the same with registers capped for
-                             7 blocks per multiprocessor, 2 (default) rows bulk-copied to shared
-                             memory, 3 bulk and capped (WICK_CUDA_MV_OCC=N; bench_cuda compares) */
+                             7 blocks per multiprocessor, 2 rows bulk-copied to shared memory,
+                             3 bulk and capped, 4 (default) persistent warps with 2 rows in
+                             flight each for rows up to 4 KiB (longer: 2), 5 the same for any
+                             row (WICK_CUDA_MV_OCC=N; bench_cuda compares) */
     /* decode matmuls: the last quantized activation rows, reused while the
      * same rows feed consecutive matmuls (q/k/v, gate/up, the DeltaNet
      * projections); cuda_ctx_act_invalidate drops it */
@@ -53,7 +56,13 @@ typedef struct cuda_ctx {
      * freed or moved (scratch, actq, backend buffers): captured CUDA graphs
      * of an older epoch hold stale pointers */
     uint64_t epoch;
-    int pdl;              /* matvec launched with programmatic dependent launch (WICK_CUDA_PDL=0: off) */
+    int mv_multi;         /* decode products on one input as one launch (WICK_CUDA_MULTI=0: off) */
+    int64_t mmv_max_rows; /* int8 matvec for quantized weights up to this many rows (default
+                             CUDA_MMV_MAX_ROWS; WICK_CUDA_MMV=0 sets 0: rows > 4 go to cuBLAS) */
+    int64_t mmq_max_rows; /* int8 tensor cores (cuda_mmq) for quantized weights up to this many
+                             rows (default CUDA_MMQ_MAX_ROWS; WICK_CUDA_MMQ=N, 0: dequant + cuBLAS) */
+    int pdl;              /* programmatic dependent launch: 2 every kernel of a decode step, 1
+                             (default) the matvecs only, 0 none (WICK_CUDA_PDL=N) */
     int fuse_act;         /* decode: norms and gates quantize their output for the next matmul
                              (WICK_CUDA_FUSE=0 turns it off) */
 } cuda_ctx;
@@ -114,6 +123,13 @@ int cuda_matvec(cuda_ctx *c, const cuda_qweight *w, const int8_t *xq, const floa
                 const float *xf, int64_t n_slots, int64_t slots_per_x, const int32_t *ids, float *y,
                 wk_error *err);
 
+/* y[i] = w[i] · x for n weights of one quantized type and column count and one row x
+ * (F32, device), in one launch per 4 weights (q/k/v, gate/up, the DeltaNet
+ * projections); x is quantized once (or taken from the cached activations).
+ * Each y[i] is bit-identical to cuda_matmul(w[i], x, 1). */
+int cuda_matvec_multi(cuda_ctx *c, const cuda_qweight *const *w, float *const *y, int n, const float *x,
+                      wk_error *err);
+
 /* ---- prefill matmul --------------------------------------------------------- */
 
 /* Dequantizes matrix `mat` of w to BF16 rows (dst: rows*cols, row-major). */
@@ -123,8 +139,30 @@ int cuda_f32_to_bf16(cuda_ctx *c, const float *x, int64_t n, uint16_t *dst);
  * (F32 accumulation). Scratch comes from the context. */
 int cuda_matmul(cuda_ctx *c, const cuda_qweight *w, int64_t mat, const float *x, int64_t n,
                 float *y, wk_error *err);
-/* Rows below which cuda_matmul uses matvec (exported for benchmarks). */
+/* Rows up to which cuda_matmul uses matvec on any weight type (the decode fusions
+ * quantize activations for up to this many rows). */
 #define CUDA_MATVEC_MAX_ROWS 4
+/* Rows up to which cuda_matmul multiplies quantized weights with cuda_matvec_nt
+ * (the default of cuda_ctx.mmv_max_rows): its dp4a dots cost per row, so it
+ * pays only for a few (H200, Q4_K 17408x5120: n = 8 0.132 ms vs 0.151 ms for
+ * dequant + cuBLAS; n = 32 0.50 vs 0.15). */
+#define CUDA_MMV_MAX_ROWS 8
+/* Rows up to which cuda_matmul uses cuda_mmq (int8 tensor cores) above
+ * cuda_ctx.mmv_max_rows: the default of cuda_ctx.mmq_max_rows. */
+#define CUDA_MMQ_MAX_ROWS 64
+/* Whether cuda_mmq has a kernel for the type. */
+int cuda_mmq_supported(uint32_t type);
+/* y[t][0..M) = W[mat] · x[t] for t < n on activations quantized by
+ * cuda_quantize_act (xq/xd, n rows): integer products of 16-element groups on
+ * tensor cores, scaled in F32 (rounds like the matvec path and llama.cpp's
+ * integer dot products, unlike dequantize + cuBLAS). */
+int cuda_mmq(cuda_ctx *c, const cuda_qweight *w, int64_t mat, const int8_t *xq, const float *xd, int64_t n, float *y,
+             wk_error *err);
+/* y[t][0..M) = W · x[t] for t < n (n >= 1) on quantized activations xq/xd of n rows:
+ * the weight is read once per 8 rows; each row's result is bit-identical to
+ * cuda_matvec's one-row result. */
+int cuda_matvec_nt(cuda_ctx *c, const cuda_qweight *w, const int8_t *xq, const float *xd, int64_t n, float *y,
+                   wk_error *err);
 
 /* Embedding lookup: y[i] = row ids[i] (device ids) of w dequantized to F32. */
 int cuda_get_rows(cuda_ctx *c, const cuda_qweight *w, const int32_t *ids, int64_t n, float *y,
@@ -141,6 +179,11 @@ int cuda_rope_cache(cuda_ctx *c, float *cs, const int32_t *pos, int64_t n_t, int
 /* In place; mode 0 = NORM pairs, else NEOX pairs. */
 int cuda_rope(cuda_ctx *c, float *x, int64_t n_t, size_t t_stride, int32_t n_head,
               int32_t head_stride, const float *cs, int mode, int n_rot);
+/* cuda_rope on two tensors with the same cache (a layer's q and k) in one launch: the same
+ * results as two calls. */
+int cuda_rope2(cuda_ctx *c, float *x0, size_t t_stride0, int32_t n_head0, int32_t head_stride0, float *x1,
+               size_t t_stride1, int32_t n_head1, int32_t head_stride1, int64_t n_t, const float *cs, int mode,
+               int n_rot);
 int cuda_kv_store(cuda_ctx *c, uint16_t *cache, size_t head_stride, int32_t pos0, const float *x,
                   size_t x_stride, int64_t n_t, int32_t n_head_kv, int32_t d);
 /* The same with positions shifted by *pos_dev - pos_ref when pos_dev (device
@@ -149,6 +192,19 @@ int cuda_kv_store(cuda_ctx *c, uint16_t *cache, size_t head_stride, int32_t pos0
 int cuda_kv_store_shifted(cuda_ctx *c, uint16_t *cache, size_t head_stride, int32_t pos0,
                           const int32_t *pos_dev, int32_t pos_ref, const float *x, size_t x_stride,
                           int64_t n_t, int32_t n_head_kv, int32_t d);
+/* cuda_kv_store_shifted into a Q8_0 cache (ggml block_q8_0 rows: per 32
+ * values an F16 scale s = amax/127, then 32 int8 codes roundf(x · (1/s)) with
+ * s in F32; bit for bit the CPU backend's rows): head g, position p at
+ * cache + g*head_stride + p*(d/32*17) uint16 units. WK_EINVAL unless d % 32 == 0. */
+int cuda_kv_store_q8_0_shifted(cuda_ctx *c, uint16_t *cache, size_t head_stride, int32_t pos0,
+                               const int32_t *pos_dev, int32_t pos_ref, const float *x, size_t x_stride,
+                               int64_t n_t, int32_t n_head_kv, int32_t d);
+/* The two KV stores of a layer (K rows x0 into cache0, V rows x1 into cache1: same
+ * cache type CUDA_KV_*, head stride, position and shape) as one launch: the same bytes
+ * as cuda_kv_store_shifted / cuda_kv_store_q8_0_shifted on each. */
+int cuda_kv_store2_shifted(cuda_ctx *c, int kv_type, uint16_t *cache0, const float *x0, size_t x_stride0,
+                           uint16_t *cache1, const float *x1, size_t x_stride1, size_t head_stride, int32_t pos0,
+                           const int32_t *pos_dev, int32_t pos_ref, int64_t n_t, int32_t n_head_kv, int32_t d);
 int cuda_add(cuda_ctx *c, float *y, const float *a, const float *b, int64_t n);
 int cuda_add_bias(cuda_ctx *c, float *y, const float *bias, int64_t n_rows, int64_t n);
 int cuda_swiglu(cuda_ctx *c, float *y, const float *gate, const float *up, int64_t n);
@@ -192,13 +248,18 @@ typedef struct cuda_attn_mask {
     int32_t global, window, dense_from;
 } cuda_attn_mask;
 
+/* KV cache element types (the values of backend.h's enum be_kv_type). */
+#define CUDA_KV_F16 0
+#define CUDA_KV_Q8_0 1
+
 typedef struct cuda_attn {
     const float *q;
     size_t q_stride;          /* floats between query tokens */
     size_t q_head_stride;     /* floats between query heads (0 = d) */
     int32_t n_q, q_pos0;
-    const uint16_t *k, *v;    /* F16 caches: head g, position p at g*kv_head_stride + p*d */
-    size_t kv_head_stride;
+    const uint16_t *k, *v;    /* caches: head g, position p at g*kv_head_stride + p*row, in uint16
+                                 units; row = d (F16) or d/32*17 (Q8_0 blocks of 34 bytes) */
+    size_t kv_head_stride;    /* F16: a multiple of 8; Q8_0: of 2 (and k, v 4-byte aligned) */
     int32_t n_kv, n_head, n_head_kv, d; /* d = d_k = d_v (64, 128 or 256) */
     float scale;
     cuda_attn_mask mask;
@@ -208,6 +269,7 @@ typedef struct cuda_attn {
      * shift q_pos0, n_kv and mask.dense_from by *pos_dev - pos_ref */
     const int32_t *pos_dev;
     int32_t pos_ref;
+    int kv_type;              /* CUDA_KV_F16 (0) or CUDA_KV_Q8_0 */
 } cuda_attn;
 
 /* Decode attention splits the keys by the 4096-position band of the last
@@ -216,12 +278,24 @@ typedef struct cuda_attn {
 #define CUDA_ATTN_BAND 4096
 
 /* Flash attention. Prefill (n_q > 8): tensor-core tiles of 64 queries × 64
- * keys, key tiles outside the mask skipped. Decode: split-K over the keys
- * with a combine pass (pos_dev only here). Returns WK_EINVAL on unsupported
- * shapes. */
+ * keys, key tiles outside the mask skipped (Q8_0 keys and values are
+ * dequantized to F16 in shared memory). Decode: split-K over the keys with a
+ * combine pass (pos_dev only here), on tensor cores (Q and P in F16, as in
+ * prefill) or, switched off or with more than 16 query heads per kv head,
+ * on CUDA cores in F32 (Q8_0 dequantized to F32 as on the CPU).
+ * Returns WK_EINVAL on unsupported shapes. */
 int cuda_attention(cuda_ctx *c, const cuda_attn *a, wk_error *err);
 /* Forces a path (0 = auto, 1 = decode kernel, 2 = prefill kernel) for tests. */
 int cuda_attention_path(cuda_ctx *c, const cuda_attn *a, int path, wk_error *err);
+/* Decode attention on tensor cores (attention_decode.cu), called by the decode
+ * path: 0 or a WK_E* code when it ran, 1 when it did not take the call
+ * (switched off, more than 16 query heads per kv head, or another head dim),
+ * so the split-K kernel on CUDA cores runs instead. */
+int cuda_attn_decode_tc(cuda_ctx *c, const cuda_attn *a, wk_error *err);
+/* Which decode kernel runs: 1 tensor cores (default), 0 the split-K kernel;
+ * -1 only asks. The first call (or decode) reads WICK_CUDA_ATTN_DECODE
+ * (0: split-K). Returns the choice before the call. For tests and benchmarks. */
+int cuda_attn_decode_kernel(int which);
 
 /* ---- Gated DeltaNet ---------------------------------------------------------------- */
 
@@ -240,7 +314,11 @@ typedef struct cuda_gdn {
     size_t out_stride;
 } cuda_gdn;
 
+/* One token (decode): one kernel; more: q/k norm + gates first, then the scan. */
 int cuda_gdn_scan(cuda_ctx *c, const cuda_gdn *a, wk_error *err);
+/* Forces a path for tests (0 = auto, 1 = the fused one-token kernel: n_t must be 1,
+ * 2 = prepare + scan); both give bit-identical results. */
+int cuda_gdn_scan_path(cuda_ctx *c, const cuda_gdn *a, int path, wk_error *err);
 
 /* ---- MoE ----------------------------------------------------------------------------- */
 

@@ -6,7 +6,10 @@
  * state in registers for the whole scan (d_k/16 threads per column, 16 key
  * rows each) and walks the tokens in order; k and q of a run of tokens are staged
  * in shared memory once per block. A first pass normalizes q/k and forms the
- * gates for all tokens in parallel.
+ * gates for all tokens in parallel; a decode step (one token) skips it: each
+ * block normalizes its own key head's q/k and forms its value head's gates
+ * (one launch instead of two, same operations: bit-identical). Both kernels
+ * are launched with launch_k (programmatic dependent launch).
  *
  * This is the token-by-token recurrence; the chunked (WY) form of 8.6 that
  * would put prefill on tensor cores is not written yet. */
@@ -19,43 +22,65 @@
 /* key rows per thread: d_k / 4; a thread's run is padded by 4 floats in shared memory so the
  * four runs of a column start in different banks */
 
+/* The scale of one q or k row of d_k floats (L2 norm clamped by eps; q also
+ * / sqrt(d_k)): one warp, lanes strided. Shared by both paths so they round alike. */
+__device__ __forceinline__ float gdn_qk_scale(const float *src, const cuda_gdn &a, bool is_q)
+{
+    const int lane = threadIdx.x & 31;
+    float ss = 0.0f;
+    for (int c = lane; c < a.d_k; c += 32) ss += src[c] * src[c];
+    ss = warp_sum(ss);
+    float scale = 1.0f / fmaxf(sqrtf(ss), a.eps);
+    if (is_q) scale *= 1.0f / sqrtf((float)a.d_k);
+    return scale;
+}
+
+/* Decay and β of value head j at token t. */
+__device__ __forceinline__ void gdn_gates(const cuda_gdn &a, int t, int j, float *decay, float *beta)
+{
+    const float b = a.beta[(size_t)t * a.n_hv + j];
+    const float x = a.alpha[(size_t)t * a.n_hv + j] + a.dt_bias[j];
+    const float sp = x > 20.0f ? x : logf(1.0f + expf(x)); /* ggml's softplus */
+    *decay = expf(a.ssm_a[j] * sp);
+    *beta = 1.0f / (1.0f + expf(-b));
+}
+
 /* q/k L2 norm (q also / sqrt(d_k)) per (token, key head); gates per (token, value head). */
 __global__ void gdn_prep_kernel(const cuda_gdn a, float *qn, float *kn, float *gates)
 {
+    pdl_enter();
     const int t = blockIdx.x;
     const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, nw = blockDim.x / 32;
     for (int hk = warp; hk < 2 * a.n_hk; hk += nw) {
         const bool is_q = hk < a.n_hk;
         const int i = is_q ? hk : hk - a.n_hk;
         const float *src = (is_q ? a.q : a.k) + (size_t)t * a.qk_stride + (size_t)i * a.d_k;
-        float ss = 0.0f;
-        for (int c = lane; c < a.d_k; c += 32) ss += src[c] * src[c];
-        ss = warp_sum(ss);
-        float scale = 1.0f / fmaxf(sqrtf(ss), a.eps);
-        if (is_q) scale *= 1.0f / sqrtf((float)a.d_k);
+        const float scale = gdn_qk_scale(src, a, is_q);
         float *dst = (is_q ? qn : kn) + ((size_t)t * a.n_hk + i) * a.d_k;
         for (int c = lane; c < a.d_k; c += 32) dst[c] = src[c] * scale;
     }
     for (int j = threadIdx.x; j < a.n_hv; j += blockDim.x) {
-        const float b = a.beta[(size_t)t * a.n_hv + j];
-        const float x = a.alpha[(size_t)t * a.n_hv + j] + a.dt_bias[j];
-        const float sp = x > 20.0f ? x : logf(1.0f + expf(x)); /* ggml's softplus */
-        gates[((size_t)t * a.n_hv + j) * 2] = expf(a.ssm_a[j] * sp);
-        gates[((size_t)t * a.n_hv + j) * 2 + 1] = 1.0f / (1.0f + expf(-b));
+        float *g = gates + ((size_t)t * a.n_hv + j) * 2;
+        gdn_gates(a, t, j, &g[0], &g[1]);
     }
 }
 
-template <int DK, int TPC>
+/* FUSED (decode, n_t == 1): the block normalizes its key head's q and k (warps 0
+ * and 1) and forms its value head's gates (the last thread) itself, with the
+ * operations of gdn_prep_kernel (bit-identical); qn, kn, gates are unused.
+ * Otherwise they come from gdn_prep_kernel. */
+template <int DK, int TPC, bool FUSED>
 __global__ void __launch_bounds__(GDN_COLS * TPC)
 gdn_scan_kernel(const cuda_gdn a, const float *__restrict__ qn, const float *__restrict__ kn,
                 const float *__restrict__ gates)
 {
     constexpr int RPT = DK / TPC;       /* key rows per thread */
     constexpr int RSTRIDE = RPT + 4;    /* padded run */
-    __shared__ __align__(16) float ks[GDN_TC][TPC * RSTRIDE];
-    __shared__ __align__(16) float qsh[GDN_TC][TPC * RSTRIDE];
-    __shared__ float vs[GDN_TC][GDN_COLS];
-    __shared__ float gs[GDN_TC][2];
+    constexpr int TC = FUSED ? 1 : GDN_TC; /* tokens staged per round */
+    __shared__ __align__(16) float ks[TC][TPC * RSTRIDE];
+    __shared__ __align__(16) float qsh[TC][TPC * RSTRIDE];
+    __shared__ float vs[TC][GDN_COLS];
+    __shared__ float gs[TC][2];
 
     const int j = blockIdx.x;                 /* value head */
     const int c0 = blockIdx.y * GDN_COLS;     /* first column of this block */
@@ -63,26 +88,40 @@ gdn_scan_kernel(const cuda_gdn a, const float *__restrict__ qn, const float *__r
     const int col = threadIdx.x / TPC, r = threadIdx.x % TPC;
     const int c = c0 + col;
     float *S = a.state + (size_t)j * DK * a.d_v;
+    pdl_enter(); /* launch_k: the state, q/k/v and the gates come from earlier kernels */
 
     float s[RPT];
 #pragma unroll
     for (int ii = 0; ii < RPT; ii++) s[ii] = S[(size_t)(r * RPT + ii) * a.d_v + c];
 
-    for (int t0 = 0; t0 < a.n_t; t0 += GDN_TC) {
-        const int nt = min(GDN_TC, a.n_t - t0);
+    for (int t0 = 0; t0 < a.n_t; t0 += TC) {
+        const int nt = min(TC, a.n_t - t0);
         __syncthreads();
-        for (int idx = threadIdx.x; idx < nt * DK; idx += blockDim.x) {
-            const int tt = idx / DK, i = idx % DK;
-            const size_t off = ((size_t)(t0 + tt) * a.n_hk + hk) * DK + i;
-            ks[tt][(i / RPT) * RSTRIDE + i % RPT] = kn[off];
-            qsh[tt][(i / RPT) * RSTRIDE + i % RPT] = qn[off];
+        if (FUSED) { /* one token (t0 = 0): q/k of key head hk and the gates of value head j from the inputs */
+            const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+            if (warp < 2) {
+                const bool is_q = warp == 0;
+                const float *src = (is_q ? a.q : a.k) + (size_t)hk * a.d_k;
+                const float scale = gdn_qk_scale(src, a, is_q);
+                float *dst = is_q ? qsh[0] : ks[0];
+                for (int i = lane; i < DK; i += 32) dst[(i / RPT) * RSTRIDE + i % RPT] = src[i] * scale;
+            }
+            if (threadIdx.x == blockDim.x - 1) gdn_gates(a, 0, j, &gs[0][0], &gs[0][1]);
+        } else {
+            for (int idx = threadIdx.x; idx < nt * DK; idx += blockDim.x) {
+                const int tt = idx / DK, i = idx % DK;
+                const size_t off = ((size_t)(t0 + tt) * a.n_hk + hk) * DK + i;
+                ks[tt][(i / RPT) * RSTRIDE + i % RPT] = kn[off];
+                qsh[tt][(i / RPT) * RSTRIDE + i % RPT] = qn[off];
+            }
         }
         for (int idx = threadIdx.x; idx < nt * GDN_COLS; idx += blockDim.x) {
             const int tt = idx / GDN_COLS, cc = idx % GDN_COLS;
             vs[tt][cc] = a.v[(size_t)(t0 + tt) * a.v_stride + (size_t)j * a.d_v + c0 + cc];
         }
-        for (int idx = threadIdx.x; idx < nt * 2; idx += blockDim.x)
-            gs[idx / 2][idx % 2] = gates[((size_t)(t0 + idx / 2) * a.n_hv + j) * 2 + idx % 2];
+        if (!FUSED)
+            for (int idx = threadIdx.x; idx < nt * 2; idx += blockDim.x)
+                gs[idx / 2][idx % 2] = gates[((size_t)(t0 + idx / 2) * a.n_hv + j) * 2 + idx % 2];
         __syncthreads();
 
         for (int tt = 0; tt < nt; tt++) {
@@ -117,23 +156,36 @@ gdn_scan_kernel(const cuda_gdn a, const float *__restrict__ qn, const float *__r
     for (int ii = 0; ii < RPT; ii++) S[(size_t)(r * RPT + ii) * a.d_v + c] = s[ii];
 }
 
-extern "C" int cuda_gdn_scan(cuda_ctx *c, const cuda_gdn *a, wk_error *err)
+extern "C" int cuda_gdn_scan_path(cuda_ctx *c, const cuda_gdn *a, int path, wk_error *err)
 {
     if (a->n_t <= 0) return 0;
     if ((a->d_k != 64 && a->d_k != 128) || a->d_v % GDN_COLS || a->n_hk <= 0 || a->n_hv % a->n_hk)
         return wk_fail(err, WK_EUNSUPPORTED, "gdn: d_k %d, d_v %d, %d key / %d value heads (kernel: d_k 64 or 128, d_v a "
                        "multiple of 16, value heads a multiple of key heads)", a->d_k, a->d_v, a->n_hk, a->n_hv);
+    if (path == 0) path = a->n_t == 1 ? 1 : 2;
+    if (path == 1 && a->n_t != 1) return wk_fail(err, WK_EINVAL, "gdn: the fused kernel takes one token, not %d", a->n_t);
+    const dim3 grid(a->n_hv, a->d_v / GDN_COLS);
+    if (path == 1) { /* one launch: each block prepares what it reads */
+        if (a->d_k == 128) launch_k(c, gdn_scan_kernel<128, 8, true>, grid, GDN_COLS * 8, 0, *a, nullptr, nullptr, nullptr);
+        else launch_k(c, gdn_scan_kernel<64, 4, true>, grid, GDN_COLS * 4, 0, *a, nullptr, nullptr, nullptr);
+        CU_CHECK_LAUNCH(err, "gdn (fused scan)");
+        return 0;
+    }
     const size_t qk = (size_t)a->n_t * a->n_hk * a->d_k;
     void *scr;
     int rc = cuda_ctx_scratch(c, (2 * qk + (size_t)a->n_t * a->n_hv * 2) * sizeof(float), &scr, err);
     if (rc) return rc;
     float *qn = (float *)scr, *kn = qn + qk, *gates = kn + qk;
-    gdn_prep_kernel<<<a->n_t, 256, 0, c->stream>>>(*a, qn, kn, gates);
+    launch_k(c, gdn_prep_kernel, a->n_t, 256, 0, *a, qn, kn, gates);
     CU_CHECK_LAUNCH(err, "gdn (prepare)");
-    const dim3 grid(a->n_hv, a->d_v / GDN_COLS);
     /* 16 key rows per thread: more threads in flight for the latency-bound token loop */
-    if (a->d_k == 128) gdn_scan_kernel<128, 8><<<grid, GDN_COLS * 8, 0, c->stream>>>(*a, qn, kn, gates);
-    else gdn_scan_kernel<64, 4><<<grid, GDN_COLS * 4, 0, c->stream>>>(*a, qn, kn, gates);
+    if (a->d_k == 128) launch_k(c, gdn_scan_kernel<128, 8, false>, grid, GDN_COLS * 8, 0, *a, qn, kn, gates);
+    else launch_k(c, gdn_scan_kernel<64, 4, false>, grid, GDN_COLS * 4, 0, *a, qn, kn, gates);
     CU_CHECK_LAUNCH(err, "gdn (scan)");
     return 0;
+}
+
+extern "C" int cuda_gdn_scan(cuda_ctx *c, const cuda_gdn *a, wk_error *err)
+{
+    return cuda_gdn_scan_path(c, a, 0, err);
 }

@@ -1,5 +1,8 @@
 /* Norms, RoPE, KV store, element-wise gates, the short causal conv of the
- * Gated DeltaNet layers and the MoE router. All memory-bound and simple. */
+ * Gated DeltaNet layers and the MoE router. All memory-bound and simple.
+ * Every kernel is launched with launch_k (programmatic dependent launch when
+ * cuda_ctx.pdl >= 2) and starts with pdl_enter(): nothing is read before the
+ * previous kernel has finished. */
 #include "backend/cuda/actq.cuh"
 
 /* ---- RMSNorm: one block per row ---------------------------------------------------- */
@@ -26,6 +29,7 @@ __global__ void rms_norm_kernel(float *y, size_t y_stride, const float *x, size_
                                 const float *__restrict__ w, float eps)
 {
     __shared__ float red[32];
+    pdl_enter();
     const float *xr = x + blockIdx.x * x_stride;
     float *yr = y + blockIdx.x * y_stride;
     float ss = 0.0f;
@@ -45,7 +49,7 @@ extern "C" int cuda_rms_norm(cuda_ctx *c, float *y, size_t y_stride, const float
 {
     if (n_rows <= 0) return 0;
     const int threads = norm_threads(n);
-    rms_norm_kernel<<<(unsigned)n_rows, threads, 0, c->stream>>>(y, y_stride, x, x_stride, n, w, eps);
+    launch_k(c, rms_norm_kernel, (unsigned)n_rows, threads, 0, y, y_stride, x, x_stride, n, w, eps);
     return cu_launch_status();
 }
 
@@ -64,6 +68,7 @@ __device__ int imrope_component(const int4 s, int i)
 __global__ void rope_cache_kernel(float *cs, const int32_t *pos, int64_t n_t, int imrope, int n_rot,
                                   float theta_scale, float freq_scale, const float *ff, int4 sections)
 {
+    pdl_enter();
     const int half = n_rot / 2;
     const int64_t gi = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (gi >= n_t * half) return;
@@ -89,17 +94,16 @@ extern "C" int cuda_rope_cache(cuda_ctx *c, float *cs, const int32_t *pos, int64
     const float theta_scale = powf(theta, -2.0f / (float)n_rot);
     int4 sec = make_int4(sections ? sections[0] : 0, sections ? sections[1] : 0, sections ? sections[2] : 0,
                          sections ? sections[3] : 0);
-    rope_cache_kernel<<<cdiv(n_t * (n_rot / 2), 256), 256, 0, c->stream>>>(
-        cs, pos, n_t, mode == 2, n_rot, theta_scale, freq_scale, freq_factors, sec);
+    launch_k(c, rope_cache_kernel, cdiv(n_t * (n_rot / 2), 256), 256, 0, cs, pos, n_t, mode == 2, n_rot, theta_scale,
+             freq_scale, freq_factors, sec);
     return cu_launch_status();
 }
 
-__global__ void rope_kernel(float *x, int64_t n_t, size_t t_stride, int n_head, int head_stride,
-                            const float *__restrict__ cs, int neox, int n_rot)
+/* Rotates pair gi (of n_t · n_head · n_rot/2) of x. */
+__device__ __forceinline__ void rope_pair(float *x, int64_t gi, size_t t_stride, int n_head, int head_stride,
+                                          const float *__restrict__ cs, int neox, int n_rot)
 {
     const int half = n_rot / 2;
-    const int64_t gi = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (gi >= n_t * n_head * half) return;
     const int i = (int)(gi % half);
     const int64_t th = gi / half;
     const int h = (int)(th % n_head);
@@ -112,24 +116,55 @@ __global__ void rope_kernel(float *x, int64_t n_t, size_t t_stride, int n_head, 
     xh[ib] = a * s + b * co;
 }
 
+__global__ void rope_kernel(float *x, int64_t n_t, size_t t_stride, int n_head, int head_stride,
+                            const float *__restrict__ cs, int neox, int n_rot)
+{
+    pdl_enter();
+    const int64_t gi = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (gi >= n_t * n_head * (n_rot / 2)) return;
+    rope_pair(x, gi, t_stride, n_head, head_stride, cs, neox, n_rot);
+}
+
+/* Two tensors rotated with the same cache (a layer's q and k): rope_kernel's work for x0,
+ * then for x1, in one launch. */
+__global__ void rope2_kernel(float *x0, size_t t_stride0, int n_head0, int head_stride0, float *x1, size_t t_stride1,
+                             int n_head1, int head_stride1, int64_t n_t, const float *__restrict__ cs, int neox,
+                             int n_rot)
+{
+    pdl_enter();
+    const int64_t gi = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t n0 = n_t * n_head0 * (n_rot / 2);
+    if (gi < n0) rope_pair(x0, gi, t_stride0, n_head0, head_stride0, cs, neox, n_rot);
+    else if (gi - n0 < n_t * n_head1 * (n_rot / 2)) rope_pair(x1, gi - n0, t_stride1, n_head1, head_stride1, cs, neox, n_rot);
+}
+
 extern "C" int cuda_rope(cuda_ctx *c, float *x, int64_t n_t, size_t t_stride, int32_t n_head,
                          int32_t head_stride, const float *cs, int mode, int n_rot)
 {
     const int64_t n = n_t * n_head * (n_rot / 2);
     if (n <= 0) return 0;
-    rope_kernel<<<cdiv(n, 256), 256, 0, c->stream>>>(x, n_t, t_stride, n_head, head_stride, cs, mode != 0,
-                                                     n_rot);
+    launch_k(c, rope_kernel, cdiv(n, 256), 256, 0, x, n_t, t_stride, n_head, head_stride, cs, mode != 0,
+             n_rot);
+    return cu_launch_status();
+}
+
+extern "C" int cuda_rope2(cuda_ctx *c, float *x0, size_t t_stride0, int32_t n_head0, int32_t head_stride0, float *x1,
+                          size_t t_stride1, int32_t n_head1, int32_t head_stride1, int64_t n_t, const float *cs,
+                          int mode, int n_rot)
+{
+    const int64_t n = n_t * ((int64_t)n_head0 + n_head1) * (n_rot / 2);
+    if (n <= 0) return 0;
+    launch_k(c, rope2_kernel, cdiv(n, 256), 256, 0, x0, t_stride0, n_head0, head_stride0, x1, t_stride1, n_head1,
+             head_stride1, n_t, cs, mode != 0, n_rot);
     return cu_launch_status();
 }
 
 /* ---- KV store: F32 → F16 rows -------------------------------------------------------- */
 
-__global__ void kv_store_kernel(uint16_t *cache, size_t head_stride, int32_t pos0, const int32_t *pos_dev,
-                                int32_t pos_ref, const float *x, size_t x_stride, int64_t n_t, int n_head_kv, int d)
+/* Stores value gi (of n_t · n_head_kv · d) of x at position pos0 + its token (pos0 already shifted). */
+__device__ __forceinline__ void kv_store_one(uint16_t *cache, size_t head_stride, int32_t pos0, const float *x,
+                                             size_t x_stride, int64_t gi, int n_head_kv, int d)
 {
-    const int64_t gi = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (gi >= n_t * n_head_kv * d) return;
-    if (pos_dev) pos0 += *pos_dev - pos_ref;
     const int i = (int)(gi % d);
     const int64_t tg = gi / d;
     const int g = (int)(tg % n_head_kv);
@@ -138,14 +173,24 @@ __global__ void kv_store_kernel(uint16_t *cache, size_t head_stride, int32_t pos
         __half_as_ushort(__float2half_rn(x[t * x_stride + (size_t)g * d + i]));
 }
 
+__global__ void kv_store_kernel(uint16_t *cache, size_t head_stride, int32_t pos0, const int32_t *pos_dev,
+                                int32_t pos_ref, const float *x, size_t x_stride, int64_t n_t, int n_head_kv, int d)
+{
+    pdl_enter();
+    const int64_t gi = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (gi >= n_t * n_head_kv * d) return;
+    if (pos_dev) pos0 += *pos_dev - pos_ref;
+    kv_store_one(cache, head_stride, pos0, x, x_stride, gi, n_head_kv, d);
+}
+
 extern "C" int cuda_kv_store_shifted(cuda_ctx *c, uint16_t *cache, size_t head_stride, int32_t pos0,
                                      const int32_t *pos_dev, int32_t pos_ref, const float *x, size_t x_stride,
                                      int64_t n_t, int32_t n_head_kv, int32_t d)
 {
     const int64_t n = n_t * n_head_kv * d;
     if (n <= 0) return 0;
-    kv_store_kernel<<<cdiv(n, 256), 256, 0, c->stream>>>(cache, head_stride, pos0, pos_dev, pos_ref, x, x_stride,
-                                                         n_t, n_head_kv, d);
+    launch_k(c, kv_store_kernel, cdiv(n, 256), 256, 0, cache, head_stride, pos0, pos_dev, pos_ref, x, x_stride,
+             n_t, n_head_kv, d);
     return cu_launch_status();
 }
 
@@ -155,6 +200,89 @@ extern "C" int cuda_kv_store(cuda_ctx *c, uint16_t *cache, size_t head_stride, i
     return cuda_kv_store_shifted(c, cache, head_stride, pos0, NULL, 0, x, x_stride, n_t, n_head_kv, d);
 }
 
+/* ---- KV store: F32 → Q8_0 rows ------------------------------------------------------- */
+
+/* One warp per 32-value block (d % 32 == 0 and 256-thread blocks: a warp never
+ * straddles two blocks or the end). The rule is the CPU backend's
+ * (attention_kv_q8.c, ggml's quantize_row_q8_0) with the same F32 operations:
+ * scale amax/127, codes roundf(x · (1/scale)), scale stored as F16. */
+__device__ __forceinline__ void kv_store_q8_0_one(uint16_t *cache, size_t head_stride, int32_t pos0, const float *x,
+                                                  size_t x_stride, int64_t gi, int n_head_kv, int d)
+{
+    const int i = (int)(gi % d);
+    const int64_t tg = gi / d;
+    const int g = (int)(tg % n_head_kv);
+    const int64_t t = tg / n_head_kv;
+    const float v = x[t * x_stride + (size_t)g * d + i];
+    const float amax = warp_max(fabsf(v));
+    const float s = amax / 127.0f, inv = s != 0.0f ? 1.0f / s : 0.0f;
+    uint8_t *blk = (uint8_t *)(cache + g * head_stride + (size_t)(pos0 + t) * (d / 32 * 17)) + i / 32 * 34;
+    if ((i & 31) == 0) *(uint16_t *)blk = __half_as_ushort(__float2half_rn(s));
+    blk[2 + (i & 31)] = (uint8_t)(int8_t)roundf(v * inv);
+}
+
+__global__ void kv_store_q8_0_kernel(uint16_t *cache, size_t head_stride, int32_t pos0, const int32_t *pos_dev,
+                                     int32_t pos_ref, const float *x, size_t x_stride, int64_t n_t, int n_head_kv,
+                                     int d)
+{
+    pdl_enter();
+    const int64_t gi = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (gi >= n_t * n_head_kv * d) return;
+    if (pos_dev) pos0 += *pos_dev - pos_ref;
+    kv_store_q8_0_one(cache, head_stride, pos0, x, x_stride, gi, n_head_kv, d);
+}
+
+/* A layer's K and V rows (same shape and position) in one launch: the work of two
+ * kv_store (Q8 false) or kv_store_q8_0 (Q8 true) launches, x0 into cache0 then x1 into
+ * cache1 (n_t · n_head_kv · d is a multiple of 32: no warp straddles the two). */
+template <bool Q8>
+__global__ void kv_store2_kernel(uint16_t *cache0, const float *x0, size_t x_stride0, uint16_t *cache1,
+                                 const float *x1, size_t x_stride1, size_t head_stride, int32_t pos0,
+                                 const int32_t *pos_dev, int32_t pos_ref, int64_t n_t, int n_head_kv, int d)
+{
+    pdl_enter();
+    const int64_t gi = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t n = n_t * n_head_kv * d;
+    if (gi >= 2 * n) return;
+    if (pos_dev) pos0 += *pos_dev - pos_ref;
+    const bool second = gi >= n;
+    uint16_t *cache = second ? cache1 : cache0;
+    const float *x = second ? x1 : x0;
+    const size_t x_stride = second ? x_stride1 : x_stride0;
+    if (Q8) kv_store_q8_0_one(cache, head_stride, pos0, x, x_stride, second ? gi - n : gi, n_head_kv, d);
+    else kv_store_one(cache, head_stride, pos0, x, x_stride, second ? gi - n : gi, n_head_kv, d);
+}
+
+extern "C" int cuda_kv_store2_shifted(cuda_ctx *c, int kv_type, uint16_t *cache0, const float *x0, size_t x_stride0,
+                                      uint16_t *cache1, const float *x1, size_t x_stride1, size_t head_stride,
+                                      int32_t pos0, const int32_t *pos_dev, int32_t pos_ref, int64_t n_t,
+                                      int32_t n_head_kv, int32_t d)
+{
+    if (kv_type != CUDA_KV_F16 && kv_type != CUDA_KV_Q8_0) return WK_EINVAL;
+    if (kv_type == CUDA_KV_Q8_0 && (d <= 0 || d % 32)) return WK_EINVAL;
+    const int64_t n = n_t * n_head_kv * d;
+    if (n <= 0) return 0;
+    if (kv_type == CUDA_KV_Q8_0)
+        launch_k(c, kv_store2_kernel<true>, cdiv(2 * n, 256), 256, 0, cache0, x0, x_stride0, cache1, x1, x_stride1,
+                 head_stride, pos0, pos_dev, pos_ref, n_t, n_head_kv, d);
+    else
+        launch_k(c, kv_store2_kernel<false>, cdiv(2 * n, 256), 256, 0, cache0, x0, x_stride0, cache1, x1, x_stride1,
+                 head_stride, pos0, pos_dev, pos_ref, n_t, n_head_kv, d);
+    return cu_launch_status();
+}
+
+extern "C" int cuda_kv_store_q8_0_shifted(cuda_ctx *c, uint16_t *cache, size_t head_stride, int32_t pos0,
+                                          const int32_t *pos_dev, int32_t pos_ref, const float *x, size_t x_stride,
+                                          int64_t n_t, int32_t n_head_kv, int32_t d)
+{
+    if (d <= 0 || d % 32) return WK_EINVAL;
+    const int64_t n = n_t * n_head_kv * d;
+    if (n <= 0) return 0;
+    launch_k(c, kv_store_q8_0_kernel, cdiv(n, 256), 256, 0, cache, head_stride, pos0, pos_dev, pos_ref, x,
+             x_stride, n_t, n_head_kv, d);
+    return cu_launch_status();
+}
+
 /* ---- element-wise --------------------------------------------------------------------- */
 
 __device__ __forceinline__ float sigmoidf_(float x) { return 1.0f / (1.0f + expf(-x)); }
@@ -162,21 +290,25 @@ __device__ __forceinline__ float siluf_(float x) { return x / (1.0f + expf(-x));
 
 __global__ void add_kernel(float *y, const float *a, const float *b, int64_t n)
 {
+    pdl_enter();
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) y[i] = a[i] + b[i];
 }
 __global__ void add_bias_kernel(float *y, const float *bias, int64_t total, int64_t n)
 {
+    pdl_enter();
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < total) y[i] += bias[i % n];
 }
 __global__ void swiglu_kernel(float *y, const float *g, const float *u, int64_t n)
 {
+    pdl_enter();
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) y[i] = siluf_(g[i]) * u[i];
 }
 __global__ void swiglu_fused_kernel(float *y, const float *x, int64_t rows, int64_t n)
 {
+    pdl_enter();
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= rows * n) return;
     int64_t r = i / n, j = i % n;
@@ -184,6 +316,7 @@ __global__ void swiglu_fused_kernel(float *y, const float *x, int64_t rows, int6
 }
 __global__ void mul_sigmoid_kernel(float *y, size_t ys, const float *g, size_t gs, int64_t rows, int64_t n)
 {
+    pdl_enter();
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= rows * n) return;
     int64_t r = i / n, j = i % n;
@@ -191,59 +324,61 @@ __global__ void mul_sigmoid_kernel(float *y, size_t ys, const float *g, size_t g
 }
 __global__ void mul_silu_kernel(float *y, const float *z, int64_t n)
 {
+    pdl_enter();
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) y[i] *= siluf_(z[i]);
 }
 __global__ void add_scaled_sigmoid_kernel(float *y, const float *x, const float *s, int64_t rows, int64_t n)
 {
+    pdl_enter();
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < rows * n) y[i] += sigmoidf_(s[i / n]) * x[i];
 }
 
-#define EW_LAUNCH(n) cdiv((n), 256), 256, 0, c->stream
+#define EW_LAUNCH(n) cdiv((n), 256), 256, 0
 
 extern "C" int cuda_add(cuda_ctx *c, float *y, const float *a, const float *b, int64_t n)
 {
     if (n <= 0) return 0;
-    add_kernel<<<EW_LAUNCH(n)>>>(y, a, b, n);
+    launch_k(c, add_kernel, EW_LAUNCH(n), y, a, b, n);
     return cu_launch_status();
 }
 extern "C" int cuda_add_bias(cuda_ctx *c, float *y, const float *bias, int64_t n_rows, int64_t n)
 {
     if (n_rows * n <= 0) return 0;
-    add_bias_kernel<<<EW_LAUNCH(n_rows * n)>>>(y, bias, n_rows * n, n);
+    launch_k(c, add_bias_kernel, EW_LAUNCH(n_rows * n), y, bias, n_rows * n, n);
     return cu_launch_status();
 }
 extern "C" int cuda_swiglu(cuda_ctx *c, float *y, const float *gate, const float *up, int64_t n)
 {
     if (n <= 0) return 0;
-    swiglu_kernel<<<EW_LAUNCH(n)>>>(y, gate, up, n);
+    launch_k(c, swiglu_kernel, EW_LAUNCH(n), y, gate, up, n);
     return cu_launch_status();
 }
 extern "C" int cuda_swiglu_fused(cuda_ctx *c, float *y, const float *x, int64_t n_rows, int64_t n)
 {
     if (n_rows * n <= 0) return 0;
-    swiglu_fused_kernel<<<EW_LAUNCH(n_rows * n)>>>(y, x, n_rows, n);
+    launch_k(c, swiglu_fused_kernel, EW_LAUNCH(n_rows * n), y, x, n_rows, n);
     return cu_launch_status();
 }
 extern "C" int cuda_mul_sigmoid(cuda_ctx *c, float *y, size_t y_stride, const float *g, size_t g_stride,
                                 int64_t n_rows, int64_t n)
 {
     if (n_rows * n <= 0) return 0;
-    mul_sigmoid_kernel<<<EW_LAUNCH(n_rows * n)>>>(y, y_stride, g, g_stride, n_rows, n);
+    launch_k(c, mul_sigmoid_kernel, EW_LAUNCH(n_rows * n), y, y_stride, g, g_stride, n_rows, n);
     return cu_launch_status();
 }
 extern "C" int cuda_mul_silu(cuda_ctx *c, float *y, const float *z, int64_t n)
 {
     if (n <= 0) return 0;
-    mul_silu_kernel<<<EW_LAUNCH(n)>>>(y, z, n);
+    launch_k(c, mul_silu_kernel, EW_LAUNCH(n), y, z, n);
     return cu_launch_status();
 }
 extern "C" int cuda_add_scaled_sigmoid(cuda_ctx *c, float *y, const float *x, const float *s, int64_t n_rows,
                                        int64_t n)
 {
     if (n_rows * n <= 0) return 0;
-    add_scaled_sigmoid_kernel<<<EW_LAUNCH(n_rows * n)>>>(y, x, s, n_rows, n);
+    launch_k(c, add_scaled_sigmoid_kernel, EW_LAUNCH(n_rows * n), y, x, s, n_rows, n);
     return cu_launch_status();
 }
 
@@ -256,6 +391,7 @@ extern "C" int cuda_add_scaled_sigmoid(cuda_ctx *c, float *y, const float *x, co
 __global__ void ssm_conv_kernel(float *y, size_t y_stride, const float *x, size_t x_stride, int64_t n_t,
                                 int64_t n_ch, const float *__restrict__ w, int k, float *state)
 {
+    pdl_enter();
     const int64_t gi = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (gi >= n_t * n_ch) return;
     const int64_t ch = gi % n_ch, t = gi / n_ch;
@@ -275,6 +411,7 @@ __global__ void ssm_conv_kernel(float *y, size_t y_stride, const float *x, size_
 __global__ void ssm_conv_state_kernel(const float *x, size_t x_stride, int64_t n_t, int64_t n_ch, int k,
                                       float *state)
 {
+    pdl_enter();
     const int64_t ch = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (ch >= n_ch) return;
     float keep[CONV_MAX_K];
@@ -290,8 +427,8 @@ extern "C" int cuda_ssm_conv(cuda_ctx *c, float *y, size_t y_stride, const float
 {
     if (k < 1 || k > CONV_MAX_K) return WK_EINVAL;
     if (n_t * n_ch <= 0) return 0;
-    ssm_conv_kernel<<<EW_LAUNCH(n_t * n_ch)>>>(y, y_stride, x, x_stride, n_t, n_ch, w, k, state);
-    if (k > 1 && n_t > 1) ssm_conv_state_kernel<<<EW_LAUNCH(n_ch)>>>(x, x_stride, n_t, n_ch, k, state);
+    launch_k(c, ssm_conv_kernel, EW_LAUNCH(n_t * n_ch), y, y_stride, x, x_stride, n_t, n_ch, w, k, state);
+    if (k > 1 && n_t > 1) launch_k(c, ssm_conv_state_kernel, EW_LAUNCH(n_ch), x, x_stride, n_t, n_ch, k, state);
     return cu_launch_status();
 }
 
@@ -302,6 +439,7 @@ __global__ void moe_route_kernel(const float *logits, int n_expert, int k, int32
     extern __shared__ float p[];
     __shared__ float red[32];
     __shared__ int redi[32];
+    pdl_enter();
     const float *l = logits + (int64_t)blockIdx.x * n_expert;
     float mx = -INFINITY;
     for (int i = threadIdx.x; i < n_expert; i += blockDim.x) mx = fmaxf(mx, l[i]);
@@ -360,13 +498,13 @@ extern "C" int cuda_moe_route(cuda_ctx *c, const float *logits, int64_t n_t, int
 {
     if (n_t <= 0) return 0;
     if (k > n_expert || n_expert > 8192) return WK_EINVAL;
-    moe_route_kernel<<<(unsigned)n_t, 256, n_expert * sizeof(float), c->stream>>>(logits, n_expert, k, ids,
-                                                                                   weights);
+    launch_k(c, moe_route_kernel, (unsigned)n_t, 256, n_expert * sizeof(float), logits, n_expert, k, ids, weights);
     return cu_launch_status();
 }
 
 __global__ void moe_combine_kernel(float *out, const float *ys, const float *w, int64_t n_t, int k, int64_t n)
 {
+    pdl_enter();
     const int64_t gi = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (gi >= n_t * n) return;
     const int64_t t = gi / n, i = gi % n;
@@ -379,7 +517,7 @@ extern "C" int cuda_moe_combine(cuda_ctx *c, float *out, const float *ys, const 
                                 int32_t k, int64_t n)
 {
     if (n_t * n <= 0) return 0;
-    moe_combine_kernel<<<EW_LAUNCH(n_t * n)>>>(out, ys, weights, n_t, k, n);
+    launch_k(c, moe_combine_kernel, EW_LAUNCH(n_t * n), out, ys, weights, n_t, k, n);
     return cu_launch_status();
 }
 
@@ -412,7 +550,7 @@ rms_norm_q8k_kernel(float *y, const float *x, size_t x_stride, int64_t n, const 
                     int8_t *__restrict__ xq, float *__restrict__ xd)
 {
     __shared__ float red[32];
-    pdl_trigger(); /* the matvec launched next may start pulling its weights */
+    pdl_enter(); /* the matvec launched next may start pulling its weights */
     const float *xr = x + blockIdx.x * x_stride;
     float *yr = y + blockIdx.x * n;
     /* the sum of squares exactly as rms_norm_kernel with as many threads: the same scale */
@@ -431,7 +569,7 @@ add_rms_norm_q8k_kernel(float *x, const float *a, const float *b, float *y, int6
                         float eps, int8_t *__restrict__ xq, float *__restrict__ xd)
 {
     __shared__ float red[32];
-    pdl_trigger();
+    pdl_enter();
     const int64_t o = (int64_t)blockIdx.x * n;
     float *xr = x + o, *yr = y + o;
     float ss = 0.0f;
@@ -452,7 +590,7 @@ extern "C" int cuda_add_rms_norm_q8k(cuda_ctx *c, float *x, const float *a, cons
     int8_t *xq;
     float *xd;
     if (n_rows <= 0 || n < 1024 || n % 256 || !cuda_act_slots(c, n_rows, n, &xq, &xd)) return 0;
-    add_rms_norm_q8k_kernel<<<(unsigned)n_rows, norm_threads(n), 0, c->stream>>>(x, a, b, y, n, w, eps, xq, xd);
+    launch_k(c, add_rms_norm_q8k_kernel, (unsigned)n_rows, norm_threads(n), 0, x, a, b, y, n, w, eps, xq, xd);
     if (cu_launch_status()) return WK_EIO;
     cuda_act_mark(c, y, n_rows, n, 256);
     return 1;
@@ -463,7 +601,7 @@ template <int OP>
 __global__ void gate_q8k_kernel(float *y, const float *a, const float *b, int64_t n, int8_t *__restrict__ xq,
                                 float *__restrict__ xd)
 {
-    pdl_trigger();
+    pdl_enter();
     const int lane = threadIdx.x & 31;
     const int64_t ch = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (ch >= n / 256) return;
@@ -485,7 +623,7 @@ extern "C" int cuda_rms_norm_q8k(cuda_ctx *c, float *y, const float *x, size_t x
     int8_t *xq;
     float *xd;
     if (n_rows <= 0 || n < 1024 || n % 256 || !cuda_act_slots(c, n_rows, n, &xq, &xd)) return 0;
-    rms_norm_q8k_kernel<<<(unsigned)n_rows, norm_threads(n), 0, c->stream>>>(y, x, x_stride, n, w, eps, xq, xd);
+    launch_k(c, rms_norm_q8k_kernel, (unsigned)n_rows, norm_threads(n), 0, y, x, x_stride, n, w, eps, xq, xd);
     if (cu_launch_status()) return WK_EIO;
     cuda_act_mark(c, y, n_rows, n, 256);
     return 1;
@@ -497,8 +635,8 @@ static int gate_q8k(cuda_ctx *c, int op, float *y, const float *a, const float *
     float *xd;
     if (n <= 0 || n % 256 || !cuda_act_slots(c, 1, n, &xq, &xd)) return 0;
     const unsigned grid = cdiv(n / 256, 8);
-    if (op == 0) gate_q8k_kernel<0><<<grid, 256, 0, c->stream>>>(y, a, b, n, xq, xd);
-    else gate_q8k_kernel<1><<<grid, 256, 0, c->stream>>>(y, a, b, n, xq, xd);
+    if (op == 0) launch_k(c, gate_q8k_kernel<0>, grid, 256, 0, y, a, b, n, xq, xd);
+    else launch_k(c, gate_q8k_kernel<1>, grid, 256, 0, y, a, b, n, xq, xd);
     if (cu_launch_status()) return WK_EIO;
     cuda_act_mark(c, y, 1, n, 256);
     return 1;

@@ -25,7 +25,7 @@ __global__ void quantize_act_kernel(const float *__restrict__ x, int64_t n_rows,
                                     int8_t *__restrict__ xq, float *__restrict__ xd, __half *__restrict__ xh = nullptr,
                                     float *__restrict__ xf = nullptr)
 {
-    pdl_trigger(); /* a matvec launched next may start pulling its weights */
+    pdl_enter(); /* a matvec launched next may start pulling its weights; x comes from earlier kernels */
     const int lane = threadIdx.x & 31;
     const int64_t chunk = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     const int64_t chunks_per_row = (K + 255) / 256;
@@ -91,9 +91,11 @@ extern "C" int cuda_quantize_act(cuda_ctx *c, const float *x, int64_t n_rows, in
     const int64_t chunks = n_rows * ((K + 255) / 256);
     const int warps = 8;
     if (group == 256)
-        quantize_act_kernel<256><<<cdiv(chunks, warps), warps * 32, 0, c->stream>>>(x, n_rows, K, xq, xd);
+        launch_k(c, quantize_act_kernel<256>, cdiv(chunks, warps), warps * 32, 0, x, n_rows, K, xq, xd,
+                 (__half *)nullptr, (float *)nullptr);
     else
-        quantize_act_kernel<32><<<cdiv(chunks, warps), warps * 32, 0, c->stream>>>(x, n_rows, K, xq, xd);
+        launch_k(c, quantize_act_kernel<32>, cdiv(chunks, warps), warps * 32, 0, x, n_rows, K, xq, xd,
+                 (__half *)nullptr, (float *)nullptr);
     return cu_launch_status();
 }
 
@@ -119,29 +121,11 @@ extern "C" int cuda_round_act_f32(cuda_ctx *c, const float *x, int64_t n_rows, i
 
 #define MV_WARPS 8 /* rows per block: one warp each */
 
-/* Launch with programmatic dependent launch (c->pdl): the kernel may start
- * while the previous one in the stream finishes; it must call pdl_wait()
- * before touching anything earlier kernels write or read. */
-template <typename... P, typename... A>
-static void launch_pdl(cuda_ctx *c, void (*kernel)(P...), dim3 grid, dim3 block, A... args)
-{
-    if (!c->pdl) {
-        kernel<<<grid, block, 0, c->stream>>>(args...);
-        return;
-    }
-    cudaLaunchConfig_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.gridDim = grid;
-    cfg.blockDim = block;
-    cfg.stream = c->stream;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = 1;
-    cudaLaunchKernelEx(&cfg, kernel, ((P)args)...);
-}
-/* launch_pdl with SMEM bytes of dynamic shared memory (the kernel's limit raised once per size). */
+/* Launch with programmatic dependent launch when c->pdl (the matvecs: at every level
+ * but 0, see launch_k) and SMEM bytes of dynamic shared memory (the kernel's limit
+ * raised once per size): the kernel may start while the previous one in the stream
+ * finishes; it must call pdl_wait() before touching anything earlier kernels write
+ * or read. */
 template <typename... P, typename... A>
 static void launch_pdl_smem(cuda_ctx *c, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, A... args)
 {
@@ -171,26 +155,58 @@ static void launch_pdl_smem(cuda_ctx *c, void (*kernel)(P...), dim3 grid, dim3 b
     cfg.numAttrs = 1;
     cudaLaunchKernelEx(&cfg, kernel, ((P)args)...);
 }
+template <typename... P, typename... A>
+static void launch_pdl(cuda_ctx *c, void (*kernel)(P...), dim3 grid, dim3 block, A... args)
+{
+    launch_pdl_smem(c, kernel, grid, block, 0, args...);
+}
 #define MV_OCC_BLOCKS 7 /* OCC variant: registers capped for 7 blocks (56 warps) per multiprocessor */
+
+/* The weights of one matvec launch: up to MV_MAX_SEGS matrices of the same type
+ * and column count that multiply the same activations (q/k/v, gate/up, the
+ * DeltaNet projections), their rows laid end to end in one row space
+ * (segment i's rows start at start[i]); one launch instead of one per matrix
+ * saves the launch gap and the half-empty last wave of each. */
+#define MV_MAX_SEGS 4
+struct mv_segs {
+    const uint8_t *W[MV_MAX_SEGS];
+    float *y[MV_MAX_SEGS];
+    int64_t rows[MV_MAX_SEGS];
+    int64_t start[MV_MAX_SEGS];
+    int64_t total; /* rows of all segments */
+    int n;
+};
+/* Segment of row g of the launch's row space, and g's row within it. */
+__device__ __forceinline__ int mv_seg_of(const mv_segs &sg, int64_t g, int64_t *row)
+{
+    int i = 0;
+#pragma unroll
+    for (int j = 1; j < MV_MAX_SEGS; j++)
+        if (j < sg.n && g >= sg.start[j]) i = j;
+    *row = g - sg.start[i];
+    return i;
+}
 
 /* One warp per output row (the default launch: measured fastest on Q4_K/Q8_0). */
 template <int T, bool OCC = false>
 __global__ void __launch_bounds__(MV_WARPS * 32, OCC ? MV_OCC_BLOCKS : 1)
-matvec_q1_kernel(const uint8_t *__restrict__ W, size_t row_bytes, size_t mat_bytes, int64_t M, int64_t K,
-                 const int8_t *__restrict__ xq, const float *__restrict__ xd, int64_t slots_per_x,
-                 const int32_t *__restrict__ ids, float *__restrict__ y)
+matvec_q1_kernel(const mv_segs sg, size_t row_bytes, size_t mat_bytes, int64_t K, const int8_t *__restrict__ xq,
+                 const float *__restrict__ xd, int64_t slots_per_x, const int32_t *__restrict__ ids)
 {
     typedef qdev<T> Q;
     const int lane = threadIdx.x & 31;
-    const int64_t row = (int64_t)blockIdx.x * MV_WARPS + threadIdx.x / 32;
+    const int64_t g = (int64_t)blockIdx.x * MV_WARPS + threadIdx.x / 32;
     const int64_t s = blockIdx.y;
     pdl_trigger();
-    if (row >= M) return;
+    if (g >= sg.total) return;
+    int64_t row;
+    const int seg = mv_seg_of(sg, g, &row);
     if (!ids) /* the weights do not depend on earlier kernels: start pulling the row into L2 */
-        for (size_t off = (size_t)lane * 128; off < row_bytes; off += 32 * 128) prefetch_l2(W + row * row_bytes + off);
+        for (size_t off = (size_t)lane * 128; off < row_bytes; off += 32 * 128)
+            prefetch_l2(sg.W[seg] + row * row_bytes + off);
     pdl_wait(); /* launched with programmatic serialization: what earlier kernels wrote is visible after this */
     const int64_t e = ids ? ids[s] : 0;
-    const uint8_t *wr = W + e * mat_bytes + row * row_bytes;
+    const uint8_t *wr = sg.W[seg] + e * mat_bytes + row * row_bytes;
     const int64_t xr = s / slots_per_x;
     const int8_t *xqr = xq + xr * K;
     const float *xdr = xd + xr * (K / 32);
@@ -201,7 +217,7 @@ matvec_q1_kernel(const uint8_t *__restrict__ W, size_t row_bytes, size_t mat_byt
 #pragma unroll 4
     for (int64_t ib = lane / Q::TPB; ib < nb; ib += BPI) acc += Q::dot(wr, nb, ib, t, xqr, xdr);
     acc = warp_sum(acc);
-    if (lane == 0) y[s * M + row] = acc;
+    if (lane == 0) sg.y[seg][s * sg.rows[seg] + row] = acc;
 }
 
 /* Q4_K, one warp per row, the row copied whole into shared memory by one bulk
@@ -225,51 +241,167 @@ __device__ __forceinline__ float q4k8_dot_smem(const uint8_t *blk, int64_t ib, i
     return q4k8_dot_words(*(const uint4 *)blk, *(const uint4 *)(blk + 16 + 32 * g + 16 * h), ib, t, xq, xd);
 }
 
-template <bool CAP>
-__global__ void __launch_bounds__(MV_WARPS * 32, CAP ? 8 : 1)
-matvec_q4k_bulk_kernel(const uint8_t *__restrict__ W, size_t row_bytes, int64_t M, int64_t K,
-                       const int8_t *__restrict__ xq, const float *__restrict__ xd, int64_t slots_per_x,
-                       float *__restrict__ y)
+/* One bulk copy (cp.async.bulk, the Hopper copy engine) of `bytes` (a 16-byte
+ * multiple) from global src into shared dst, completing on mbarrier bar_a:
+ * issued by one thread. */
+__device__ __forceinline__ void bulk_copy_row(unsigned bar_a, uint8_t *dst, const uint8_t *src, size_t bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar_a), "r"((unsigned)bytes)
+                 : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                     (unsigned)__cvta_generic_to_shared(dst)),
+                 "l"(src), "r"((unsigned)bytes), "r"(bar_a)
+                 : "memory");
+}
+__device__ __forceinline__ void mbar_init(unsigned bar_a)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar_a) : "memory");
+}
+/* Spins until phase `parity` of the mbarrier has completed. */
+__device__ __forceinline__ void mbar_wait(unsigned bar_a, unsigned parity)
+{
+    unsigned done = 0;
+    while (!done)
+        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
+                     : "=r"(done)
+                     : "r"(bar_a), "r"(parity)
+                     : "memory");
+}
+
+/* Dot of one Q4_K row in shared memory with activation row xq/xd, summed over the warp
+ * (the 8-part split and order of matvec_q1_kernel<QT_Q4_K_8PARTS>). */
+__device__ __forceinline__ float q4k8_row_smem(const uint8_t *buf, int64_t nb, int lane, const int8_t *xq,
+                                               const float *xd)
 {
     typedef qdev<QT_Q4_K_8PARTS> Q;
+    constexpr int BPI = 32 / Q::TPB;
+    const int t = lane % Q::TPB;
+    float acc = 0.0f;
+#pragma unroll 4
+    for (int64_t ib = lane / Q::TPB; ib < nb; ib += BPI) acc += q4k8_dot_smem(buf + ib * 144, ib, t, xq, xd);
+    return warp_sum(acc);
+}
+
+template <bool CAP>
+__global__ void __launch_bounds__(MV_WARPS * 32, CAP ? 8 : 1)
+matvec_q4k_bulk_kernel(const mv_segs sg, size_t row_bytes, int64_t K, const int8_t *__restrict__ xq,
+                       const float *__restrict__ xd, int64_t slots_per_x)
+{
     extern __shared__ __align__(16) uint8_t mv_smem[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
-    const int64_t row = (int64_t)blockIdx.x * MV_WARPS + warp;
+    const int64_t g = (int64_t)blockIdx.x * MV_WARPS + warp;
     const int64_t s = blockIdx.y;
     pdl_trigger();
-    if (row >= M) return;
+    if (g >= sg.total) return;
+    int64_t row;
+    const int seg = mv_seg_of(sg, g, &row);
     uint64_t *bar = (uint64_t *)mv_smem + warp;
     uint8_t *buf = mv_smem + 16 * MV_WARPS + (size_t)warp * row_bytes;
     const unsigned bar_a = (unsigned)__cvta_generic_to_shared(bar);
     if (lane == 0) {
-        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar_a) : "memory");
+        mbar_init(bar_a);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar_a), "r"((unsigned)row_bytes)
-                     : "memory");
-        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                         (unsigned)__cvta_generic_to_shared(buf)),
-                     "l"(W + row * row_bytes), "r"((unsigned)row_bytes), "r"(bar_a)
-                     : "memory");
+        bulk_copy_row(bar_a, buf, sg.W[seg] + row * row_bytes, row_bytes);
     }
     __syncwarp();
     pdl_wait();
     const int64_t xr = s / slots_per_x;
-    const int8_t *xqr = xq + xr * K;
-    const float *xdr = xd + xr * (K / 32);
+    mbar_wait(bar_a, 0);
+    const float v = q4k8_row_smem(buf, K / 256, lane, xq + xr * K, xd + xr * (K / 32));
+    if (lane == 0) sg.y[seg][s * sg.rows[seg] + row] = v;
+}
+
+/* Q4_K, persistent warps with a pipeline of NBUF row buffers each: warp w of
+ * the grid takes rows w, w + n_warps, ...; the bulk copies of its next NBUF-1
+ * rows are in flight while it computes one, so the memory system never waits
+ * for a warp's arithmetic (the one-row bulk kernel copies, then computes, then
+ * exits). Grid: at most as many blocks as fit on the machine at once. Same
+ * per-row arithmetic as matvec_q4k_bulk_kernel (bit-identical results).
+ * Dynamic shared memory: MV_WARPS·NBUF mbarriers (8 bytes each, padded to 16)
+ * then MV_WARPS·NBUF row buffers. One activation row (decode). */
+template <int NBUF>
+__global__ void __launch_bounds__(MV_WARPS * 32)
+matvec_q4k_pipe_kernel(const mv_segs sg, size_t row_bytes, int64_t K, const int8_t *__restrict__ xq,
+                       const float *__restrict__ xd)
+{
+    extern __shared__ __align__(16) uint8_t mv_smem[];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+    const int64_t n_warps = (int64_t)gridDim.x * MV_WARPS, M = sg.total;
+    const int64_t first = (int64_t)blockIdx.x * MV_WARPS + warp;
+    pdl_trigger();
+    if (first >= M) return;
+    const unsigned bar0 = (unsigned)__cvta_generic_to_shared((uint64_t *)mv_smem + warp * NBUF);
+    uint8_t *buf0 = mv_smem + ((8 * NBUF * MV_WARPS + 15) & ~15) + (size_t)warp * NBUF * row_bytes;
+    if (lane == 0) {
+        for (int b = 0; b < NBUF; b++) mbar_init(bar0 + 8 * b);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        for (int b = 0; b < NBUF; b++) {
+            const int64_t g = first + b * n_warps;
+            int64_t r;
+            if (g < M) bulk_copy_row(bar0 + 8 * b, buf0 + b * row_bytes, sg.W[mv_seg_of(sg, g, &r)] + r * row_bytes,
+                                     row_bytes);
+        }
+    }
+    __syncwarp();
+    pdl_wait();
+    const int64_t nb = K / 256;
+    int b = 0;
+    unsigned parity = 0;
+    for (int64_t g = first; g < M; g += n_warps) {
+        mbar_wait(bar0 + 8 * b, parity);
+        const float v = q4k8_row_smem(buf0 + b * row_bytes, nb, lane, xq, xd);
+        int64_t row;
+        const int seg = mv_seg_of(sg, g, &row);
+        if (lane == 0) sg.y[seg][row] = v;
+        __syncwarp(); /* every lane is done with buffer b */
+        const int64_t next = g + (int64_t)NBUF * n_warps;
+        if (lane == 0 && next < M) {
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* our reads before the copy's writes */
+            int64_t r;
+            bulk_copy_row(bar0 + 8 * b, buf0 + b * row_bytes, sg.W[mv_seg_of(sg, next, &r)] + r * row_bytes,
+                          row_bytes);
+        }
+        if (++b == NBUF) {
+            b = 0;
+            parity ^= 1;
+        }
+    }
+}
+
+/* Few activation rows (prefill chunks of up to CUDA_MMV_MAX_ROWS tokens, speculative
+ * drafts): one warp per weight row computes its dot with NT activation rows (blockIdx.y
+ * picks the group of NT), so the weight is read once per NT rows instead of once per row
+ * (a block's loads for the NT dots are the same addresses: L1 serves the repeats). Per
+ * activation row the lane split and summation order are matvec_q1_kernel's, so a prompt
+ * row gets bit-identically what a one-token step would. */
+template <int T, int NT>
+__global__ void __launch_bounds__(MV_WARPS * 32)
+matvec_nt_kernel(const uint8_t *__restrict__ W, size_t row_bytes, int64_t M, int64_t K,
+                 const int8_t *__restrict__ xq, const float *__restrict__ xd, int64_t n, float *__restrict__ y)
+{
+    typedef qdev<T> Q;
+    const int lane = threadIdx.x & 31;
+    const int64_t row = (int64_t)blockIdx.x * MV_WARPS + threadIdx.x / 32;
+    const int64_t t0 = (int64_t)blockIdx.y * NT;
+    if (row >= M) return;
+    const int64_t nt = n - t0 < NT ? n - t0 : NT;
+    const uint8_t *wr = W + row * row_bytes;
     const int64_t nb = K / Q::QK;
     constexpr int BPI = 32 / Q::TPB;
     const int t = lane % Q::TPB;
-    unsigned done = 0;
-    while (!done)
-        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\n selp.u32 %0, 1, 0, p;\n}"
-                     : "=r"(done)
-                     : "r"(bar_a)
-                     : "memory");
-    float acc = 0.0f;
-#pragma unroll 4
-    for (int64_t ib = lane / Q::TPB; ib < nb; ib += BPI) acc += q4k8_dot_smem(buf + ib * 144, ib, t, xqr, xdr);
-    acc = warp_sum(acc);
-    if (lane == 0) y[s * M + row] = acc;
+    float acc[NT];
+#pragma unroll
+    for (int j = 0; j < NT; j++) acc[j] = 0.0f;
+#pragma unroll 2
+    for (int64_t ib = lane / Q::TPB; ib < nb; ib += BPI)
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+            if (j < nt) acc[j] += Q::dot(wr, nb, ib, t, xq + (t0 + j) * K, xd + (t0 + j) * (K / 32));
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+        const float v = warp_sum(acc[j]);
+        if (lane == 0 && j < nt) y[(t0 + j) * M + row] = v;
+    }
 }
 #define MV_BULK_MAX_SMEM (200 << 10)
 
@@ -362,47 +494,79 @@ matvec_f_kernel(const uint8_t *__restrict__ W, size_t row_bytes, size_t mat_byte
     if (lane == 0) y[s * M + row] = acc;
 }
 
-extern "C" int cuda_matvec(cuda_ctx *c, const cuda_qweight *w, const int8_t *xq, const float *xd,
-                           const float *xf, int64_t n_slots, int64_t slots_per_x, const int32_t *ids,
-                           float *y, wk_error *err)
+/* Rows up to this many bytes go to the pipelined kernel under cuda_ctx.mv_occ 4 (the
+ * default); longer ones (ffn_down's 17408 columns: 9792 bytes) to the one-row bulk
+ * kernel. H200, bench_cuda, GB/s pipe vs bulk: 5120x6144 1913 vs 1583, 6144x5120 2050
+ * vs 1756, 17408x5120 2738 vs 2672, 5120x17408 1765 vs 1882. */
+#define MV_PIPE_MAX_ROW 4096
+#define MV_PIPE_BUFS 2
+
+/* Launches matvec_q4k_pipe_kernel (cuda_ctx.mv_occ 4: rows up to MV_PIPE_MAX_ROW bytes,
+ * 5: any row whose buffers fit) with as many blocks as fit on the machine at once:
+ * 1, else 0 (nothing launched). */
+static int q4k_pipe(cuda_ctx *c, size_t row_bytes, int64_t K, const mv_segs &sg, const int8_t *xq, const float *xd)
 {
-    if (n_slots <= 0) return 0;
+    if (c->mv_occ == 4 && row_bytes > MV_PIPE_MAX_ROW) return 0;
+    const size_t smem = ((8 * MV_PIPE_BUFS * MV_WARPS + 15) & ~(size_t)15) + (size_t)MV_WARPS * MV_PIPE_BUFS * row_bytes;
+    if (smem > c->smem_per_block) return 0;
+    int per_sm = (int)(c->smem_per_sm / (smem + 1024)); /* 1 KiB reserved per block */
+    if (per_sm > 2048 / (MV_WARPS * 32)) per_sm = 2048 / (MV_WARPS * 32);
+    int64_t blocks = cdiv(sg.total, MV_WARPS);
+    if (blocks > (int64_t)per_sm * c->sm_count) blocks = (int64_t)per_sm * c->sm_count;
+    launch_pdl_smem(c, matvec_q4k_pipe_kernel<MV_PIPE_BUFS>, dim3((unsigned)blocks), dim3(MV_WARPS * 32), smem, sg,
+                    row_bytes, K, xq, xd);
+    return 1;
+}
+
+/* The matvec launch for the segments sg of weights shaped like w (type, row and matrix
+ * strides, columns); the row-group variants (cuda_ctx.mv_rows 2, mv_blocks_per_sm) and
+ * float weights take one segment. */
+static int launch_matvec(cuda_ctx *c, const cuda_qweight *w, const mv_segs &sg, const int8_t *xq, const float *xd,
+                         const float *xf, int64_t n_slots, int64_t slots_per_x, const int32_t *ids, wk_error *err)
+{
+    if (n_slots <= 0 || sg.total <= 0) return 0;
     if (n_slots > 65535)
         return wk_fail(err, WK_EINVAL, "cuda matvec: %lld rows is too many for one launch", (long long)n_slots);
-    dim3 grid(cdiv(w->rows, MV_WARPS), (unsigned)n_slots);
+    dim3 grid(cdiv(sg.total, MV_WARPS), (unsigned)n_slots);
     dim3 block(MV_WARPS * 32);
-    const uint8_t *W = (const uint8_t *)w->data;
-    const int R = c->mv_rows == 2 ? 2 : 1;
-    dim3 qgrid(cdiv(cdiv(w->rows, R), MV_WARPS), (unsigned)n_slots);
-    const size_t bulk_smem = 16 * MV_WARPS + MV_WARPS * w->row_bytes;
+    const uint8_t *W = sg.W[0];
+    float *y = sg.y[0];
+    const int64_t M = sg.rows[0];
+    const int R = c->mv_rows == 2 && sg.n == 1 ? 2 : 1;
+    const bool legacy = sg.n == 1 && (R == 2 || c->mv_blocks_per_sm > 0);
+    dim3 qgrid(cdiv(cdiv(M, R), MV_WARPS), (unsigned)n_slots);
     if (c->mv_blocks_per_sm > 0 && qgrid.x > (unsigned)(c->mv_blocks_per_sm * c->sm_count))
         qgrid.x = (unsigned)(c->mv_blocks_per_sm * c->sm_count);
+    const size_t bulk_smem = 16 * MV_WARPS + MV_WARPS * w->row_bytes;
+    bool aligned = w->row_bytes % 16 == 0;
+    for (int i = 0; i < sg.n; i++) aligned = aligned && ((uintptr_t)sg.W[i] & 15) == 0;
+    const bool bulk = !legacy && !ids && aligned && c->mv_occ >= 2;
 #define MVQ(T)                                                                                      \
     do {                                                                                            \
-        if (T == QT_Q4_K_8PARTS && R == 1 && c->mv_blocks_per_sm <= 0 && c->mv_occ >= 2 && !ids &&    \
-            bulk_smem <= MV_BULK_MAX_SMEM && w->row_bytes % 16 == 0 && ((uintptr_t)W & 15) == 0) {   \
+        if (T == QT_Q4_K_8PARTS && bulk && c->mv_occ >= 4 && n_slots == 1 && q4k_pipe(c, w->row_bytes, w->cols, sg, xq, xd)) { \
+        } else if (T == QT_Q4_K_8PARTS && bulk && bulk_smem <= MV_BULK_MAX_SMEM) {                  \
             if (c->mv_occ == 3)                                                                     \
-                launch_pdl_smem(c, matvec_q4k_bulk_kernel<true>, grid, block, bulk_smem, W, w->row_bytes, \
-                                w->rows, w->cols, xq, xd, slots_per_x, y);                          \
+                launch_pdl_smem(c, matvec_q4k_bulk_kernel<true>, grid, block, bulk_smem, sg, w->row_bytes, \
+                                w->cols, xq, xd, slots_per_x);                                      \
             else                                                                                    \
-                launch_pdl_smem(c, matvec_q4k_bulk_kernel<false>, grid, block, bulk_smem, W, w->row_bytes, \
-                                w->rows, w->cols, xq, xd, slots_per_x, y);                          \
-        } else if (R == 1 && c->mv_blocks_per_sm <= 0 && c->mv_occ && T == QT_Q4_K_8PARTS)          \
-            launch_pdl(c, matvec_q1_kernel<T, true>, grid, block, W, w->row_bytes, w->mat_bytes, w->rows, \
-                       w->cols, xq, xd, slots_per_x, ids, y);                                      \
-        else if (R == 1 && c->mv_blocks_per_sm <= 0)                                                \
-            launch_pdl(c, matvec_q1_kernel<T, false>, grid, block, W, w->row_bytes, w->mat_bytes, w->rows, \
-                       w->cols, xq, xd, slots_per_x, ids, y);                                      \
+                launch_pdl_smem(c, matvec_q4k_bulk_kernel<false>, grid, block, bulk_smem, sg, w->row_bytes, \
+                                w->cols, xq, xd, slots_per_x);                                      \
+        } else if (!legacy && c->mv_occ && T == QT_Q4_K_8PARTS)                                     \
+            launch_pdl(c, matvec_q1_kernel<T, true>, grid, block, sg, w->row_bytes, w->mat_bytes, w->cols, xq, \
+                       xd, slots_per_x, ids);                                                       \
+        else if (!legacy)                                                                           \
+            launch_pdl(c, matvec_q1_kernel<T, false>, grid, block, sg, w->row_bytes, w->mat_bytes, w->cols, xq, \
+                       xd, slots_per_x, ids);                                                       \
         else if (R == 2)                                                                            \
-            matvec_q_kernel<T, 2><<<qgrid, block, 0, c->stream>>>(W, w->row_bytes, w->mat_bytes, w->rows, \
-                                                                   w->cols, xq, xd, slots_per_x, ids, y); \
+            matvec_q_kernel<T, 2><<<qgrid, block, 0, c->stream>>>(W, w->row_bytes, w->mat_bytes, M, w->cols, xq, \
+                                                                   xd, slots_per_x, ids, y);        \
         else                                                                                        \
-            matvec_q_kernel<T, 1><<<qgrid, block, 0, c->stream>>>(W, w->row_bytes, w->mat_bytes, w->rows, \
-                                                                   w->cols, xq, xd, slots_per_x, ids, y); \
+            matvec_q_kernel<T, 1><<<qgrid, block, 0, c->stream>>>(W, w->row_bytes, w->mat_bytes, M, w->cols, xq, \
+                                                                   xd, slots_per_x, ids, y);        \
     } while (0)
 #define MVF(T)                                                                                      \
-    matvec_f_kernel<T><<<grid, block, 0, c->stream>>>(W, w->row_bytes, w->mat_bytes, w->rows, w->cols, xf, \
-                                                       slots_per_x, ids, y)
+    matvec_f_kernel<T><<<grid, block, 0, c->stream>>>(W, w->row_bytes, w->mat_bytes, M, w->cols, xf, slots_per_x, \
+                                                       ids, y)
     switch (w->type) {
     case QT_Q4_K:
         if (c->mv_q4k_parts == 8) MVQ(QT_Q4_K_8PARTS);
@@ -418,6 +582,7 @@ extern "C" int cuda_matvec(cuda_ctx *c, const cuda_qweight *w, const int8_t *xq,
     case QT_BF16:
         if (w->cols % 8) return wk_fail(err, WK_EINVAL, "cuda matvec: %lld columns not a multiple of 8",
                                         (long long)w->cols);
+        if (sg.n != 1) return wk_fail(err, WK_EINVAL, "cuda matvec: float weights take one matrix per launch");
         if (w->type == QT_F32) MVF(QT_F32);
         else if (w->type == QT_F16) MVF(QT_F16);
         else MVF(QT_BF16);
@@ -428,6 +593,51 @@ extern "C" int cuda_matvec(cuda_ctx *c, const cuda_qweight *w, const int8_t *xq,
 #undef MVQ
 #undef MVF
     CU_CHECK_LAUNCH(err, "matvec");
+    return 0;
+}
+
+static mv_segs one_seg(const void *W, int64_t rows, float *y)
+{
+    mv_segs sg;
+    memset(&sg, 0, sizeof sg);
+    sg.W[0] = (const uint8_t *)W;
+    sg.y[0] = y;
+    sg.rows[0] = rows;
+    sg.total = rows;
+    sg.n = 1;
+    return sg;
+}
+
+extern "C" int cuda_matvec(cuda_ctx *c, const cuda_qweight *w, const int8_t *xq, const float *xd,
+                           const float *xf, int64_t n_slots, int64_t slots_per_x, const int32_t *ids,
+                           float *y, wk_error *err)
+{
+    return launch_matvec(c, w, one_seg(w->data, w->rows, y), xq, xd, xf, n_slots, slots_per_x, ids, err);
+}
+
+extern "C" int cuda_matvec_nt(cuda_ctx *c, const cuda_qweight *w, const int8_t *xq, const float *xd, int64_t n,
+                              float *y, wk_error *err)
+{
+    if (n <= 0) return 0;
+    constexpr int NT = 8;
+    if (cdiv(n, NT) > 65535) return wk_fail(err, WK_EINVAL, "cuda matvec: %lld rows is too many", (long long)n);
+    dim3 grid(cdiv(w->rows, MV_WARPS), cdiv(n, NT)), block(MV_WARPS * 32);
+    const uint8_t *W = (const uint8_t *)w->data;
+#define MVN(T) matvec_nt_kernel<T, NT><<<grid, block, 0, c->stream>>>(W, w->row_bytes, w->rows, w->cols, xq, xd, n, y)
+    switch (w->type) {
+    case QT_Q4_K:
+        if (c->mv_q4k_parts == 8) MVN(QT_Q4_K_8PARTS);
+        else MVN(QT_Q4_K);
+        break;
+    case QT_Q5_K: MVN(QT_Q5_K); break;
+    case QT_Q6_K: MVN(QT_Q6_K); break;
+    case QT_Q8_0: MVN(QT_Q8_0); break;
+    case QT_Q4_0: MVN(QT_Q4_0); break;
+    case QT_IQ4_NL: MVN(QT_IQ4_NL); break;
+    default: return wk_fail(err, WK_EUNSUPPORTED, "cuda matvec: type %s", qt_type_name(w->type));
+    }
+#undef MVN
+    CU_CHECK_LAUNCH(err, "matvec (several rows)");
     return 0;
 }
 
@@ -553,6 +763,64 @@ extern "C" void cuda_act_mark(cuda_ctx *c, const float *x, int64_t n, int64_t K,
 
 /* ---- the matmul entry point --------------------------------------------------------- */
 
+/* x's n rows of K quantized with `group` in the cached slots: reused when x was the
+ * last input quantized (consecutive matmuls on one input), else quantized now. */
+static int act_quantized(cuda_ctx *c, const float *x, int64_t n, int64_t K, int group, int8_t **xq, float **xd,
+                         wk_error *err)
+{
+    const size_t xd_bytes = act_xd_bytes(n, K); /* keeps xq 16-byte aligned */
+    const bool hit = c->actq_x == x && c->actq_n == n && c->actq_K == K && c->actq_group == group;
+    if (!hit && xd_bytes + (size_t)n * K > c->actq_bytes) {
+        if (c->actq) cudaFree(c->actq); /* waits for kernels still reading it */
+        c->epoch++;
+        c->actq = NULL;
+        c->actq_bytes = 0;
+        c->actq_x = NULL;
+        const size_t want = 2 * (xd_bytes + (size_t)n * K);
+        cudaError_t e = cudaMalloc(&c->actq, want);
+        if (e != cudaSuccess) return wk_fail(err, WK_ENOMEM, "cuda: %zu bytes for activations", want);
+        c->actq_bytes = want;
+    }
+    *xd = (float *)c->actq;
+    *xq = (int8_t *)c->actq + xd_bytes;
+    if (!hit) {
+        int rc = cuda_quantize_act(c, x, n, K, group, *xq, *xd);
+        if (rc) return wk_fail(err, rc, "cuda: quantizing activations for a %lld-column matmul", (long long)K);
+        c->actq_x = x;
+        c->actq_n = n;
+        c->actq_K = K;
+        c->actq_group = group;
+    }
+    return 0;
+}
+
+extern "C" int cuda_matvec_multi(cuda_ctx *c, const cuda_qweight *const *w, float *const *y, int n, const float *x,
+                                 wk_error *err)
+{
+    if (n <= 0) return 0;
+    for (int i = 1; i < n; i++)
+        if (w[i]->type != w[0]->type || w[i]->cols != w[0]->cols || w[i]->row_bytes != w[0]->row_bytes)
+            return wk_fail(err, WK_EINVAL, "cuda matvec: one launch needs weights of one type and width");
+    if (!cuda_qw_supported(w[0]->type) || w[0]->type == QT_F32 || w[0]->type == QT_F16 || w[0]->type == QT_BF16)
+        return wk_fail(err, WK_EINVAL, "cuda matvec: one launch for several weights needs a quantized type");
+    int8_t *xq;
+    float *xd;
+    int rc = act_quantized(c, x, 1, w[0]->cols, cuda_act_group(w[0]->type), &xq, &xd, err);
+    for (int i0 = 0; i0 < n && !rc; i0 += MV_MAX_SEGS) {
+        mv_segs sg;
+        memset(&sg, 0, sizeof sg);
+        for (int i = i0; i < n && i < i0 + MV_MAX_SEGS; i++, sg.n++) {
+            sg.W[sg.n] = (const uint8_t *)w[i]->data;
+            sg.y[sg.n] = y[i];
+            sg.rows[sg.n] = w[i]->rows;
+            sg.start[sg.n] = sg.total;
+            sg.total += w[i]->rows;
+        }
+        rc = launch_matvec(c, w[i0], sg, xq, xd, NULL, 1, 1, NULL, err);
+    }
+    return rc;
+}
+
 extern "C" int cuda_matmul(cuda_ctx *c, const cuda_qweight *w, int64_t mat, const float *x, int64_t n,
                            float *y, wk_error *err)
 {
@@ -568,38 +836,26 @@ extern "C" int cuda_matmul(cuda_ctx *c, const cuda_qweight *w, int64_t mat, cons
         if (rc) return wk_fail(err, rc, "cuda: rounding activations of a %lld-column matmul", (long long)K);
         x = (const float *)scr; /* the products below take no other scratch for F32 weights */
     }
-    if (n <= CUDA_MATVEC_MAX_ROWS) {
+    if (quant && n > c->mmv_max_rows && n > 1 && n <= c->mmq_max_rows && cuda_mmq_supported(w->type) &&
+        K % 32 == 0 && (cuda_act_group(w->type) == 32 || K % 256 == 0)) {
+        int8_t *xq;
+        float *xd;
+        int rc = act_quantized(c, x, n, K, cuda_act_group(w->type), &xq, &xd, err);
+        return rc ? rc : cuda_mmq(c, w, mat, xq, xd, n, y, err);
+    }
+    if (n <= CUDA_MATVEC_MAX_ROWS || (quant && n <= c->mmv_max_rows)) {
         if (!quant) {
             cuda_qweight one = *w;
             one.data = (uint8_t *)w->data + mat * w->mat_bytes;
             return cuda_matvec(c, &one, NULL, NULL, x, n, 1, NULL, y, err);
         }
-        const size_t xd_bytes = act_xd_bytes(n, K); /* keeps xq 16-byte aligned */
-        const int group = cuda_act_group(w->type);
-        const bool hit = c->actq_x == x && c->actq_n == n && c->actq_K == K && c->actq_group == group;
-        if (!hit && xd_bytes + (size_t)n * K > c->actq_bytes) {
-            if (c->actq) cudaFree(c->actq); /* waits for kernels still reading it */
-            c->epoch++;
-            c->actq = NULL;
-            c->actq_bytes = 0;
-            c->actq_x = NULL;
-            const size_t want = 2 * (xd_bytes + (size_t)n * K);
-            cudaError_t e = cudaMalloc(&c->actq, want);
-            if (e != cudaSuccess) return wk_fail(err, WK_ENOMEM, "cuda: %zu bytes for activations", want);
-            c->actq_bytes = want;
-        }
-        float *xd = (float *)c->actq;
-        int8_t *xq = (int8_t *)c->actq + xd_bytes;
-        if (!hit) {
-            int rc = cuda_quantize_act(c, x, n, K, group, xq, xd);
-            if (rc) return wk_fail(err, rc, "cuda: quantizing activations for a %lld-column matmul", (long long)K);
-            c->actq_x = x;
-            c->actq_n = n;
-            c->actq_K = K;
-            c->actq_group = group;
-        }
+        int8_t *xq;
+        float *xd;
+        int rc = act_quantized(c, x, n, K, cuda_act_group(w->type), &xq, &xd, err);
+        if (rc) return rc;
         cuda_qweight one = *w;
         one.data = (uint8_t *)w->data + mat * w->mat_bytes;
+        if (n > 1 && c->mmv_max_rows > 1) return cuda_matvec_nt(c, &one, xq, xd, n, y, err);
         return cuda_matvec(c, &one, xq, xd, NULL, n, 1, NULL, y, err);
     }
     cublasHandle_t h = (cublasHandle_t)c->cublas;

@@ -1,0 +1,502 @@
+/* Decode attention (a few queries over a long KV cache) on tensor cores.
+ *
+ * One block = (split of the keys, kv head, query). The G query heads of the
+ * kv head are the rows of an m16n8k16 mma (padded to 16), so the cache is
+ * read once per kv head. Keys come in tiles of 32, copied with cp.async into
+ * a 3-stage shared-memory ring (two tiles in flight while one is used):
+ *   S = Q·Kᵀ   warp w takes keys 8w..8w+7 of the tile (16 mmas at d = 256)
+ *   softmax    online, in log2 units; the tile's row max is exchanged
+ *              between the warps through shared memory
+ *   O += P·V   P (F16) through shared memory, warp w owns output columns
+ *              [w·d/4, (w+1)·d/4) (V fragments by ldmatrix.trans)
+ * Q and P are rounded to F16 with F32 accumulation, as in prefill; Q8_0
+ * tiles are copied raw and expanded to F16 (code × scale rounded once) in
+ * shared memory. Each block leaves (max, sum, unnormalized O) per head; a
+ * combine kernel merges the splits in a fixed order (deterministic).
+ *
+ * The split is a function of the 4096-position band (CUDA_ATTN_BAND) of the
+ * last query, as in attention.cu's split-K kernel: graphs captured in a band
+ * stay valid and eager and graph steps round alike. The number of splits
+ * fills the machine once (blocks resident per multiprocessor × SMs).
+ *
+ * WICK_CUDA_ATTN_DECODE=0 (read once) or cuda_attn_decode_kernel(0) sends
+ * decode back to the split-K kernel on CUDA cores (attention.cu). */
+#include <math.h>
+#include <stdlib.h>
+
+#include "backend/cuda/cuda_common.cuh"
+
+#define FDT_LOG2E 1.4426950408889634f
+#define FDT_ROWS 16  /* query heads per block: the m of m16n8k16 (G <= 16) */
+#define FDT_BK 32    /* keys per tile: one n-tile of 8 keys per warp in S = Q·Kᵀ */
+#define FDT_STAGES 3 /* shared-memory ring: two tiles in flight while one is used */
+#define FDT_WARPS 4
+#define FDT_THREADS (FDT_WARPS * 32)
+#define FDT_MAX_DEV 16
+#define FDT_Q8_ROW_BYTES(D) ((D) / 32 * 34)
+
+/* ---- helpers (copies of attention.cu's: that file is shared with other work) ----------- */
+
+/* Whether key j is visible from query position p (causality checked by the
+ * caller). Keep in step with mask_allows / tile_needed in attention.cu. */
+__device__ __forceinline__ bool fdt_mask_allows(const cuda_attn_mask m, int p, int j)
+{
+    return !m.approx || j < m.global || p - j < m.window || p >= m.dense_from;
+}
+
+/* Whether query p may see any key in [k0, k1]. */
+__device__ __forceinline__ bool fdt_tile_needed(const cuda_attn_mask m, int p, int k0, int k1)
+{
+    if (!m.approx || p >= m.dense_from || k0 < m.global) return true;
+    return p - k1 < m.window;
+}
+
+__device__ __forceinline__ void fdt_mma(float *c, const uint32_t *a, uint32_t b0, uint32_t b1)
+{
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t fdt_half2(float lo, float hi)
+{
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *(uint32_t *)&h;
+}
+
+/* 16-byte copy of n <= 16 source bytes (the rest zero-filled; n = 0: zeros) */
+__device__ __forceinline__ void fdt_cp16(void *smem, const void *gmem, int n)
+{
+    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
+}
+__device__ __forceinline__ void fdt_cp4(void *smem, const void *gmem, bool valid)
+{
+    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    int n = valid ? 4 : 0;
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
+}
+__device__ __forceinline__ void fdt_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+__device__ __forceinline__ void fdt_ldmatrix_x4_trans(uint32_t *r, const void *smem)
+{
+    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(s));
+}
+
+/* Shared memory of one block, in bytes from the start:
+ *   FDT_STAGES stages   F16: the K tile then the V tile (rows padded to D + 8
+ *                       halves: conflict-free fragment reads); Q8_0: the raw
+ *                       K rows then the raw V rows
+ *   Q8_0 only           the expanded F16 K and V tiles
+ *   Q [16][D + 8] F16, P [16][32 + 8] F16, row max [4][16] F32, row sum [4][16] F32 */
+template <int D, int KV> struct fdt_smem {
+    static constexpr int LD = D + 8;
+    static constexpr int PLD = FDT_BK + 8;
+    static constexpr int TILE = FDT_BK * LD; /* halves of one F16 tile */
+    static constexpr int RAW = FDT_BK * FDT_Q8_ROW_BYTES(D); /* bytes of one raw Q8_0 tile */
+    static constexpr int STAGE = KV == CUDA_KV_F16 ? 2 * TILE * 2 : 2 * RAW;
+    static constexpr int OFF_F16 = FDT_STAGES * STAGE;
+    static constexpr int OFF_Q = OFF_F16 + (KV == CUDA_KV_F16 ? 0 : 2 * TILE * 2);
+    static constexpr int OFF_P = OFF_Q + FDT_ROWS * LD * 2;
+    static constexpr int OFF_RED = OFF_P + FDT_ROWS * PLD * 2;
+    static constexpr int BYTES = OFF_RED + 2 * FDT_WARPS * FDT_ROWS * 4;
+    static_assert(STAGE % 16 == 0 && OFF_Q % 16 == 0 && OFF_P % 16 == 0 && OFF_RED % 16 == 0,
+                  "16-byte aligned shared-memory regions");
+};
+
+/* Starts the copy of keys [k0, k0 + 32) of one head's F16 rows; rows from kend on are zeros. */
+template <int D>
+__device__ __forceinline__ void fdt_load_f16(__half *dst, const uint16_t *head, int k0, int kend)
+{
+    constexpr int LD = D + 8, CHUNKS = D / 8;
+#pragma unroll
+    for (int c = threadIdx.x; c < FDT_BK * CHUNKS; c += FDT_THREADS) {
+        const int r = c / CHUNKS, col = (c % CHUNKS) * 8;
+        const bool valid = k0 + r < kend;
+        fdt_cp16(dst + r * LD + col, head + (size_t)(valid ? k0 + r : 0) * D + col, valid ? 16 : 0);
+    }
+}
+
+/* Starts the copy of the raw Q8_0 rows [k0, k0 + 32) of one head (contiguous);
+ * rows from kend on come out as zeros (scale 0). 32 rows are a multiple of 16
+ * bytes, so heads that start 16-byte aligned take 16-byte copies, others
+ * (Q8_0 head strides need only be even) 4-byte copies. */
+template <int D>
+__device__ __forceinline__ void fdt_load_q8(unsigned char *raw, const uint16_t *head, int k0, int kend)
+{
+    constexpr int R = FDT_Q8_ROW_BYTES(D), BYTES = FDT_BK * R;
+    const unsigned char *src = (const unsigned char *)head + (size_t)k0 * R;
+    const int valid = max(0, min(kend - k0, FDT_BK)) * R;
+    if (((uintptr_t)src & 15) == 0) {
+        for (int o = threadIdx.x * 16; o < BYTES; o += FDT_THREADS * 16)
+            fdt_cp16(raw + o, src + (o < valid ? o : 0), max(0, min(16, valid - o)));
+    } else {
+        for (int o = threadIdx.x * 4; o < BYTES; o += FDT_THREADS * 4)
+            fdt_cp4(raw + o, src + (o < valid ? o : 0), o < valid);
+    }
+}
+
+/* Expands a landed raw Q8_0 tile into an F16 tile (code × scale rounded once). */
+template <int D>
+__device__ __forceinline__ void fdt_expand_q8(__half *dst, const unsigned char *raw)
+{
+    constexpr int LD = D + 8, CHUNKS = D / 8, R = FDT_Q8_ROW_BYTES(D);
+#pragma unroll
+    for (int c = threadIdx.x; c < FDT_BK * CHUNKS; c += FDT_THREADS) {
+        const int r = c / CHUNKS, col = (c % CHUNKS) * 8;
+        const unsigned char *blk = raw + r * R + col / 32 * 34;
+        const float sc = h2f(*(const uint16_t *)blk);
+        const uint16_t *q = (const uint16_t *)(blk + 2 + col % 32); /* 2-byte aligned only */
+        uint32_t w[4];
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const uint16_t b = q[e];
+            w[e] = fdt_half2(sc * (float)(int8_t)(b & 0xff), sc * (float)(int8_t)(b >> 8));
+        }
+        *(uint4 *)(dst + r * LD + col) = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+}
+
+/* ---- the kernel ------------------------------------------------------------------------ */
+
+template <int D, int KV>
+__global__ void __launch_bounds__(FDT_THREADS)
+fdt_kernel(const cuda_attn a, float qscale, int n_split, int split_len, float *part_o, float *part_ml)
+{
+    using SM = fdt_smem<D, KV>;
+    constexpr int LD = SM::LD, PLD = SM::PLD;
+    constexpr int NT_W = D / 32; /* output n-tiles (8 columns) per warp: d/4 columns */
+    extern __shared__ __align__(16) unsigned char smem[];
+    __half *Qs = (__half *)(smem + SM::OFF_Q);
+    __half *Ps = (__half *)(smem + SM::OFF_P);
+    float *red_m = (float *)(smem + SM::OFF_RED); /* [warp][row] */
+    float *red_l = red_m + FDT_WARPS * FDT_ROWS;
+    pdl_enter(); /* launch_k: q, the cache rows and the position come from earlier kernels */
+
+    const int split = blockIdx.x, g_kv = blockIdx.y, qi = blockIdx.z;
+    const int G = a.n_head / a.n_head_kv;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+    const int gr = lane >> 2, tq = lane & 3;
+    cuda_attn_mask mask = a.mask;
+    const int shift = a.pos_dev ? *a.pos_dev - a.pos_ref : 0; /* graph replay at another position */
+    mask.dense_from += shift;
+    const int p = a.q_pos0 + shift + qi;
+    /* this block's keys: [b0, b1); tiles start at b0 + multiples of 32 */
+    const int b0 = split * split_len;
+    const int b1 = min(b0 + split_len, min(p + 1, a.n_kv + shift));
+    const size_t base = ((size_t)qi * a.n_head + (size_t)g_kv * G) * n_split + split;
+    if (b0 >= b1) { /* past the query: nothing to merge (the combine skips max -inf) */
+        if (threadIdx.x < G) {
+            part_ml[(base + (size_t)threadIdx.x * n_split) * 2] = -INFINITY;
+            part_ml[(base + (size_t)threadIdx.x * n_split) * 2 + 1] = 0.0f;
+        }
+        return;
+    }
+
+    const uint16_t *kh = a.k + (size_t)g_kv * a.kv_head_stride;
+    const uint16_t *vh = a.v + (size_t)g_kv * a.kv_head_stride;
+    /* the next tile at or after k that the mask leaves any key of (b1: none) */
+    auto next_tile = [&](int k) {
+        while (k < b1 && !fdt_tile_needed(mask, p, k, k + FDT_BK - 1)) k += FDT_BK;
+        return k;
+    };
+    /* one commit group per tile slot, empty past the end, so that the
+     * wait_group count below holds on every iteration */
+    auto issue = [&](int k, int stage) {
+        if (k < b1) {
+            unsigned char *st = smem + (size_t)stage * SM::STAGE;
+            if constexpr (KV == CUDA_KV_F16) {
+                fdt_load_f16<D>((__half *)st, kh, k, b1);
+                fdt_load_f16<D>((__half *)st + SM::TILE, vh, k, b1);
+            } else {
+                fdt_load_q8<D>(st, kh, k, b1);
+                fdt_load_q8<D>(st + SM::RAW, vh, k, b1);
+            }
+        }
+        fdt_commit();
+    };
+    int k_load = next_tile(b0);
+#pragma unroll
+    for (int s = 0; s < FDT_STAGES - 1; s++) {
+        issue(k_load, s);
+        if (k_load < b1) k_load = next_tile(k_load + FDT_BK);
+    }
+
+    /* Q rows (heads of this kv head, zero past G) → F16, pre-scaled to log2 units */
+    const size_t qhs = a.q_head_stride ? a.q_head_stride : (size_t)D;
+    for (int idx = threadIdx.x; idx < FDT_ROWS * D; idx += FDT_THREADS) {
+        const int g = idx / D, c = idx % D;
+        const float v = g < G ? a.q[(size_t)qi * a.q_stride + (size_t)(g_kv * G + g) * qhs + c] * qscale : 0.0f;
+        Qs[g * LD + c] = __float2half_rn(v);
+    }
+
+    __syncthreads();
+    uint32_t qf[D / 16][4]; /* Q's A fragments, held for every tile */
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+        const __half *qa = Qs + gr * LD + kk * 16 + 2 * tq;
+        qf[kk][0] = *(const uint32_t *)qa;
+        qf[kk][1] = *(const uint32_t *)(qa + 8 * LD);
+        qf[kk][2] = *(const uint32_t *)(qa + 8);
+        qf[kk][3] = *(const uint32_t *)(qa + 8 * LD + 8);
+    }
+
+    float o[NT_W][4];
+#pragma unroll
+    for (int i = 0; i < NT_W; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+    float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f}; /* rows gr, gr + 8 */
+    const int c0 = warp * (D / 4);                                    /* this warp's output columns */
+
+    int t = 0;
+    for (int k0 = next_tile(b0); k0 < b1; k0 = next_tile(k0 + FDT_BK), t++) {
+        asm volatile("cp.async.wait_group %0;\n" ::"n"(FDT_STAGES - 2)); /* tile t landed (this thread's part) */
+        __syncthreads(); /* every thread's part landed; every warp is done with tile t - 1 */
+        issue(k_load, (t + FDT_STAGES - 1) % FDT_STAGES); /* into the slot of tile t - 1 */
+        if (k_load < b1) k_load = next_tile(k_load + FDT_BK);
+
+        const int st = t % FDT_STAGES;
+        const __half *Ks, *Vs;
+        if constexpr (KV == CUDA_KV_F16) {
+            Ks = (const __half *)(smem + (size_t)st * SM::STAGE);
+            Vs = Ks + SM::TILE;
+        } else {
+            __half *Kf = (__half *)(smem + SM::OFF_F16);
+            const unsigned char *raw = smem + (size_t)st * SM::STAGE;
+            fdt_expand_q8<D>(Kf, raw);
+            fdt_expand_q8<D>(Kf + SM::TILE, raw + SM::RAW);
+            __syncthreads();
+            Ks = Kf;
+            Vs = Kf + SM::TILE;
+        }
+
+        /* S = Q Kᵀ for this warp's 8 keys (two accumulators: shorter mma chains) */
+        float sa[4] = {0.0f, 0.0f, 0.0f, 0.0f}, sb[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int kk = 0; kk < D / 16; kk++) {
+            const __half *kb = Ks + (warp * 8 + gr) * LD + kk * 16 + 2 * tq;
+            fdt_mma(kk & 1 ? sb : sa, qf[kk], *(const uint32_t *)kb, *(const uint32_t *)(kb + 8));
+        }
+        float s[4];
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int j = k0 + warp * 8 + 2 * tq + (e & 1);
+            s[e] = j < b1 && fdt_mask_allows(mask, p, j) ? sa[e] + sb[e] : -INFINITY;
+        }
+
+        /* the tile's row max: over this warp's 8 keys, then over the warps */
+        float mx[2] = {fmaxf(s[0], s[1]), fmaxf(s[2], s[3])};
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+            if (tq == 0) red_m[warp * FDT_ROWS + gr + 8 * r] = mx[r];
+        }
+        __syncthreads();
+        float corr[2];
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            float m_tile = red_m[gr + 8 * r];
+#pragma unroll
+            for (int w = 1; w < FDT_WARPS; w++) m_tile = fmaxf(m_tile, red_m[w * FDT_ROWS + gr + 8 * r]);
+            const float m_new = fmaxf(m_run[r], m_tile); /* the same in every warp */
+            corr[r] = m_new == -INFINITY ? 1.0f : exp2f(m_run[r] - m_new);
+            m_run[r] = m_new;
+            const float p0 = m_new == -INFINITY ? 0.0f : exp2f(s[2 * r] - m_new);
+            const float p1 = m_new == -INFINITY ? 0.0f : exp2f(s[2 * r + 1] - m_new);
+            l_run[r] = l_run[r] * corr[r] + p0 + p1; /* this thread's keys; summed at the end */
+            *(uint32_t *)(Ps + (gr + 8 * r) * PLD + warp * 8 + 2 * tq) = fdt_half2(p0, p1);
+        }
+#pragma unroll
+        for (int i = 0; i < NT_W; i++) {
+            o[i][0] *= corr[0];
+            o[i][1] *= corr[0];
+            o[i][2] *= corr[1];
+            o[i][3] *= corr[1];
+        }
+        __syncthreads(); /* P complete */
+
+        /* O += P V over the tile's 32 keys, this warp's columns */
+        const int mi = lane >> 3, rr = lane & 7;
+#pragma unroll
+        for (int kk = 0; kk < FDT_BK / 16; kk++) {
+            uint32_t pa[4];
+            const __half *pp = Ps + gr * PLD + kk * 16 + 2 * tq;
+            pa[0] = *(const uint32_t *)pp;
+            pa[1] = *(const uint32_t *)(pp + 8 * PLD);
+            pa[2] = *(const uint32_t *)(pp + 8);
+            pa[3] = *(const uint32_t *)(pp + 8 * PLD + 8);
+#pragma unroll
+            for (int np = 0; np < NT_W / 2; np++) {
+                uint32_t b[4];
+                fdt_ldmatrix_x4_trans(b, Vs + (kk * 16 + rr + 8 * (mi & 1)) * LD + c0 + np * 16 + 8 * (mi >> 1));
+                fdt_mma(o[2 * np], pa, b[0], b[1]);
+                fdt_mma(o[2 * np + 1], pa, b[2], b[3]);
+            }
+        }
+    }
+    asm volatile("cp.async.wait_group 0;\n" ::); /* only empty groups can be left; drain anyway */
+
+    /* row sums: this thread's keys → the row's 4 lanes → the 4 warps (fixed order) */
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);
+        l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 2);
+        if (tq == 0) red_l[warp * FDT_ROWS + gr + 8 * r] = l_run[r];
+    }
+    __syncthreads();
+    /* every warp holds the same running max; row g's sits in lane 4·(g % 8), slot g / 8 */
+    if (warp == 0) {
+        const int g = lane & 15;
+        const float m0 = __shfl_sync(0xffffffffu, m_run[0], 4 * (g % 8));
+        const float m1 = __shfl_sync(0xffffffffu, m_run[1], 4 * (g % 8));
+        if (lane < G) {
+            float l = 0.0f;
+#pragma unroll
+            for (int w = 0; w < FDT_WARPS; w++) l += red_l[w * FDT_ROWS + g];
+            part_ml[(base + (size_t)g * n_split) * 2] = g < 8 ? m0 : m1;
+            part_ml[(base + (size_t)g * n_split) * 2 + 1] = l;
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int g = gr + 8 * r;
+        if (g >= G) continue;
+        float *out = part_o + (base + (size_t)g * n_split) * D + c0;
+#pragma unroll
+        for (int i = 0; i < NT_W; i++) *(float2 *)(out + i * 8 + 2 * tq) = make_float2(o[i][2 * r], o[i][2 * r + 1]);
+    }
+}
+
+/* One block per (head, query): merges the splits' partial results. Warp 0
+ * finds the weights exp2(m_s - M) once; every thread then sums its columns
+ * over the splits in order. Splits with max -inf (no visible key, or never
+ * written) are skipped. */
+__global__ void fdt_combine_kernel(const cuda_attn a, int n_split, const float *part_o, const float *part_ml)
+{
+    extern __shared__ float wgt[]; /* [n_split] */
+    __shared__ float inv_l;
+    pdl_enter();
+    const int h = blockIdx.x, qi = blockIdx.y, D = a.d;
+    const size_t base = ((size_t)qi * a.n_head + h) * n_split;
+    if (threadIdx.x < 32) {
+        const int lane = threadIdx.x;
+        float M = -INFINITY;
+        for (int s = lane; s < n_split; s += 32) M = fmaxf(M, part_ml[(base + s) * 2]);
+        M = warp_max(M);
+        float L = 0.0f;
+        for (int s = lane; s < n_split; s += 32) {
+            const float m = part_ml[(base + s) * 2];
+            const float w = m == -INFINITY ? 0.0f : exp2f(m - M);
+            wgt[s] = w;
+            if (w != 0.0f) L += w * part_ml[(base + s) * 2 + 1];
+        }
+        L = warp_sum(L);
+        if (lane == 0) inv_l = L > 0.0f ? 1.0f / L : 0.0f;
+    }
+    __syncthreads();
+    constexpr int B = 8; /* splits loaded before they are summed: 8 reads in flight, not 1 */
+    for (int c = threadIdx.x; c < D; c += blockDim.x) {
+        const float *po = part_o + base * D + c;
+        float acc = 0.0f;
+        for (int s0 = 0; s0 < n_split; s0 += B) {
+            float v[B];
+#pragma unroll
+            for (int u = 0; u < B; u++) {
+                const int s = s0 + u;
+                v[u] = s < n_split && wgt[s] != 0.0f ? po[(size_t)s * D] : 0.0f; /* unwritten rows: skipped */
+            }
+#pragma unroll
+            for (int u = 0; u < B; u++)
+                if (s0 + u < n_split) acc += wgt[s0 + u] * v[u];
+        }
+        a.out[(size_t)qi * a.out_stride + (size_t)h * D + c] = acc * inv_l;
+    }
+}
+
+/* ---- host side ------------------------------------------------------------------------- */
+
+static int g_fdt_choice = -1; /* -1: not read yet; 0: split-K kernel (attention.cu); 1: this file */
+
+static int fdt_enabled(void)
+{
+    if (g_fdt_choice < 0) {
+        const char *e = getenv("WICK_CUDA_ATTN_DECODE");
+        g_fdt_choice = !(e && e[0] == '0');
+    }
+    return g_fdt_choice;
+}
+
+extern "C" int cuda_attn_decode_kernel(int which)
+{
+    const int prev = fdt_enabled();
+    if (which >= 0) g_fdt_choice = which ? 1 : 0;
+    return prev;
+}
+
+/* Blocks of fdt_kernel<D, KV> resident per multiprocessor; raises the kernel's
+ * shared-memory limit first. Once per device (not again inside graph capture). */
+template <int D, int KV> static int fdt_blocks_per_sm(wk_error *err, int *out)
+{
+    static int cached[FDT_MAX_DEV];
+    int dev = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e != cudaSuccess) return cu_fail(err, e, "attention (decode): device");
+    if (dev < FDT_MAX_DEV && cached[dev] > 0) {
+        *out = cached[dev];
+        return 0;
+    }
+    const int smem = fdt_smem<D, KV>::BYTES;
+    e = cudaFuncSetAttribute(fdt_kernel<D, KV>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (e != cudaSuccess) return cu_fail(err, e, "attention (decode): shared memory limit");
+    int n = 0;
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fdt_kernel<D, KV>, FDT_THREADS, smem);
+    if (e != cudaSuccess) return cu_fail(err, e, "attention (decode): occupancy");
+    n = max(n, 1);
+    if (dev < FDT_MAX_DEV) cached[dev] = n;
+    *out = n;
+    return 0;
+}
+
+template <int D, int KV> static int fdt_decode(cuda_ctx *c, const cuda_attn *a, wk_error *err)
+{
+    int bpsm = 1;
+    int rc = fdt_blocks_per_sm<D, KV>(err, &bpsm);
+    if (rc) return rc;
+    /* keys < last can be visible; the split is sized for the end of last's band */
+    const int last = min(a->q_pos0 + a->n_q, a->n_kv);
+    const int band_last = (last + CUDA_ATTN_BAND - 1) / CUDA_ATTN_BAND * CUDA_ATTN_BAND;
+    /* one wave of resident blocks at the band's end, each a whole number of tiles */
+    const int want = max(1, bpsm * c->sm_count / (a->n_head_kv * a->n_q));
+    const int n_tiles = (band_last + FDT_BK - 1) / FDT_BK;
+    const int split_len = (n_tiles + want - 1) / want * FDT_BK;
+    const int n_split = (band_last + split_len - 1) / split_len; /* splits past last find no keys */
+    const size_t rows = (size_t)a->n_q * a->n_head * n_split;
+    void *scr;
+    rc = cuda_ctx_scratch(c, rows * (D + 2) * sizeof(float), &scr, err);
+    if (rc) return rc;
+    float *part_o = (float *)scr, *part_ml = part_o + rows * D;
+    launch_k(c, fdt_kernel<D, KV>, dim3(n_split, a->n_head_kv, a->n_q), FDT_THREADS,
+             (size_t)fdt_smem<D, KV>::BYTES, *a, a->scale * FDT_LOG2E, n_split, split_len, part_o, part_ml);
+    CU_CHECK_LAUNCH(err, "attention (decode, tensor cores)");
+    launch_k(c, fdt_combine_kernel, dim3(a->n_head, a->n_q), min(D, 256), (size_t)n_split * sizeof(float), *a,
+             n_split, (const float *)part_o, (const float *)part_ml);
+    CU_CHECK_LAUNCH(err, "attention (combine)");
+    return 0;
+}
+
+extern "C" int cuda_attn_decode_tc(cuda_ctx *c, const cuda_attn *a, wk_error *err)
+{
+    if (!fdt_enabled() || a->n_head / a->n_head_kv > FDT_ROWS) return 1;
+    const bool q8 = a->kv_type == CUDA_KV_Q8_0;
+    switch (a->d) {
+    case 64: return q8 ? fdt_decode<64, CUDA_KV_Q8_0>(c, a, err) : fdt_decode<64, CUDA_KV_F16>(c, a, err);
+    case 128: return q8 ? fdt_decode<128, CUDA_KV_Q8_0>(c, a, err) : fdt_decode<128, CUDA_KV_F16>(c, a, err);
+    case 256: return q8 ? fdt_decode<256, CUDA_KV_Q8_0>(c, a, err) : fdt_decode<256, CUDA_KV_F16>(c, a, err);
+    default: return 1;
+    }
+}

@@ -1,0 +1,374 @@
+/* Quantized matrix × several activation rows on int8 tensor cores ("MMQ").
+ *
+ * The activations are quantized first like the decode path and llama.cpp's
+ * CPU backend do (Q8_K rule for K-quants, Q8_0 otherwise: int8 codes, one
+ * scale per 32); the weights are decoded to their int8 codes in shared
+ * memory, and mma.sync (m16n8k32 s8; m16n8k16 for Q6_K's 16-element scales)
+ * gives the integer products of each 32-element group. They are scaled the
+ * way the reference's integer dot products are (see the two families below),
+ * so a prompt's products round like llama.cpp's CPU backend and wick's decode
+ * path, unlike the F16 dequantize + cuBLAS path (every weight and activation
+ * rounded to 11 bits).
+ *
+ * A block owns 64 weight rows × 64 activation rows and walks K in chunks of
+ * 256: it decodes the weight chunk and copies the activation chunk into
+ * shared memory, then each of its 4 warps multiplies 16 weight rows with the
+ * 64 activation rows (8 mma tiles per 32-element group). */
+#include "backend/cuda/qdev.cuh"
+
+#define MMQ_BM 64          /* weight rows per block */
+#define MMQ_BN 64          /* activation rows per block */
+#define MMQ_KC 256         /* elements per K chunk: one K-quant super-block */
+#define MMQ_S (MMQ_KC / 32) /* 32-element groups per chunk */
+#define MMQ_LD (MMQ_KC + 16) /* bytes per code row in shared memory: rows 4 banks apart */
+
+/* Two families, by how the scales combine with the integer products:
+ * - K-quants (Q4_K, Q5_K, Q6_K; activations by the Q8_K rule, one scale per
+ *   256): per row and chunk a float d (and dmin) times small integer scales
+ *   (and mins) per 32 (Q6_K: per 16) elements, so the chunk's products are
+ *   summed in integers, isum = Σ sc·(qw·qx), msum = Σ m·Σqx, as the reference
+ *   does, and scaled once: y += d·dx·isum − dmin·dx·msum.
+ * - 32-element types (Q8_0, Q4_0, IQ4_NL; activations by the Q8_0 rule): a
+ *   float scale on each side per 32 elements: y += dw·dx·(qw·qx) per group. */
+struct mmq_smem {
+    int8_t wq[MMQ_BM][MMQ_LD];
+    int8_t xq[MMQ_BN][MMQ_LD];
+    float wd[MMQ_BM][MMQ_S];   /* 32-types: scale per group; K-quants: [0] = d, [1] = dmin */
+    int wsc[MMQ_BM][2 * MMQ_S]; /* K-quants: integer scale per 16 elements */
+    int wmn[MMQ_BM][MMQ_S];    /* Q4_K/Q5_K: integer min per 32 elements */
+    float xd[MMQ_BN][MMQ_S];   /* activation scale per group (K-quants: [0] for the chunk) */
+    int xs[MMQ_BN][MMQ_S];     /* Q4_K/Q5_K: Σ activation codes per 32 elements */
+};
+
+/* Decodes 32-element group s (0..7) of chunk c (elements 256c + 32s ..) of a row
+ * in the device layout (cuda_kernels.h) into int8 codes (two 16-byte runs at
+ * 16-byte aligned offsets: one load each, bytewise arithmetic) and its scales. */
+template <int T> struct mmq_dec;
+
+__device__ __forceinline__ uint4 shl4(uint4 v, int s) { return make_uint4(v.x << s, v.y << s, v.z << s, v.w << s); }
+
+/* Q4_K / Q5_K header: d, dmin and sub-block j's 6-bit scale and min */
+__device__ __forceinline__ void kq_head(const uint8_t *blk, int j, float *d, float *dmin, int *sc, int *mn)
+{
+    const uint4 hd = *(const uint4 *)blk;
+    kq_scale_min(j, hd.y, hd.z, hd.w, sc, mn);
+    *d = h2f((uint16_t)(hd.x & 0xFFFF));
+    *dmin = h2f((uint16_t)(hd.x >> 16));
+}
+
+template <> struct mmq_dec<QT_Q4_K> {
+    static constexpr bool KQ = true, MIN = true;
+    __device__ static void group(const uint8_t *row, int64_t nb, int64_t c, int j, int8_t *dst, float *wd, int *wsc,
+                                 int *wmn)
+    {
+        (void)nb;
+        const uint8_t *blk = row + c * 144;
+        int sc, mn;
+        float d, dmin;
+        kq_head(blk, j, &d, &dmin, &sc, &mn);
+        if (j == 0) {
+            wd[0] = d;
+            wd[1] = dmin;
+        }
+        wsc[2 * j] = wsc[2 * j + 1] = sc;
+        wmn[j] = mn;
+        const uint8_t *qs = blk + 16 + 32 * (j >> 1);
+        const int sh = 4 * (j & 1);
+        *(uint4 *)dst = and4(shr4(*(const uint4 *)qs, sh), 0x0F0F0F0Fu);
+        *(uint4 *)(dst + 16) = and4(shr4(*(const uint4 *)(qs + 16), sh), 0x0F0F0F0Fu);
+    }
+};
+
+template <> struct mmq_dec<QT_Q5_K> {
+    static constexpr bool KQ = true, MIN = true;
+    __device__ static void group(const uint8_t *row, int64_t nb, int64_t c, int j, int8_t *dst, float *wd, int *wsc,
+                                 int *wmn)
+    {
+        (void)nb;
+        const uint8_t *blk = row + c * 176;
+        int sc, mn;
+        float d, dmin;
+        kq_head(blk, j, &d, &dmin, &sc, &mn);
+        if (j == 0) {
+            wd[0] = d;
+            wd[1] = dmin;
+        }
+        wsc[2 * j] = wsc[2 * j + 1] = sc;
+        wmn[j] = mn;
+        const uint8_t *qs = blk + 48 + 32 * (j >> 1);
+        const int sh = 4 * (j & 1);
+        for (int h = 0; h < 2; h++) {
+            const uint4 qh = *(const uint4 *)(blk + 16 + 16 * h);
+            const uint4 q = *(const uint4 *)(qs + 16 * h);
+            *(uint4 *)(dst + 16 * h) = or4(and4(shr4(q, sh), 0x0F0F0F0Fu), shl4(and4(shr4(qh, j), 0x01010101u), 4));
+        }
+    }
+};
+
+template <> struct mmq_dec<QT_Q6_K> {
+    static constexpr bool KQ = true, MIN = false;
+    __device__ static void group(const uint8_t *row, int64_t nb, int64_t c, int j, int8_t *dst, float *wd, int *wsc,
+                                 int *wmn)
+    {
+        (void)wmn;
+        const uint8_t *blk = row + c * 208;
+        const int h = j >> 2, k = j & 3;
+        if (j == 0) {
+            wd[0] = h2f(*(const uint16_t *)(row + nb * 208 + c * 2));
+            wd[1] = 0.0f;
+        }
+        const int8_t *sc = (const int8_t *)(blk + 192) + 8 * h + 2 * k;
+        wsc[2 * j] = sc[0];
+        wsc[2 * j + 1] = sc[1];
+        for (int half = 0; half < 2; half++) {
+            const uint4 ql = *(const uint4 *)(blk + 64 * h + 32 * (k & 1) + 16 * half);
+            const uint4 qh = *(const uint4 *)(blk + 128 + 32 * h + 16 * half);
+            const uint4 code =
+                or4(and4(shr4(ql, 4 * (k >> 1)), 0x0F0F0F0Fu), shl4(and4(shr4(qh, 2 * k), 0x03030303u), 4));
+            *(uint4 *)(dst + 16 * half) = sub4(code, 0x20202020u); /* code − 32, bytewise */
+        }
+    }
+};
+
+template <> struct mmq_dec<QT_Q8_0> {
+    static constexpr bool KQ = false, MIN = false;
+    __device__ static void group(const uint8_t *row, int64_t nb, int64_t c, int j, int8_t *dst, float *wd, int *wsc,
+                                 int *wmn)
+    {
+        (void)wsc;
+        (void)wmn;
+        const int64_t b = c * MMQ_S + j;
+        *(uint4 *)dst = *(const uint4 *)(row + b * 32);
+        *(uint4 *)(dst + 16) = *(const uint4 *)(row + b * 32 + 16);
+        wd[j] = h2f(*(const uint16_t *)(row + nb * 32 + b * 2));
+    }
+};
+
+template <> struct mmq_dec<QT_Q4_0> {
+    static constexpr bool KQ = false, MIN = false;
+    __device__ static void group(const uint8_t *row, int64_t nb, int64_t c, int j, int8_t *dst, float *wd, int *wsc,
+                                 int *wmn)
+    {
+        (void)wsc;
+        (void)wmn;
+        const int64_t b = c * MMQ_S + j;
+        const uint4 q = *(const uint4 *)(row + b * 16);
+        *(uint4 *)dst = sub4(and4(q, 0x0F0F0F0Fu), 0x08080808u);
+        *(uint4 *)(dst + 16) = sub4(and4(shr4(q, 4), 0x0F0F0F0Fu), 0x08080808u);
+        wd[j] = h2f(*(const uint16_t *)(row + nb * 16 + b * 2));
+    }
+};
+
+template <> struct mmq_dec<QT_IQ4_NL> {
+    static constexpr bool KQ = false, MIN = false;
+    __device__ static void group(const uint8_t *row, int64_t nb, int64_t c, int j, int8_t *dst, float *wd, int *wsc,
+                                 int *wmn)
+    {
+        (void)wsc;
+        (void)wmn;
+        const int64_t b = c * MMQ_S + j;
+        const uint4 q = *(const uint4 *)(row + b * 16);
+        *(uint4 *)dst = iq4nl_lookup16(and4(q, 0x0F0F0F0Fu));
+        *(uint4 *)(dst + 16) = iq4nl_lookup16(and4(shr4(q, 4), 0x0F0F0F0Fu));
+        wd[j] = h2f(*(const uint16_t *)(row + nb * 16 + b * 2));
+    }
+};
+
+__device__ __forceinline__ void mma_s8_16816(int *c, int a0, int a1, int b)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%7,%7,%7};"
+                 : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+                 : "r"(a0), "r"(a1), "r"(b), "r"(0));
+}
+__device__ __forceinline__ void mma_s8_16832(int *c, int a0, int a1, int a2, int a3, int b0, int b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%10,%10,%10,%10};"
+                 : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(0));
+}
+
+/* y[t][r] for r < M, t < n (rows of y M apart). W: matrix in device layout,
+ * row_bytes apart, K columns; xq/xd: n activation rows quantized (K bytes and
+ * K/32 scales per row). A block: 64 weight rows × 64 activation rows; warp w
+ * multiplies weight rows 16w.. with all 64 activation rows (8 mma tiles of 8).
+ * Thread (lane) holds C rows lane/4 and lane/4 + 8, columns 2·(lane%4) + {0, 1}
+ * of each tile. */
+template <int T>
+__global__ void __launch_bounds__(128)
+mmq_kernel(const uint8_t *__restrict__ W, size_t row_bytes, int64_t M, int64_t K, const int8_t *__restrict__ xq,
+           const float *__restrict__ xd, int64_t n, float *__restrict__ y)
+{
+    typedef mmq_dec<T> D;
+    constexpr bool PER16 = T == QT_Q6_K; /* Q6_K: a scale per 16 elements, two k16 products per group */
+    extern __shared__ __align__(16) uint8_t mmq_raw[];
+    mmq_smem &s = *(mmq_smem *)mmq_raw;
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid & 31;
+    const int64_t r0 = (int64_t)blockIdx.x * MMQ_BM, t0 = (int64_t)blockIdx.y * MMQ_BN;
+    const int64_t nb = K / (D::KQ ? 256 : 32), n_groups = K / 32;
+    float acc[8][4];
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) acc[j][e] = 0.0f;
+    const int gr = lane >> 2, gc = (lane & 3) * 4; /* fragment row (A) / column (B) and k offset */
+    const int wr = warp * 16 + gr;                  /* this thread's first weight row in the tile */
+
+    for (int64_t k0 = 0; k0 < K; k0 += MMQ_KC) {
+        const int64_t c = k0 / MMQ_KC;
+        __syncthreads(); /* the previous chunk's products are done with shared memory */
+        /* weights: 64 rows × 8 groups; rows past M and groups past K decode to zeros */
+        for (int i = tid; i < MMQ_BM * MMQ_S; i += 128) {
+            const int r = i / MMQ_S, j = i % MMQ_S;
+            if (r0 + r < M && c * MMQ_S + j < n_groups) {
+                D::group(W + (r0 + r) * row_bytes, nb, c, j, &s.wq[r][32 * j], s.wd[r], s.wsc[r], s.wmn[r]);
+            } else {
+                *(uint4 *)&s.wq[r][32 * j] = make_uint4(0, 0, 0, 0);
+                *(uint4 *)&s.wq[r][32 * j + 16] = make_uint4(0, 0, 0, 0);
+                s.wd[r][j] = 0.0f; /* K-quants: rows past M only (K is whole chunks), d = dmin = 0 */
+                s.wsc[r][2 * j] = s.wsc[r][2 * j + 1] = 0;
+                s.wmn[r][j] = 0;
+            }
+        }
+        /* activations: 64 rows × 8 groups of 32 codes, the scale of each group and (mins) their sums */
+        for (int i = tid; i < MMQ_BN * MMQ_S; i += 128) {
+            const int t = i / MMQ_S, j = i % MMQ_S;
+            const int64_t k = k0 + 32 * j;
+            const bool live = t0 + t < n && k < K;
+            const uint4 q0 = live ? *(const uint4 *)(xq + (t0 + t) * K + k) : make_uint4(0, 0, 0, 0);
+            const uint4 q1 = live ? *(const uint4 *)(xq + (t0 + t) * K + k + 16) : make_uint4(0, 0, 0, 0);
+            *(uint4 *)&s.xq[t][32 * j] = q0;
+            *(uint4 *)&s.xq[t][32 * j + 16] = q1;
+            s.xd[t][j] = live ? xd[(t0 + t) * (K / 32) + k / 32] : 0.0f;
+            if (D::MIN) {
+                const uint4 ones = make_uint4(0x01010101u, 0x01010101u, 0x01010101u, 0x01010101u);
+                s.xs[t][j] = dot16(ones, make_int4((int)q0.x, (int)q0.y, (int)q0.z, (int)q0.w),
+                                   dot16(ones, make_int4((int)q1.x, (int)q1.y, (int)q1.z, (int)q1.w), 0));
+            }
+        }
+        __syncthreads();
+        int isum[8][4];
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) isum[j][e] = 0;
+#pragma unroll 2
+        for (int g = 0; g < MMQ_S; g++) {
+            const int kb = 32 * g + gc;
+            const int a0 = *(const int *)&s.wq[wr][kb], a1 = *(const int *)&s.wq[wr + 8][kb];
+            const int a2 = *(const int *)&s.wq[wr][kb + 16], a3 = *(const int *)&s.wq[wr + 8][kb + 16];
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                const int b0 = *(const int *)&s.xq[8 * j + gr][kb], b1 = *(const int *)&s.xq[8 * j + gr][kb + 16];
+                const int ta = 8 * j + (lane & 3) * 2; /* C columns (activation rows) ta, ta + 1 */
+                if (D::KQ) {
+                    if (PER16) {
+                        int lo[4], hi[4];
+                        mma_s8_16816(lo, a0, a1, b0);
+                        mma_s8_16816(hi, a2, a3, b1);
+                        const int s0l = s.wsc[wr][2 * g], s0h = s.wsc[wr][2 * g + 1];
+                        const int s1l = s.wsc[wr + 8][2 * g], s1h = s.wsc[wr + 8][2 * g + 1];
+                        isum[j][0] += s0l * lo[0] + s0h * hi[0];
+                        isum[j][1] += s0l * lo[1] + s0h * hi[1];
+                        isum[j][2] += s1l * lo[2] + s1h * hi[2];
+                        isum[j][3] += s1l * lo[3] + s1h * hi[3];
+                    } else {
+                        int cc[4];
+                        mma_s8_16832(cc, a0, a1, a2, a3, b0, b1);
+                        const int s0 = s.wsc[wr][2 * g], s1 = s.wsc[wr + 8][2 * g];
+                        isum[j][0] += s0 * cc[0];
+                        isum[j][1] += s0 * cc[1];
+                        isum[j][2] += s1 * cc[2];
+                        isum[j][3] += s1 * cc[3];
+                    }
+                } else {
+                    int cc[4];
+                    mma_s8_16832(cc, a0, a1, a2, a3, b0, b1);
+                    const float w0 = s.wd[wr][g], w1 = s.wd[wr + 8][g];
+                    const float da = s.xd[ta][g], db = s.xd[ta + 1][g];
+                    acc[j][0] += (w0 * da) * (float)cc[0];
+                    acc[j][1] += (w0 * db) * (float)cc[1];
+                    acc[j][2] += (w1 * da) * (float)cc[2];
+                    acc[j][3] += (w1 * db) * (float)cc[3];
+                }
+            }
+        }
+        if (D::KQ) { /* the chunk's integer sums, scaled once */
+            const float d0 = s.wd[wr][0], d1 = s.wd[wr + 8][0], m0 = s.wd[wr][1], m1 = s.wd[wr + 8][1];
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                const int ta = 8 * j + (lane & 3) * 2;
+                const float da = s.xd[ta][0], db = s.xd[ta + 1][0];
+                int ms[4] = {0, 0, 0, 0};
+                if (D::MIN) {
+#pragma unroll
+                    for (int g = 0; g < MMQ_S; g++) {
+                        const int u0 = s.wmn[wr][g], u1 = s.wmn[wr + 8][g], xa = s.xs[ta][g], xb = s.xs[ta + 1][g];
+                        ms[0] += u0 * xa;
+                        ms[1] += u0 * xb;
+                        ms[2] += u1 * xa;
+                        ms[3] += u1 * xb;
+                    }
+                }
+                acc[j][0] += d0 * da * (float)isum[j][0] - m0 * da * (float)ms[0];
+                acc[j][1] += d0 * db * (float)isum[j][1] - m0 * db * (float)ms[1];
+                acc[j][2] += d1 * da * (float)isum[j][2] - m1 * da * (float)ms[2];
+                acc[j][3] += d1 * db * (float)isum[j][3] - m1 * db * (float)ms[3];
+            }
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        const int64_t ta = t0 + 8 * j + (lane & 3) * 2;
+        const int64_t ra = r0 + wr, rb = ra + 8;
+        if (ta < n && ra < M) y[ta * M + ra] = acc[j][0];
+        if (ta + 1 < n && ra < M) y[(ta + 1) * M + ra] = acc[j][1];
+        if (ta < n && rb < M) y[ta * M + rb] = acc[j][2];
+        if (ta + 1 < n && rb < M) y[(ta + 1) * M + rb] = acc[j][3];
+    }
+}
+
+template <int T>
+static void mmq_launch(cuda_ctx *c, dim3 grid, const uint8_t *W, size_t row_bytes, int64_t M, int64_t K,
+                       const int8_t *xq, const float *xd, int64_t n, float *y)
+{
+    /* the shared memory limit is raised once per kernel and device */
+    static int raised[16];
+    const int dev = c->device < 16 ? c->device : 15;
+    if (!raised[dev]) {
+        cudaFuncSetAttribute(mmq_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sizeof(mmq_smem));
+        raised[dev] = 1;
+    }
+    mmq_kernel<T><<<grid, 128, sizeof(mmq_smem), c->stream>>>(W, row_bytes, M, K, xq, xd, n, y);
+}
+
+extern "C" int cuda_mmq_supported(uint32_t type)
+{
+    switch (type) {
+    case QT_Q4_K: case QT_Q5_K: case QT_Q6_K: case QT_Q8_0: case QT_Q4_0: case QT_IQ4_NL: return 1;
+    default: return 0;
+    }
+}
+
+extern "C" int cuda_mmq(cuda_ctx *c, const cuda_qweight *w, int64_t mat, const int8_t *xq, const float *xd, int64_t n,
+                        float *y, wk_error *err)
+{
+    if (n <= 0) return 0;
+    const int64_t M = w->rows, K = w->cols;
+    const bool kq = w->type == QT_Q4_K || w->type == QT_Q5_K || w->type == QT_Q6_K;
+    if (K % (kq ? 256 : 32) || cdiv(n, MMQ_BN) > 65535)
+        return wk_fail(err, WK_EINVAL, "cuda mmq: %lld x %lld by %lld rows", (long long)M, (long long)K, (long long)n);
+    const uint8_t *W = (const uint8_t *)w->data + mat * w->mat_bytes;
+    dim3 grid(cdiv(M, MMQ_BM), cdiv(n, MMQ_BN));
+    switch (w->type) {
+    case QT_Q4_K: mmq_launch<QT_Q4_K>(c, grid, W, w->row_bytes, M, K, xq, xd, n, y); break;
+    case QT_Q5_K: mmq_launch<QT_Q5_K>(c, grid, W, w->row_bytes, M, K, xq, xd, n, y); break;
+    case QT_Q6_K: mmq_launch<QT_Q6_K>(c, grid, W, w->row_bytes, M, K, xq, xd, n, y); break;
+    case QT_Q8_0: mmq_launch<QT_Q8_0>(c, grid, W, w->row_bytes, M, K, xq, xd, n, y); break;
+    case QT_Q4_0: mmq_launch<QT_Q4_0>(c, grid, W, w->row_bytes, M, K, xq, xd, n, y); break;
+    case QT_IQ4_NL: mmq_launch<QT_IQ4_NL>(c, grid, W, w->row_bytes, M, K, xq, xd, n, y); break;
+    default: return wk_fail(err, WK_EUNSUPPORTED, "cuda mmq: type %s", qt_type_name(w->type));
+    }
+    CU_CHECK_LAUNCH(err, "mmq");
+    return 0;
+}
