@@ -6,6 +6,7 @@
 
 #include "engine/sequence.h"
 #include "quant/qtypes.h"
+#include "util/argmax.h"
 #include "util/threadpool.h"
 #include "util/timeutil.h"
 
@@ -63,14 +64,6 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static int32_t argmax(const float *v, int32_t n)
-{
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (v[i] > v[best]) best = i;
-    return best;
-}
-
 /* One timed repetition: the sequence stands at the depth snapshot. */
 static int run_once(eng_ctx *ctx, eng_seq *seq, const eng_bench_test *t, const int32_t *tokens, double *ms,
                     wk_error *err)
@@ -84,7 +77,7 @@ static int run_once(eng_ctx *ctx, eng_seq *seq, const eng_bench_test *t, const i
         int32_t tok = tokens[0];
         for (int32_t i = 0; i < t->n && rc == 0; i++) {
             rc = eng_decode(ctx, seq, tok, err);
-            if (rc == 0) tok = argmax(eng_logits(ctx), n_vocab);
+            if (rc == 0) tok = wk_argmax_f32(eng_logits(ctx), n_vocab);
         }
     }
     *ms = wk_now_ms() - t0;

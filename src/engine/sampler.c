@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "engine/sampler.h"
+#include "util/argmax.h"
 
 typedef struct cand {
     float logit;
@@ -211,17 +212,7 @@ void eng_sampler_reset(eng_sampler *s)
 
 int32_t eng_argmax(const float *logits, int32_t n)
 {
-    int32_t best = -1;
-    float bv = 0;
-    for (int32_t i = 0; i < n; i++) {
-        float v = logits[i];
-        if (isnan(v)) continue;
-        if (best < 0 || v > bv) { /* strict >: ties keep the lowest id */
-            best = i;
-            bv = v;
-        }
-    }
-    return best;
+    return wk_argmax_f32(logits, n);
 }
 
 /* Applies bias and penalties into s->work; returns the array to sample from. */

@@ -9,6 +9,7 @@
 #include "eval/eval_local.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
+#include "util/argmax.h"
 #include "util/timeutil.h"
 
 struct ev_local {
@@ -117,14 +118,6 @@ int ev_local_chat_ids(ev_local *l, const char *user_text, int32_t **ids, int32_t
     return 0;
 }
 
-static int32_t argmax(const float *x, int32_t n)
-{
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return best;
-}
-
 int ev_local_generate(ev_local *l, const int32_t *ids, int32_t n, int32_t max_tokens, const be_attn_policy *policy,
                       ev_step_fn step_logits, void *step_user, int32_t **out_ids, int32_t *n_out, char **text,
                       double *prefill_ms, wk_error *err)
@@ -153,7 +146,7 @@ int ev_local_generate(ev_local *l, const int32_t *ids, int32_t n, int32_t max_to
     const int32_t V = eng_n_vocab(l->ctx);
     for (int32_t step = 0; !rc && step < max_tokens; step++) {
         const float *lg = eng_logits(l->ctx);
-        int32_t next = argmax(lg, V);
+        int32_t next = wk_argmax_f32(lg, V);
         if (step_logits) {
             int32_t forced = step_logits(step_user, step, lg, V, next);
             if (forced >= 0) next = forced;

@@ -5,14 +5,6 @@
 
 #include "eval/eval_paired.h"
 
-int32_t ev_argmax(const float *x, int32_t n)
-{
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return best;
-}
-
 /* log Σ exp(x) in double. */
 static double log_sum_exp(const float *x, int32_t n)
 {

@@ -15,7 +15,6 @@
 /* KL(P || Q) in nats of P = softmax(p_logits), Q = softmax(q_logits), n
  * entries; computed in double, 0 for identical inputs. */
 double ev_kl_logits(const float *p_logits, const float *q_logits, int32_t n);
-int32_t ev_argmax(const float *x, int32_t n);
 
 typedef struct ev_paired_result {
     int32_t prompt_tokens;

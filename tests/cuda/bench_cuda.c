@@ -147,24 +147,35 @@ static void mv_fn(void *p, int i)
     }
 }
 
-static void bench_matvec(uint32_t type, int64_t M, int64_t K, const char *label)
+/* Uploads copies of one random M×K weight into w[] until they hold at least min_bytes
+ * (several times the 60 MB L2, so rotating over them never hits it), 2 to max copies.
+ * Returns the count; *rb = the row bytes. */
+static int upload_copies(uint32_t type, int64_t M, int64_t K, uint64_t *rng, size_t min_bytes, cuda_qweight *w,
+                         int max, size_t *rb)
 {
-    mv_ctx m = {0};
-    const size_t rb = (size_t)(K / ref_block_elems(type)) * ref_block_bytes(type);
-    uint8_t *host = malloc(rb * M);
-    uint64_t rng = 7;
-    ref_random_blocks(type, host, K * M, &rng);
+    *rb = (size_t)(K / ref_block_elems(type)) * ref_block_bytes(type);
+    uint8_t *host = malloc(*rb * M);
+    ref_random_blocks(type, host, K * M, rng);
     wk_error err;
     size_t total = 0;
-    /* enough copies to be several times the 60 MB L2 */
-    while ((total < ((size_t)600 << 20) || m.nw < 2) && m.nw < 16) {
-        if (cuda_qw_upload(&g_ctx, &m.w[m.nw], type, host, K, M, rb, 1, rb * M, &err)) {
+    int n = 0;
+    while ((total < min_bytes || n < 2) && n < max) {
+        if (cuda_qw_upload(&g_ctx, &w[n], type, host, K, M, *rb, 1, *rb * M, &err)) {
             fprintf(stderr, "%s\n", err.msg);
             exit(2);
         }
-        total += m.w[m.nw].mat_bytes;
-        m.nw++;
+        total += w[n++].mat_bytes;
     }
+    free(host);
+    return n;
+}
+
+static void bench_matvec(uint32_t type, int64_t M, int64_t K, const char *label)
+{
+    mv_ctx m = {0};
+    uint64_t rng = 7;
+    size_t rb;
+    m.nw = upload_copies(type, M, K, &rng, (size_t)600 << 20, m.w, 16, &rb);
     float *x = malloc(sizeof(float) * K);
     for (int64_t i = 0; i < K; i++) x[i] = ref_randn(&rng);
     m.xf = dev_upload(x, sizeof(float) * K);
@@ -179,7 +190,6 @@ static void bench_matvec(uint32_t type, int64_t M, int64_t K, const char *label)
     add_row(name, ms, (double)rb * M, 2.0 * M * K);
     for (int i = 0; i < m.nw; i++) cuda_qw_free(&m.w[i]);
     cudaFree(m.xf); cudaFree(m.xq); cudaFree(m.xd); cudaFree(m.y);
-    free(host);
     free(x);
 }
 
@@ -248,19 +258,9 @@ static void few_fn(void *p, int i)
 static void bench_matmul_few(uint32_t type, int64_t M, int64_t K, int64_t n, const char *label)
 {
     few_ctx m = {0};
-    const size_t rb = (size_t)(K / ref_block_elems(type)) * ref_block_bytes(type);
-    uint8_t *host = malloc(rb * M);
     uint64_t rng = 11;
-    ref_random_blocks(type, host, K * M, &rng);
-    wk_error err;
-    size_t total = 0;
-    while ((total < ((size_t)400 << 20) || m.nw < 2) && m.nw < 8) {
-        if (cuda_qw_upload(&g_ctx, &m.w[m.nw], type, host, K, M, rb, 1, rb * M, &err)) {
-            fprintf(stderr, "%s\n", err.msg);
-            exit(2);
-        }
-        total += m.w[m.nw++].mat_bytes;
-    }
+    size_t rb;
+    m.nw = upload_copies(type, M, K, &rng, (size_t)400 << 20, m.w, 8, &rb);
     float *x = malloc(sizeof(float) * K * n);
     for (int64_t i = 0; i < K * n; i++) x[i] = ref_randn(&rng);
     m.x = dev_upload(x, sizeof(float) * K * n);
@@ -274,7 +274,6 @@ static void bench_matmul_few(uint32_t type, int64_t M, int64_t K, int64_t n, con
     for (int i = 0; i < m.nw; i++) cuda_qw_free(&m.w[i]);
     cudaFree(m.x);
     cudaFree(m.y);
-    free(host);
     free(x);
 }
 

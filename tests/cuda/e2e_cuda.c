@@ -18,6 +18,7 @@
 #include "model/model_impl.h"
 #include "quant/qtypes.h"
 #include "ref.h"
+#include "util/argmax.h"
 
 #define CHUNK 4096 /* prefill batch (scratch rows) */
 
@@ -116,10 +117,7 @@ static int decode(run *r, int n, double *secs, wk_error *err)
         }
         if (!rc) rc = be_cuda_status(r->be, err);
         if (rc) return rc;
-        int best = 0;
-        for (uint32_t v = 1; v < V; v++)
-            if (r->logits[v] > r->logits[best]) best = (int)v;
-        tok = best;
+        tok = wk_argmax_f32(r->logits, (int32_t)V); /* as wick's greedy sampler */
         if (i < 1024) g_out_tokens[i] = tok;
     }
     *secs = now_s() - t0;

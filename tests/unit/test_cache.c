@@ -24,6 +24,7 @@
 #include "engine/sequence.h"
 #include "model/model.h"
 #include "testutil.h"
+#include "util/argmax.h"
 
 #define N_CTX 256
 #define GREEDY 8
@@ -78,14 +79,6 @@ static void make_tokens(int32_t *t, int n, uint32_t seed)
     }
 }
 
-static int argmax(const float *x, int n)
-{
-    int b = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
-}
-
 static float margin(const float *x, int n)
 {
     float a = -INFINITY, b = -INFINITY;
@@ -116,7 +109,7 @@ static void run_uncached(fixture *f, const int32_t *ids, int n, run_out *out)
     out->logits = malloc(sizeof(float) * (size_t)f->n_vocab);
     memcpy(out->logits, eng_logits(f->ctx), sizeof(float) * (size_t)f->n_vocab);
     for (int i = 0; i < GREEDY; i++) {
-        out->greedy[i] = argmax(eng_logits(f->ctx), f->n_vocab);
+        out->greedy[i] = wk_argmax_f32(eng_logits(f->ctx), f->n_vocab);
         out->margins[i] = margin(eng_logits(f->ctx), f->n_vocab);
         assert_int_equal(eng_decode(f->ctx, s, out->greedy[i], &err), 0);
     }
@@ -135,7 +128,7 @@ static void run_cached(fixture *f, ckpt_cache *c, const int32_t *ids, int n, con
         memcpy(out->logits, eng_logits(f->ctx), sizeof(float) * (size_t)f->n_vocab);
     }
     for (int i = 0; i < GREEDY; i++) {
-        int32_t t = argmax(eng_logits(f->ctx), f->n_vocab);
+        int32_t t = wk_argmax_f32(eng_logits(f->ctx), f->n_vocab);
         if (out) out->greedy[i] = t;
         assert_int_equal(eng_decode(f->ctx, plan->seq, t, &err), 0);
         ckpt_cache_decoded(c, plan);

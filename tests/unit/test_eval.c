@@ -15,6 +15,7 @@
 
 #include "eval/eval_paired.h"
 #include "eval/eval_text.h"
+#include "util/argmax.h"
 #include "testutil.h"
 
 /* A stand-in tokenizer: one token per whitespace-separated word. Depths are
@@ -245,8 +246,8 @@ static void test_kl_is_zero_for_equal_and_positive_for_different_distributions(v
     double z = exp(1) + exp(2) + exp(3) + exp(4), want = 0.0;
     for (int i = 0; i < 4; i++) want += exp(p[i]) / z * ((p[i] - log(z)) - (r[i] - log(z)));
     assert_true(fabs(ev_kl_logits(p, r, 4) - want) < 1e-9);
-    assert_int_equal(ev_argmax(p, 4), 3);
-    assert_int_equal(ev_argmax(r, 4), 0);
+    assert_int_equal(wk_argmax_f32(p, 4), 3);
+    assert_int_equal(wk_argmax_f32(r, 4), 0);
 }
 
 int main(void)

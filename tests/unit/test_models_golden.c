@@ -19,6 +19,7 @@
 #include "engine/sequence.h"
 #include "model/model.h"
 #include "testutil.h"
+#include "util/argmax.h"
 
 #define GEN_STEPS 16
 
@@ -32,14 +33,6 @@ static float *read_floats(const char *path, size_t want)
         return NULL;
     }
     return p;
-}
-
-static int argmax(const float *x, int n)
-{
-    int b = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
 }
 
 /* top-1 minus top-2 */
@@ -153,7 +146,7 @@ static int run_case(const char *dir, json_t *c)
     float gen_diff = 0.0f;
     int id_mismatch = 0;
     const float *last_ref = ref + (size_t)(n - 1) * n_vocab;
-    if (margin(last_ref, n_vocab) > tol && argmax(eng_logits(L.ctx), n_vocab) != greedy[0]) id_mismatch++;
+    if (margin(last_ref, n_vocab) > tol && wk_argmax_f32(eng_logits(L.ctx), n_vocab) != greedy[0]) id_mismatch++;
     for (int i = 0; i < GEN_STEPS; i++) {
         if (eng_decode(L.ctx, L.seq, greedy[i], &err)) {
             printf("  %-40s decode failed: %s\n", lpath, err.msg);
@@ -166,7 +159,7 @@ static int run_case(const char *dir, json_t *c)
             printf("    gen row %2d: max diff %.5f  (ours %.4f %.4f, want %.4f %.4f)\n", i, d, row[0], row[1], want[0],
                    want[1]);
         if (!(d <= gen_diff)) gen_diff = d;
-        if (i + 1 < GEN_STEPS && margin(want, n_vocab) > tol && argmax(row, n_vocab) != greedy[i + 1])
+        if (i + 1 < GEN_STEPS && margin(want, n_vocab) > tol && wk_argmax_f32(row, n_vocab) != greedy[i + 1])
             id_mismatch++;
     }
     if (!(prompt_diff <= tol) || !(gen_diff <= tol) || id_mismatch) failed = 1;

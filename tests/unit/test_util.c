@@ -5,9 +5,12 @@
 
 #include <math.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "testutil.h"
+#include "util/argmax.h"
+#include "util/cpu.h"
 #include "util/err.h"
 #include "util/f16.h"
 #include "util/threadpool.h"
@@ -94,6 +97,41 @@ static void test_error_prefix_keeps_code_and_message(void **state)
     assert_int_equal(err.code, WK_EFORMAT);
 }
 
+/* The vector argmax against the reference loop: sizes around the vector widths and a
+ * vocabulary's, ties (lowest index wins), NaNs (never win), -inf, ±0, all-NaN rows. */
+static void test_argmax_matches_the_reference(void **state)
+{
+    (void)state;
+    const int32_t sizes[] = {0, 1, 7, 8, 15, 16, 17, 31, 33, 100, 1000, 248320};
+    const int32_t nmax = 248320;
+    float *x = malloc(sizeof(float) * nmax);
+    assert_non_null(x);
+    uint32_t s = 12345;
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        const int32_t n = sizes[k];
+        for (int pattern = 0; pattern < 6; pattern++) {
+            for (int32_t i = 0; i < n; i++) {
+                s = s * 1664525u + 1013904223u;
+                const float r = (float)(s >> 8) / 16777216.0f;
+                switch (pattern) {
+                case 0: x[i] = r * 20.0f - 10.0f; break;                       /* random */
+                case 1: x[i] = (float)((s >> 8) % 5); break;                   /* many ties */
+                case 2: x[i] = (s >> 8) % 3 ? NAN : r; break;                  /* NaNs among values */
+                case 3: x[i] = NAN; break;                                     /* all NaN: -1 */
+                case 4: x[i] = (s >> 8) % 2 ? -INFINITY : NAN; break;          /* -inf is the max */
+                default: x[i] = (s >> 8) % 2 ? 0.0f : -0.0f; break;            /* zeros of both signs */
+                }
+            }
+            if (pattern == 1 && n > 0) x[n - 1] = 4.0f; /* a tie at the very end too */
+            const int32_t want = wk_argmax_f32_scalar(x, n);
+            if (wk_cpu()->avx2) assert_int_equal(wk_argmax_f32_avx2(x, n), want);
+            assert_int_equal(wk_argmax_f32(x, n), want);
+            if (pattern == 3 || n == 0) assert_int_equal(want, -1);
+        }
+    }
+    free(x);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -102,6 +140,7 @@ int main(void)
         cmocka_unit_test(test_f16_round_trip_matches_ieee),
         cmocka_unit_test(test_bf16_rounds_to_nearest_even),
         cmocka_unit_test(test_error_prefix_keeps_code_and_message),
+        cmocka_unit_test(test_argmax_matches_the_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

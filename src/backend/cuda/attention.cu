@@ -19,89 +19,13 @@
  * exactly the CPU backend's dequantization. */
 #include <math.h>
 
-#include "backend/cuda/cuda_common.cuh"
-
-#define LOG2E 1.4426950408889634f
-
-/* Whether key j is visible from query position p (causality checked by the caller). */
-__device__ __forceinline__ bool mask_allows(const cuda_attn_mask m, int p, int j)
-{
-    return !m.approx || j < m.global || p - j < m.window || p >= m.dense_from;
-}
-
-/* Whether any query in [p0, p1] may see any key in [k0, k1] (k0 <= p1 assumed). */
-__host__ __device__ __forceinline__ bool tile_needed(const cuda_attn_mask m, int p0, int p1, int k0, int k1)
-{
-    if (!m.approx || p1 >= m.dense_from || k0 < m.global) return true;
-    int closest = p0 - k1; /* smallest p - j over the pairs; <= 0 when the tile touches the diagonal */
-    return closest < m.window;
-}
+#include "backend/cuda/attn_common.cuh"
 
 /* ---- prefill: tensor-core tiles ------------------------------------------------------- */
 
 #define FA_BQ 64
 #define FA_BK 64
 #define FA_WARPS 4
-
-__device__ __forceinline__ void mma_16816(float *c, const uint32_t *a, uint32_t b0, uint32_t b1)
-{
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint32_t pack_half2(float lo, float hi)
-{
-    __half2 h = __floats2half2_rn(lo, hi);
-    return *(uint32_t *)&h;
-}
-
-__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool valid)
-{
-    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    int n = valid ? 16 : 0; /* 0: zero-fill */
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
-
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t *r, const void *smem)
-{
-    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(s));
-}
-
-/* Q8_0 row geometry: bytes per row of D values */
-#define Q8_ROW_BYTES(D) ((D) / 32 * 34)
-
-template <int D>
-__device__ __forceinline__ void fa_load_tile(__half *dst, const uint16_t *src, int k0, int n_kv)
-{
-    constexpr int LD = D + 8;         /* padded row: conflict-free fragment reads */
-    constexpr int CHUNKS = D / 8;     /* 16-byte chunks per row */
-    for (int c = threadIdx.x; c < FA_BK * CHUNKS; c += FA_WARPS * 32) {
-        const int r = c / CHUNKS, col = (c % CHUNKS) * 8;
-        const bool valid = k0 + r < n_kv;
-        const uint16_t *g = src + (size_t)(valid ? k0 + r : 0) * D + col;
-        cp_async16(dst + r * LD + col, g, valid);
-    }
-}
-
-__device__ __forceinline__ void cp_async4(void *smem, const void *gmem, bool valid)
-{
-    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    int n = valid ? 4 : 0;
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
-}
-__device__ __forceinline__ void cp_async16_n(void *smem, const void *gmem, int n) /* n < 16: rest zero-filled */
-{
-    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
-}
 
 /* Where a tile's raw Q8_0 rows sit in its F16 tile: at the end, so that F16
  * row r (ending at byte r·2·LD + 2·D) never reaches raw row r + 1 (starting
@@ -114,28 +38,7 @@ template <int D> struct q8_tile {
     static_assert(RAW_OFF % 16 == 0, "raw Q8_0 tile must be 16-byte aligned in shared memory");
 };
 
-/* Starts the copy of keys [k0, k0 + 64) of one head's Q8_0 rows to the end of
- * the F16 tile dst; rows from n_kv on come out as zeros (scale 0). 64 rows
- * start at a multiple of 16 bytes from the head, so 16-byte copies serve
- * heads that start 16-byte aligned; other heads (Q8_0 head strides need not
- * be multiples of 8 units) take 4-byte copies (rows are multiples of 4 bytes). */
-template <int D>
-__device__ __forceinline__ void fa_load_tile_q8(__half *dst, const uint16_t *head, int k0, int n_kv)
-{
-    using T = q8_tile<D>;
-    unsigned char *raw = (unsigned char *)dst + T::RAW_OFF;
-    const unsigned char *src = (const unsigned char *)head + (size_t)k0 * T::R;
-    const int valid = min(n_kv - k0, FA_BK) * T::R; /* bytes of rows < n_kv */
-    if (((uintptr_t)src & 15) == 0) {
-        for (int o = threadIdx.x * 16; o < T::BYTES; o += FA_WARPS * 32 * 16)
-            cp_async16_n(raw + o, src + (o < valid ? o : 0), max(0, min(16, valid - o)));
-    } else {
-        for (int o = threadIdx.x * 4; o < T::BYTES; o += FA_WARPS * 32 * 4)
-            cp_async4(raw + o, src + (o < valid ? o : 0), o < valid);
-    }
-}
-
-/* Expands the raw Q8_0 rows (fa_load_tile_q8, landed) into F16 rows in place.
+/* Expands the raw Q8_0 rows (load_q8_rows to the tile's RAW_OFF, landed) into F16 rows in place.
  * Passes of ROWS rows: each thread reads and converts its 8-value chunks, the
  * block waits, then writes them; by q8_tile's layout a pass writes only over
  * raw rows of its own or earlier passes. Ends without a barrier. */
@@ -154,16 +57,7 @@ __device__ __forceinline__ void fa_expand_tile_q8(__half *tile)
         for (int i = 0; i < PER_THREAD; i++) {
             const int c = threadIdx.x + i * FA_WARPS * 32;
             const int r = r0 + c / CHUNKS, col = (c % CHUNKS) * 8;
-            const unsigned char *blk = raw + r * T::R + col / 32 * 34;
-            const float sc = h2f(*(const uint16_t *)blk);
-            const uint16_t *q = (const uint16_t *)(blk + 2 + col % 32); /* 2-byte aligned only */
-            uint32_t w[4];
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const uint16_t b = q[e];
-                w[e] = pack_half2(sc * (float)(int8_t)(b & 0xff), sc * (float)(int8_t)(b >> 8));
-            }
-            h[i] = make_uint4(w[0], w[1], w[2], w[3]);
+            h[i] = q8_row_f16x8(raw + r * T::R, col);
         }
         __syncthreads(); /* every raw byte of these rows read before any is overwritten */
 #pragma unroll
@@ -220,14 +114,14 @@ fa_prefill_kernel(const cuda_attn a, float qscale)
         if (!tile_needed(a.mask, p0, p1, k0, k0 + FA_BK - 1)) continue;
         __syncthreads(); /* previous tile's V reads done before K/V are overwritten */
         if constexpr (KV == CUDA_KV_F16) {
-            fa_load_tile<D>(Ks, kh, k0, a.n_kv);
+            load_f16_rows<D, FA_BK, FA_WARPS * 32>(Ks, kh, k0, a.n_kv);
             cp_async_commit();
-            fa_load_tile<D>(Vs, vh, k0, a.n_kv);
+            load_f16_rows<D, FA_BK, FA_WARPS * 32>(Vs, vh, k0, a.n_kv);
             cp_async_commit();
         } else {
-            fa_load_tile_q8<D>(Ks, kh, k0, a.n_kv);
+            load_q8_rows<D, FA_BK, FA_WARPS * 32>((unsigned char *)Ks + q8_tile<D>::RAW_OFF, kh, k0, a.n_kv);
             cp_async_commit();
-            fa_load_tile_q8<D>(Vs, vh, k0, a.n_kv);
+            load_q8_rows<D, FA_BK, FA_WARPS * 32>((unsigned char *)Vs + q8_tile<D>::RAW_OFF, vh, k0, a.n_kv);
             cp_async_commit();
         }
         asm volatile("cp.async.wait_group 1;\n" ::); /* K landed; V still in flight */

@@ -24,69 +24,14 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/attn_common.cuh"
 
-#define FDT_LOG2E 1.4426950408889634f
 #define FDT_ROWS 16  /* query heads per block: the m of m16n8k16 (G <= 16) */
 #define FDT_BK 32    /* keys per tile: one n-tile of 8 keys per warp in S = Q·Kᵀ */
 #define FDT_STAGES 3 /* shared-memory ring: two tiles in flight while one is used */
 #define FDT_WARPS 4
 #define FDT_THREADS (FDT_WARPS * 32)
 #define FDT_MAX_DEV 16
-#define FDT_Q8_ROW_BYTES(D) ((D) / 32 * 34)
-
-/* ---- helpers (copies of attention.cu's: that file is shared with other work) ----------- */
-
-/* Whether key j is visible from query position p (causality checked by the
- * caller). Keep in step with mask_allows / tile_needed in attention.cu. */
-__device__ __forceinline__ bool fdt_mask_allows(const cuda_attn_mask m, int p, int j)
-{
-    return !m.approx || j < m.global || p - j < m.window || p >= m.dense_from;
-}
-
-/* Whether query p may see any key in [k0, k1]. */
-__device__ __forceinline__ bool fdt_tile_needed(const cuda_attn_mask m, int p, int k0, int k1)
-{
-    if (!m.approx || p >= m.dense_from || k0 < m.global) return true;
-    return p - k1 < m.window;
-}
-
-__device__ __forceinline__ void fdt_mma(float *c, const uint32_t *a, uint32_t b0, uint32_t b1)
-{
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint32_t fdt_half2(float lo, float hi)
-{
-    __half2 h = __floats2half2_rn(lo, hi);
-    return *(uint32_t *)&h;
-}
-
-/* 16-byte copy of n <= 16 source bytes (the rest zero-filled; n = 0: zeros) */
-__device__ __forceinline__ void fdt_cp16(void *smem, const void *gmem, int n)
-{
-    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
-}
-__device__ __forceinline__ void fdt_cp4(void *smem, const void *gmem, bool valid)
-{
-    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    int n = valid ? 4 : 0;
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
-}
-__device__ __forceinline__ void fdt_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-
-__device__ __forceinline__ void fdt_ldmatrix_x4_trans(uint32_t *r, const void *smem)
-{
-    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(s));
-}
 
 /* Shared memory of one block, in bytes from the start:
  *   FDT_STAGES stages   F16: the K tile then the V tile (rows padded to D + 8
@@ -98,7 +43,7 @@ template <int D, int KV> struct fdt_smem {
     static constexpr int LD = D + 8;
     static constexpr int PLD = FDT_BK + 8;
     static constexpr int TILE = FDT_BK * LD; /* halves of one F16 tile */
-    static constexpr int RAW = FDT_BK * FDT_Q8_ROW_BYTES(D); /* bytes of one raw Q8_0 tile */
+    static constexpr int RAW = FDT_BK * Q8_ROW_BYTES(D); /* bytes of one raw Q8_0 tile */
     static constexpr int STAGE = KV == CUDA_KV_F16 ? 2 * TILE * 2 : 2 * RAW;
     static constexpr int OFF_F16 = FDT_STAGES * STAGE;
     static constexpr int OFF_Q = OFF_F16 + (KV == CUDA_KV_F16 ? 0 : 2 * TILE * 2);
@@ -109,56 +54,15 @@ template <int D, int KV> struct fdt_smem {
                   "16-byte aligned shared-memory regions");
 };
 
-/* Starts the copy of keys [k0, k0 + 32) of one head's F16 rows; rows from kend on are zeros. */
-template <int D>
-__device__ __forceinline__ void fdt_load_f16(__half *dst, const uint16_t *head, int k0, int kend)
-{
-    constexpr int LD = D + 8, CHUNKS = D / 8;
-#pragma unroll
-    for (int c = threadIdx.x; c < FDT_BK * CHUNKS; c += FDT_THREADS) {
-        const int r = c / CHUNKS, col = (c % CHUNKS) * 8;
-        const bool valid = k0 + r < kend;
-        fdt_cp16(dst + r * LD + col, head + (size_t)(valid ? k0 + r : 0) * D + col, valid ? 16 : 0);
-    }
-}
-
-/* Starts the copy of the raw Q8_0 rows [k0, k0 + 32) of one head (contiguous);
- * rows from kend on come out as zeros (scale 0). 32 rows are a multiple of 16
- * bytes, so heads that start 16-byte aligned take 16-byte copies, others
- * (Q8_0 head strides need only be even) 4-byte copies. */
-template <int D>
-__device__ __forceinline__ void fdt_load_q8(unsigned char *raw, const uint16_t *head, int k0, int kend)
-{
-    constexpr int R = FDT_Q8_ROW_BYTES(D), BYTES = FDT_BK * R;
-    const unsigned char *src = (const unsigned char *)head + (size_t)k0 * R;
-    const int valid = max(0, min(kend - k0, FDT_BK)) * R;
-    if (((uintptr_t)src & 15) == 0) {
-        for (int o = threadIdx.x * 16; o < BYTES; o += FDT_THREADS * 16)
-            fdt_cp16(raw + o, src + (o < valid ? o : 0), max(0, min(16, valid - o)));
-    } else {
-        for (int o = threadIdx.x * 4; o < BYTES; o += FDT_THREADS * 4)
-            fdt_cp4(raw + o, src + (o < valid ? o : 0), o < valid);
-    }
-}
-
 /* Expands a landed raw Q8_0 tile into an F16 tile (code × scale rounded once). */
 template <int D>
 __device__ __forceinline__ void fdt_expand_q8(__half *dst, const unsigned char *raw)
 {
-    constexpr int LD = D + 8, CHUNKS = D / 8, R = FDT_Q8_ROW_BYTES(D);
+    constexpr int LD = D + 8, CHUNKS = D / 8, R = Q8_ROW_BYTES(D);
 #pragma unroll
     for (int c = threadIdx.x; c < FDT_BK * CHUNKS; c += FDT_THREADS) {
         const int r = c / CHUNKS, col = (c % CHUNKS) * 8;
-        const unsigned char *blk = raw + r * R + col / 32 * 34;
-        const float sc = h2f(*(const uint16_t *)blk);
-        const uint16_t *q = (const uint16_t *)(blk + 2 + col % 32); /* 2-byte aligned only */
-        uint32_t w[4];
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            const uint16_t b = q[e];
-            w[e] = fdt_half2(sc * (float)(int8_t)(b & 0xff), sc * (float)(int8_t)(b >> 8));
-        }
-        *(uint4 *)(dst + r * LD + col) = make_uint4(w[0], w[1], w[2], w[3]);
+        *(uint4 *)(dst + r * LD + col) = q8_row_f16x8(raw + r * R, col);
     }
 }
 
@@ -202,7 +106,7 @@ fdt_kernel(const cuda_attn a, float qscale, int n_split, int split_len, float *p
     const uint16_t *vh = a.v + (size_t)g_kv * a.kv_head_stride;
     /* the next tile at or after k that the mask leaves any key of (b1: none) */
     auto next_tile = [&](int k) {
-        while (k < b1 && !fdt_tile_needed(mask, p, k, k + FDT_BK - 1)) k += FDT_BK;
+        while (k < b1 && !tile_needed(mask, p, p, k, k + FDT_BK - 1)) k += FDT_BK;
         return k;
     };
     /* one commit group per tile slot, empty past the end, so that the
@@ -211,14 +115,14 @@ fdt_kernel(const cuda_attn a, float qscale, int n_split, int split_len, float *p
         if (k < b1) {
             unsigned char *st = smem + (size_t)stage * SM::STAGE;
             if constexpr (KV == CUDA_KV_F16) {
-                fdt_load_f16<D>((__half *)st, kh, k, b1);
-                fdt_load_f16<D>((__half *)st + SM::TILE, vh, k, b1);
+                load_f16_rows<D, FDT_BK, FDT_THREADS>((__half *)st, kh, k, b1);
+                load_f16_rows<D, FDT_BK, FDT_THREADS>((__half *)st + SM::TILE, vh, k, b1);
             } else {
-                fdt_load_q8<D>(st, kh, k, b1);
-                fdt_load_q8<D>(st + SM::RAW, vh, k, b1);
+                load_q8_rows<D, FDT_BK, FDT_THREADS>(st, kh, k, b1);
+                load_q8_rows<D, FDT_BK, FDT_THREADS>(st + SM::RAW, vh, k, b1);
             }
         }
-        fdt_commit();
+        cp_async_commit();
     };
     int k_load = next_tile(b0);
 #pragma unroll
@@ -279,13 +183,13 @@ fdt_kernel(const cuda_attn a, float qscale, int n_split, int split_len, float *p
 #pragma unroll
         for (int kk = 0; kk < D / 16; kk++) {
             const __half *kb = Ks + (warp * 8 + gr) * LD + kk * 16 + 2 * tq;
-            fdt_mma(kk & 1 ? sb : sa, qf[kk], *(const uint32_t *)kb, *(const uint32_t *)(kb + 8));
+            mma_16816(kk & 1 ? sb : sa, qf[kk], *(const uint32_t *)kb, *(const uint32_t *)(kb + 8));
         }
         float s[4];
 #pragma unroll
         for (int e = 0; e < 4; e++) {
             const int j = k0 + warp * 8 + 2 * tq + (e & 1);
-            s[e] = j < b1 && fdt_mask_allows(mask, p, j) ? sa[e] + sb[e] : -INFINITY;
+            s[e] = j < b1 && mask_allows(mask, p, j) ? sa[e] + sb[e] : -INFINITY;
         }
 
         /* the tile's row max: over this warp's 8 keys, then over the warps */
@@ -309,7 +213,7 @@ fdt_kernel(const cuda_attn a, float qscale, int n_split, int split_len, float *p
             const float p0 = m_new == -INFINITY ? 0.0f : exp2f(s[2 * r] - m_new);
             const float p1 = m_new == -INFINITY ? 0.0f : exp2f(s[2 * r + 1] - m_new);
             l_run[r] = l_run[r] * corr[r] + p0 + p1; /* this thread's keys; summed at the end */
-            *(uint32_t *)(Ps + (gr + 8 * r) * PLD + warp * 8 + 2 * tq) = fdt_half2(p0, p1);
+            *(uint32_t *)(Ps + (gr + 8 * r) * PLD + warp * 8 + 2 * tq) = pack_half2(p0, p1);
         }
 #pragma unroll
         for (int i = 0; i < NT_W; i++) {
@@ -333,9 +237,9 @@ fdt_kernel(const cuda_attn a, float qscale, int n_split, int split_len, float *p
 #pragma unroll
             for (int np = 0; np < NT_W / 2; np++) {
                 uint32_t b[4];
-                fdt_ldmatrix_x4_trans(b, Vs + (kk * 16 + rr + 8 * (mi & 1)) * LD + c0 + np * 16 + 8 * (mi >> 1));
-                fdt_mma(o[2 * np], pa, b[0], b[1]);
-                fdt_mma(o[2 * np + 1], pa, b[2], b[3]);
+                ldmatrix_x4_trans(b, Vs + (kk * 16 + rr + 8 * (mi & 1)) * LD + c0 + np * 16 + 8 * (mi >> 1));
+                mma_16816(o[2 * np], pa, b[0], b[1]);
+                mma_16816(o[2 * np + 1], pa, b[2], b[3]);
             }
         }
     }
@@ -481,7 +385,7 @@ template <int D, int KV> static int fdt_decode(cuda_ctx *c, const cuda_attn *a, 
     if (rc) return rc;
     float *part_o = (float *)scr, *part_ml = part_o + rows * D;
     launch_k(c, fdt_kernel<D, KV>, dim3(n_split, a->n_head_kv, a->n_q), FDT_THREADS,
-             (size_t)fdt_smem<D, KV>::BYTES, *a, a->scale * FDT_LOG2E, n_split, split_len, part_o, part_ml);
+             (size_t)fdt_smem<D, KV>::BYTES, *a, a->scale * LOG2E, n_split, split_len, part_o, part_ml);
     CU_CHECK_LAUNCH(err, "attention (decode, tensor cores)");
     launch_k(c, fdt_combine_kernel, dim3(a->n_head, a->n_q), min(D, 256), (size_t)n_split * sizeof(float), *a,
              n_split, (const float *)part_o, (const float *)part_ml);

@@ -65,17 +65,11 @@ __device__ __forceinline__ void pdl_enter()
 }
 __device__ __forceinline__ void prefetch_l2(const void *p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
-/* Launches kernel<<<grid, block, smem>>> on c's stream; with programmatic
- * dependent launch when c->pdl >= 2 (every kernel of a decode step; 1: the
- * matvecs of matmul.cu only, 0: none). Such a kernel may start while the one
- * before it in the stream finishes, so every thread calls pdl_wait() before
- * any global memory access that earlier kernels may touch (reads of immutable
- * data, weights, may come first); waiting on every path also makes the grid
- * complete after its predecessor, which later kernels rely on. pdl_trigger()
- * early lets the next kernel start launching. Launch errors stay in
- * cudaGetLastError (cu_launch_status, CU_CHECK_LAUNCH). */
+/* kernel<<<grid, block, smem>>> on c's stream, with programmatic dependent launch
+ * when pdl. Launch errors stay in cudaGetLastError (cu_launch_status, CU_CHECK_LAUNCH). */
 template <typename... P, typename... A>
-static inline void launch_k(cuda_ctx *c, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, A... args)
+static inline void launch_attr(cuda_ctx *c, bool pdl, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem,
+                               A... args)
 {
     cudaLaunchConfig_t cfg;
     memset(&cfg, 0, sizeof cfg);
@@ -85,10 +79,24 @@ static inline void launch_k(cuda_ctx *c, void (*kernel)(P...), dim3 grid, dim3 b
     cfg.stream = c->stream;
     cudaLaunchAttribute at[1];
     at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = c->pdl >= 2 ? 1 : 0;
+    at[0].val.programmaticStreamSerializationAllowed = pdl ? 1 : 0;
     cfg.attrs = at;
     cfg.numAttrs = 1;
     cudaLaunchKernelEx(&cfg, kernel, ((P)args)...);
+}
+
+/* Launches a kernel of a decode step, with programmatic dependent launch when
+ * c->pdl >= 2 (every kernel of a decode step; 1, the default: the matvecs of
+ * matmul.cu only; 0: none). Such a kernel may start while the one before it in
+ * the stream finishes, so every thread calls pdl_wait() before any global
+ * memory access that earlier kernels may touch (reads of immutable data,
+ * weights, may come first); waiting on every path also makes the grid complete
+ * after its predecessor, which later kernels rely on. pdl_trigger() early lets
+ * the next kernel start launching. */
+template <typename... P, typename... A>
+static inline void launch_k(cuda_ctx *c, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, A... args)
+{
+    launch_attr(c, c->pdl >= 2, kernel, grid, block, smem, args...);
 }
 
 __device__ __forceinline__ float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }

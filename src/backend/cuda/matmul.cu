@@ -142,18 +142,7 @@ static void launch_pdl_smem(cuda_ctx *c, void (*kernel)(P...), dim3 grid, dim3 b
             lim[i].sz = smem;
         }
     }
-    cudaLaunchConfig_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.gridDim = grid;
-    cfg.blockDim = block;
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = c->stream;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = c->pdl ? 1 : 0;
-    cfg.attrs = at;
-    cfg.numAttrs = 1;
-    cudaLaunchKernelEx(&cfg, kernel, ((P)args)...);
+    launch_attr(c, c->pdl != 0, kernel, grid, block, smem, args...);
 }
 template <typename... P, typename... A>
 static void launch_pdl(cuda_ctx *c, void (*kernel)(P...), dim3 grid, dim3 block, A... args)

@@ -47,13 +47,19 @@ template <int T> struct mmq_dec;
 
 __device__ __forceinline__ uint4 shl4(uint4 v, int s) { return make_uint4(v.x << s, v.y << s, v.z << s, v.w << s); }
 
-/* Q4_K / Q5_K header: d, dmin and sub-block j's 6-bit scale and min */
-__device__ __forceinline__ void kq_head(const uint8_t *blk, int j, float *d, float *dmin, int *sc, int *mn)
+/* Q4_K / Q5_K block header: d and dmin (by group 0) and sub-block j's 6-bit scale (for
+ * both 16-element halves) and min */
+__device__ __forceinline__ void kq_head(const uint8_t *blk, int j, float *wd, int *wsc, int *wmn)
 {
     const uint4 hd = *(const uint4 *)blk;
-    kq_scale_min(j, hd.y, hd.z, hd.w, sc, mn);
-    *d = h2f((uint16_t)(hd.x & 0xFFFF));
-    *dmin = h2f((uint16_t)(hd.x >> 16));
+    int sc, mn;
+    kq_scale_min(j, hd.y, hd.z, hd.w, &sc, &mn);
+    if (j == 0) {
+        wd[0] = h2f((uint16_t)(hd.x & 0xFFFF));
+        wd[1] = h2f((uint16_t)(hd.x >> 16));
+    }
+    wsc[2 * j] = wsc[2 * j + 1] = sc;
+    wmn[j] = mn;
 }
 
 template <> struct mmq_dec<QT_Q4_K> {
@@ -63,15 +69,7 @@ template <> struct mmq_dec<QT_Q4_K> {
     {
         (void)nb;
         const uint8_t *blk = row + c * 144;
-        int sc, mn;
-        float d, dmin;
-        kq_head(blk, j, &d, &dmin, &sc, &mn);
-        if (j == 0) {
-            wd[0] = d;
-            wd[1] = dmin;
-        }
-        wsc[2 * j] = wsc[2 * j + 1] = sc;
-        wmn[j] = mn;
+        kq_head(blk, j, wd, wsc, wmn);
         const uint8_t *qs = blk + 16 + 32 * (j >> 1);
         const int sh = 4 * (j & 1);
         *(uint4 *)dst = and4(shr4(*(const uint4 *)qs, sh), 0x0F0F0F0Fu);
@@ -86,15 +84,7 @@ template <> struct mmq_dec<QT_Q5_K> {
     {
         (void)nb;
         const uint8_t *blk = row + c * 176;
-        int sc, mn;
-        float d, dmin;
-        kq_head(blk, j, &d, &dmin, &sc, &mn);
-        if (j == 0) {
-            wd[0] = d;
-            wd[1] = dmin;
-        }
-        wsc[2 * j] = wsc[2 * j + 1] = sc;
-        wmn[j] = mn;
+        kq_head(blk, j, wd, wsc, wmn);
         const uint8_t *qs = blk + 48 + 32 * (j >> 1);
         const int sh = 4 * (j & 1);
         for (int h = 0; h < 2; h++) {
@@ -144,33 +134,34 @@ template <> struct mmq_dec<QT_Q8_0> {
     }
 };
 
+/* Q4_0 / IQ4_NL: 16 bytes of nibbles per 32 elements (low: 0..15, high: 16..31), the
+ * F16 scales at the row tail; codes q − 8 or the IQ4_NL codebook's */
+template <bool NL>
+__device__ __forceinline__ void nib_group(const uint8_t *row, int64_t nb, int64_t c, int j, int8_t *dst, float *wd)
+{
+    const int64_t b = c * MMQ_S + j;
+    const uint4 q = *(const uint4 *)(row + b * 16);
+    const uint4 lo = and4(q, 0x0F0F0F0Fu), hi = and4(shr4(q, 4), 0x0F0F0F0Fu);
+    *(uint4 *)dst = NL ? iq4nl_lookup16(lo) : sub4(lo, 0x08080808u);
+    *(uint4 *)(dst + 16) = NL ? iq4nl_lookup16(hi) : sub4(hi, 0x08080808u);
+    wd[j] = h2f(*(const uint16_t *)(row + nb * 16 + b * 2));
+}
+
 template <> struct mmq_dec<QT_Q4_0> {
     static constexpr bool KQ = false, MIN = false;
-    __device__ static void group(const uint8_t *row, int64_t nb, int64_t c, int j, int8_t *dst, float *wd, int *wsc,
-                                 int *wmn)
+    __device__ static void group(const uint8_t *row, int64_t nb, int64_t c, int j, int8_t *dst, float *wd, int *,
+                                 int *)
     {
-        (void)wsc;
-        (void)wmn;
-        const int64_t b = c * MMQ_S + j;
-        const uint4 q = *(const uint4 *)(row + b * 16);
-        *(uint4 *)dst = sub4(and4(q, 0x0F0F0F0Fu), 0x08080808u);
-        *(uint4 *)(dst + 16) = sub4(and4(shr4(q, 4), 0x0F0F0F0Fu), 0x08080808u);
-        wd[j] = h2f(*(const uint16_t *)(row + nb * 16 + b * 2));
+        nib_group<false>(row, nb, c, j, dst, wd);
     }
 };
 
 template <> struct mmq_dec<QT_IQ4_NL> {
     static constexpr bool KQ = false, MIN = false;
-    __device__ static void group(const uint8_t *row, int64_t nb, int64_t c, int j, int8_t *dst, float *wd, int *wsc,
-                                 int *wmn)
+    __device__ static void group(const uint8_t *row, int64_t nb, int64_t c, int j, int8_t *dst, float *wd, int *,
+                                 int *)
     {
-        (void)wsc;
-        (void)wmn;
-        const int64_t b = c * MMQ_S + j;
-        const uint4 q = *(const uint4 *)(row + b * 16);
-        *(uint4 *)dst = iq4nl_lookup16(and4(q, 0x0F0F0F0Fu));
-        *(uint4 *)(dst + 16) = iq4nl_lookup16(and4(shr4(q, 4), 0x0F0F0F0Fu));
-        wd[j] = h2f(*(const uint16_t *)(row + nb * 16 + b * 2));
+        nib_group<true>(row, nb, c, j, dst, wd);
     }
 };
 
