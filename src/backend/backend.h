@@ -214,6 +214,9 @@ typedef struct be_ops {
     void (*step_begin)(be_backend *be, const void *key, int32_t pos);
     int (*step_end)(be_backend *be, int rc);
     int (*status)(be_backend *be, wk_error *err);
+    /* Optional (NULL: be_rms_norm_gated calls rms_norm then mul_silu). */
+    void (*rms_norm_gated)(be_backend *be, float *y, const float *x, int64_t n_rows, int64_t n, const float *w,
+                           float eps, const float *z);
     /* Optional (NULL: be_matmul_multi calls matmul for each weight). */
     int (*matmul_multi)(be_backend *be, const be_weight *const *w, int n, const float *x, int64_t n_rows,
                         float *const *y, wk_error *err);
@@ -422,9 +425,24 @@ static inline void be_mul_sigmoid(be_backend *be, float *y, size_t y_stride, con
     be->ops->mul_sigmoid(be, y, y_stride, g, g_stride, n_rows, n);
 }
 /* y *= SiLU(z) (n floats). */
+/* y = RMSNorm(x; w) ⊙ SiLU(z) on n_rows contiguous rows of n (z laid out as y): the
+ * gated norm of a Gated DeltaNet layer's output. The same results as be_rms_norm
+ * followed by be_mul_silu; a backend may do both in one pass. */
+static inline void be_rms_norm_gated(be_backend *be, float *y, const float *x, int64_t n_rows, int64_t n,
+                                     const float *w, float eps, const float *z);
 static inline void be_mul_silu(be_backend *be, float *y, const float *z, int64_t n)
 {
     be->ops->mul_silu(be, y, z, n);
+}
+static inline void be_rms_norm_gated(be_backend *be, float *y, const float *x, int64_t n_rows, int64_t n,
+                                     const float *w, float eps, const float *z)
+{
+    if (be->ops->rms_norm_gated) {
+        be->ops->rms_norm_gated(be, y, x, n_rows, n, w, eps, z);
+        return;
+    }
+    be->ops->rms_norm(be, y, (size_t)n, x, (size_t)n, n_rows, n, w, eps);
+    be->ops->mul_silu(be, y, z, n_rows * n);
 }
 /* y[r][i] += σ(s[r]) · x[r][i] — a per-row sigmoid gate (shared expert). */
 static inline void be_add_scaled_sigmoid(be_backend *be, float *y, const float *x, const float *s,

@@ -72,8 +72,7 @@ static int gated_deltanet(const model *m, be_backend *be, model_scratch *s, cons
         .chunked = GDN_USE_CHUNKED,
     };
     TRY(be_gdn(be, &g, err));
-    be_rms_norm(be, s->gdn_o, dv, s->gdn_o, dv, (int64_t)n_t * Hv, dv, wf32(&ly->ssm_norm), hp->eps);
-    be_mul_silu(be, s->gdn_o, s->z, (int64_t)n_t * value_dim);
+    be_rms_norm_gated(be, s->gdn_o, s->gdn_o, (int64_t)n_t * Hv, dv, wf32(&ly->ssm_norm), hp->eps, s->z);
     return be_matmul(be, &ly->ssm_out, s->gdn_o, n_t, s->tmp, err);
 }
 

@@ -179,12 +179,60 @@ static int compare_matmul_multi(be_backend *cpu, const uint32_t *types, int n, i
     return bad;
 }
 
+/* be_rms_norm_gated (a Gated DeltaNet output: n_rows heads of n) on CUDA with the decode
+ * fusions (one kernel that also quantizes for the next matmul) against the same calls with
+ * them off (rms_norm then mul_silu, the matmul quantizing): y and a following Q4_K matmul
+ * bit for bit; and y against the CPU backend. */
+static int compare_norm_gated(be_backend *cpu, int64_t n_rows, int64_t n, uint64_t seed)
+{
+    uint64_t rng = seed;
+    const int64_t N = n_rows * n, M = 96;
+    float *x = malloc(sizeof(float) * N), *z = malloc(sizeof(float) * N), *w = malloc(sizeof(float) * n);
+    float *yc = malloc(sizeof(float) * N), *y1 = malloc(sizeof(float) * N), *y0 = malloc(sizeof(float) * N);
+    float *m1 = malloc(sizeof(float) * M), *m0 = malloc(sizeof(float) * M);
+    for (int64_t i = 0; i < N; i++) x[i] = ref_randn(&rng), z[i] = ref_randn(&rng);
+    for (int64_t i = 0; i < n; i++) w[i] = 1.0f + 0.1f * ref_randn(&rng);
+    void *wq = host_blocks(QT_Q4_K, N * M, &rng);
+    be_weight W = pack(QT_Q4_K, wq, N, M, 1, "out");
+    memcpy(yc, x, sizeof(float) * N);
+    be_rms_norm_gated(cpu, yc, yc, n_rows, n, w, 1e-6f, z);
+    be_backend *cu = NULL;
+    wk_error err = {0};
+    if (be_cuda_new(&cu, 0, &err)) return 1;
+    float *dz = to_dev(cu, z, sizeof(float) * N);
+    float *dy = be_alloc(cu, sizeof(float) * N), *dm = be_alloc(cu, sizeof(float) * M);
+    int rc = 0;
+    for (int fuse = 1; fuse >= 0 && !rc; fuse--) {
+        be_cuda_tune(cu, fuse ? "fuse=1" : "fuse=0");
+        be_from_host(cu, dy, x, sizeof(float) * N); /* in place, as the model does */
+        be_rms_norm_gated(cu, dy, dy, n_rows, n, w, 1e-6f, dz);
+        rc = be_matmul(cu, &W, dy, 1, dm, &err);
+        if (!rc) be_to_host(cu, fuse ? y1 : y0, dy, sizeof(float) * N);
+        if (!rc) be_to_host(cu, fuse ? m1 : m0, dm, sizeof(float) * M);
+        if (!rc) rc = be_cuda_status(cu, &err);
+    }
+    char name[128];
+    snprintf(name, sizeof name, "be rms_norm_gated %lldx%lld vs cpu backend", (long long)n_rows, (long long)n);
+    int bad = rc ? (printf("FAIL %s: %s\n", name, err.msg), 1) : check(name, y1, yc, N, 1e-5);
+    if (!rc) {
+        const int same = !memcmp(y1, y0, sizeof(float) * N) && !memcmp(m1, m0, sizeof(float) * M);
+        printf("%-4s %-58s\n", same ? "ok" : "FAIL", "  = rms_norm + mul_silu, and the next matmul (bit for bit)");
+        bad += !same;
+    }
+    be_free(cu);
+    free(x); free(z); free(w); free(yc); free(y1); free(y0); free(m1); free(m0); free(wq);
+    return bad;
+}
+
 int compare_ops_all(void)
 {
     wk_error err = {0};
     be_backend *cpu = NULL;
     if (be_cpu_new(&cpu, 4, &err)) return 1;
     int bad = 0;
+    bad += compare_norm_gated(cpu, 48, 128, 60); /* Qwen3.5-27B's DeltaNet output */
+    bad += compare_norm_gated(cpu, 8, 64, 61);
+    bad += compare_norm_gated(cpu, 4, 256, 62);
     bad += compare_matmul(cpu, QT_F32, 256, 1, 1, 1);
     bad += compare_matmul(cpu, QT_F32, 256, 1, 64, 2);
     bad += compare_matmul(cpu, QT_Q8_0, 32, 256, 1, 3);

@@ -95,9 +95,10 @@ typedef struct cuda_be {
     uint32_t skip_ops; /* WICK_CUDA_SKIP: op kinds never launched (timing studies only) */
     /* large copies to pageable host memory go through a pinned buffer (WICK_CUDA_STAGE=0: direct) */
     int stage_to_host;
+    int gated_norm; /* be_rms_norm_gated as one kernel when decode fusions are on (be_cuda_tune "gated=0": two) */
     void *host_stage;
     size_t host_stage_bytes;
-    struct { int mv_occ, mv_multi, pdl, stage_to_host; uint32_t skip_ops; } start; /* for be_cuda_tune(NULL) */
+    struct { int mv_occ, mv_multi, fuse_act, pdl, stage_to_host; uint32_t skip_ops; } start; /* be_cuda_tune(NULL) */
     /* a decode step's residual add, held back until the next op: when that
      * op is the RMSNorm of its sum, both run as one kernel */
     struct {
@@ -206,10 +207,10 @@ static void keep_launch(cuda_be *b, int rc, const char *what)
 enum {
     OP_FROM_HOST = 1, OP_MATMUL, OP_GET_ROWS, OP_RMS_NORM, OP_ROPE_CACHE, OP_ROPE, OP_KV_STORE, OP_ATTENTION,
     OP_SSM_CONV, OP_GDN, OP_MOE_ROUTE, OP_MOE_FFN, OP_ADD, OP_ADD_BIAS, OP_SWIGLU, OP_MUL_SIGMOID, OP_MUL_SILU,
-    OP_ADD_SCALED_SIGMOID, OP_KV_STORE_Q8_0,
+    OP_ADD_SCALED_SIGMOID, OP_KV_STORE_Q8_0, OP_RMS_NORM_GATED,
 };
 
-/* WICK_CUDA_SKIP=op[,op...] (matmul, attention, gdn, ssm_conv, rms_norm, rope, kv_store,
+/* WICK_CUDA_SKIP=op[,op...] (matmul, attention, gdn, ssm_conv, rms_norm, rms_norm_gated, rope, kv_store,
  * add, swiglu, mul_sigmoid, mul_silu, moe): those ops launch nothing, so a benchmark's
  * time drops by what they cost in the pipeline. The results are wrong: timing only.
  * Writes what it understood to stderr. */
@@ -219,6 +220,7 @@ static uint32_t skip_ops_of(const char *list)
         {"matmul", OP_MATMUL}, {"attention", OP_ATTENTION}, {"gdn", OP_GDN}, {"ssm_conv", OP_SSM_CONV},
         {"rms_norm", OP_RMS_NORM}, {"rope", OP_ROPE}, {"kv_store", OP_KV_STORE}, {"add", OP_ADD},
         {"swiglu", OP_SWIGLU}, {"mul_sigmoid", OP_MUL_SIGMOID}, {"mul_silu", OP_MUL_SILU}, {"moe", OP_MOE_FFN},
+        {"rms_norm_gated", OP_RMS_NORM_GATED},
     };
     uint32_t m = 0;
     for (const char *p = list; p && *p;) {
@@ -1084,6 +1086,27 @@ static void cb_mul_silu(be_backend *be, float *y, const float *z, int64_t n)
     }
     keep_launch(b, cuda_mul_silu(&b->ctx, y, z, n), "mul_silu");
 }
+/* A decode step's gated norm (one Gated DeltaNet output row) in one kernel that also
+ * quantizes for the output matmul; otherwise rms_norm then mul_silu. */
+static void cb_rms_norm_gated(be_backend *be, float *y, const float *x, int64_t n_rows, int64_t n, const float *w,
+                              float eps, const float *z)
+{
+    cuda_be *b = cb_of(be);
+    if (!b->ctx.fuse_act || !b->gated_norm || n_rows * n > 65536) {
+        cb_rms_norm(be, y, (size_t)n, x, (size_t)n, n_rows, n, w, eps);
+        cb_mul_silu(be, y, z, n_rows * n);
+        return;
+    }
+    cuda_ctx_act_invalidate(&b->ctx); /* may write rows a cached activation came from */
+    if (g_skip(b, OP_RMS_NORM_GATED, y, x, n_rows, n, w, eps, z)) return;
+    int rc = cuda_rms_norm_gated_q8k(&b->ctx, y, x, n_rows, n, dev_f32(b, w, (size_t)n), eps, z);
+    if (rc) {
+        keep_launch(b, rc < 0 ? rc : 0, "rms_norm_gated");
+        return;
+    }
+    cb_rms_norm(be, y, (size_t)n, x, (size_t)n, n_rows, n, w, eps);
+    cb_mul_silu(be, y, z, n_rows * n);
+}
 static void cb_add_scaled_sigmoid(be_backend *be, float *y, const float *x, const float *s, int64_t n_rows, int64_t n)
 {
     cuda_be *b = cb_of(be);
@@ -1178,6 +1201,7 @@ static be_ops make_ops(void)
     o.mul_sigmoid = cb_mul_sigmoid;
     o.mul_silu = cb_mul_silu;
     o.add_scaled_sigmoid = cb_add_scaled_sigmoid;
+    o.rms_norm_gated = cb_rms_norm_gated;
     o.kv_store_q8_0 = cb_kv_store_q8_0;
     o.step_begin = be_cuda_step_begin;
     o.step_end = be_cuda_step_end;
@@ -1211,8 +1235,10 @@ extern "C" int be_cuda_new(be_backend **out, int device, wk_error *err)
     b->skip_ops = skip_ops_of(getenv("WICK_CUDA_SKIP"));
     const char *se = getenv("WICK_CUDA_STAGE");
     b->stage_to_host = !(se && !strcmp(se, "0"));
+    b->gated_norm = 1;
     b->start.mv_occ = b->ctx.mv_occ;
     b->start.mv_multi = b->ctx.mv_multi;
+    b->start.fuse_act = b->ctx.fuse_act;
     b->start.pdl = b->ctx.pdl;
     b->start.stage_to_host = b->stage_to_host;
     b->start.skip_ops = b->skip_ops;
@@ -1317,6 +1343,8 @@ extern "C" int be_cuda_tune(be_backend *be, const char *settings)
     if (!settings) { /* back to what the backend started with */
         b->ctx.mv_occ = b->start.mv_occ;
         b->ctx.mv_multi = b->start.mv_multi;
+        b->ctx.fuse_act = b->start.fuse_act;
+        b->gated_norm = 1;
         b->ctx.pdl = b->start.pdl;
         b->stage_to_host = b->start.stage_to_host;
         b->skip_ops = b->start.skip_ops;
@@ -1338,6 +1366,8 @@ extern "C" int be_cuda_tune(be_backend *be, const char *settings)
         const char *v = eq + 1;
         if (!strcmp(kv, "occ")) b->ctx.mv_occ = atoi(v);
         else if (!strcmp(kv, "multi")) b->ctx.mv_multi = atoi(v);
+        else if (!strcmp(kv, "fuse")) b->ctx.fuse_act = atoi(v);
+        else if (!strcmp(kv, "gated")) b->gated_norm = atoi(v);
         else if (!strcmp(kv, "pdl")) b->ctx.pdl = atoi(v);
         else if (!strcmp(kv, "stage")) b->stage_to_host = atoi(v);
         else if (!strcmp(kv, "skip")) b->skip_ops = skip_ops_of(v);

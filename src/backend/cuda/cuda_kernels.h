@@ -237,6 +237,11 @@ int cuda_rms_norm_q8k(cuda_ctx *c, float *y, const float *x, size_t x_stride, in
 int cuda_add_rms_norm_q8k(cuda_ctx *c, float *x, const float *a, const float *b, float *y, int64_t n_rows,
                           int64_t n, const float *w, float eps);
 int cuda_swiglu_q8k(cuda_ctx *c, float *y, const float *gate, const float *up, int64_t n);
+/* y = RMSNorm(x; w) ⊙ SiLU(z) over n_rows rows of n (n dividing 256; x may be y), quantized
+ * like cuda_mul_silu_q8k (one row of n_rows·n): bit-identical to cuda_rms_norm followed by
+ * cuda_mul_silu_q8k. Same return values as the functions above. */
+int cuda_rms_norm_gated_q8k(cuda_ctx *c, float *y, const float *x, int64_t n_rows, int64_t n, const float *w,
+                            float eps, const float *z);
 int cuda_mul_silu_q8k(cuda_ctx *c, float *y, const float *z, int64_t n);
 
 /* ---- attention ------------------------------------------------------------------ */

@@ -651,3 +651,67 @@ extern "C" int cuda_mul_silu_q8k(cuda_ctx *c, float *y, const float *z, int64_t 
 {
     return gate_q8k(c, 1, y, y, z, n);
 }
+
+/* rms_norm_kernel on 256/n rows of n (one block, T = norm_threads(n) threads per
+ * row, the same sums in the same order) followed by gate_q8k_kernel<1> on their
+ * 256 values: y = RMSNorm(x) ⊙ SiLU(z) and its Q8_K codes, bit for bit what the two
+ * kernels give, in one launch per 256 values. */
+template <int T>
+__global__ void rms_norm_gated_q8k_kernel(float *y, const float *x, int64_t n, const float *__restrict__ w, float eps,
+                                          const float *z, int8_t *__restrict__ xq, float *__restrict__ xd)
+{
+    __shared__ float red[8], scale_s[8];
+    __shared__ __align__(16) float g[256];
+    pdl_enter();
+    const int r = threadIdx.x / T, t = threadIdx.x % T;
+    const int lane = threadIdx.x & 31, nw = T / 32; /* warps per row */
+    const int64_t base = (int64_t)blockIdx.x * 256, row0 = base + (int64_t)r * n;
+    float ss = 0.0f;
+#pragma unroll 4
+    for (int64_t i = t; i < n; i += T) ss += x[row0 + i] * x[row0 + i];
+    ss = warp_sum(ss); /* block_sum over the row's warps, as rms_norm_kernel's */
+    if (lane == 0) red[threadIdx.x / 32] = ss;
+    __syncthreads();
+    if (t < 32) {
+        float v = lane < nw ? red[r * nw + lane] : 0.0f;
+        v = warp_sum(v);
+        if (t == 0) scale_s[r] = 1.0f / sqrtf(v / (float)n + eps);
+    }
+    __syncthreads();
+    const float scale = scale_s[r];
+#pragma unroll 4
+    for (int64_t i = t; i < n; i += T) {
+        float v = x[row0 + i] * scale;
+        v = w ? v * w[i] : v;
+        v = v * siluf_(z[row0 + i]); /* gate_q8k_kernel<1>: a · silu(b) */
+        y[row0 + i] = v;
+        g[r * n + i] = v;
+    }
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        float v[8];
+#pragma unroll
+        for (int k = 0; k < 8; k++) v[k] = g[lane * 8 + k];
+        int8_t q[8];
+        const float d = q8k_warp(v, lane, q);
+        q8_store(xq, xd, base + lane * 8, q, d, lane);
+    }
+}
+
+extern "C" int cuda_rms_norm_gated_q8k(cuda_ctx *c, float *y, const float *x, int64_t n_rows, int64_t n,
+                                       const float *w, float eps, const float *z)
+{
+    const int64_t total = n_rows * n;
+    int8_t *xq;
+    float *xd;
+    if (n_rows <= 0 || n > 256 || 256 % n || total % 256 || !cuda_act_slots(c, 1, total, &xq, &xd)) return 0;
+    const int T = norm_threads(n), threads = (256 / (int)n) * T;
+    if (threads > 1024 || T < 32) return 0;
+    const unsigned grid = (unsigned)(total / 256);
+    if (T == 32) launch_k(c, rms_norm_gated_q8k_kernel<32>, grid, threads, 0, y, x, n, w, eps, z, xq, xd);
+    else if (T == 128) launch_k(c, rms_norm_gated_q8k_kernel<128>, grid, threads, 0, y, x, n, w, eps, z, xq, xd);
+    else return 0;
+    if (cu_launch_status()) return WK_EIO;
+    cuda_act_mark(c, y, 1, total, 256);
+    return 1;
+}
