@@ -161,14 +161,24 @@ extern "C" int cuda_rope2(cuda_ctx *c, float *x0, size_t t_stride0, int32_t n_he
 
 /* ---- KV store: F32 → F16 rows -------------------------------------------------------- */
 
+/* Value gi of n_t · n_head_kv · d: its token t, kv head g and element i. */
+struct kv_pos {
+    int64_t t;
+    int g, i;
+};
+__device__ __forceinline__ kv_pos kv_pos_of(int64_t gi, int n_head_kv, int d)
+{
+    const int64_t tg = gi / d;
+    return kv_pos{tg / n_head_kv, (int)(tg % n_head_kv), (int)(gi % d)};
+}
+
 /* Stores value gi (of n_t · n_head_kv · d) of x at position pos0 + its token (pos0 already shifted). */
 __device__ __forceinline__ void kv_store_one(uint16_t *cache, size_t head_stride, int32_t pos0, const float *x,
                                              size_t x_stride, int64_t gi, int n_head_kv, int d)
 {
-    const int i = (int)(gi % d);
-    const int64_t tg = gi / d;
-    const int g = (int)(tg % n_head_kv);
-    const int64_t t = tg / n_head_kv;
+    const kv_pos k = kv_pos_of(gi, n_head_kv, d);
+    const int64_t t = k.t;
+    const int g = k.g, i = k.i;
     cache[g * head_stride + (size_t)(pos0 + t) * d + i] =
         __half_as_ushort(__float2half_rn(x[t * x_stride + (size_t)g * d + i]));
 }
@@ -209,10 +219,9 @@ extern "C" int cuda_kv_store(cuda_ctx *c, uint16_t *cache, size_t head_stride, i
 __device__ __forceinline__ void kv_store_q8_0_one(uint16_t *cache, size_t head_stride, int32_t pos0, const float *x,
                                                   size_t x_stride, int64_t gi, int n_head_kv, int d)
 {
-    const int i = (int)(gi % d);
-    const int64_t tg = gi / d;
-    const int g = (int)(tg % n_head_kv);
-    const int64_t t = tg / n_head_kv;
+    const kv_pos k = kv_pos_of(gi, n_head_kv, d);
+    const int64_t t = k.t;
+    const int g = k.g, i = k.i;
     const float v = x[t * x_stride + (size_t)g * d + i];
     const float amax = warp_max(fabsf(v));
     const float s = amax / 127.0f, inv = s != 0.0f ? 1.0f / s : 0.0f;
