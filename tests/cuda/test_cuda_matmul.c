@@ -308,7 +308,13 @@ void test_matmul_all(void)
         g_ctx.mv_occ = v;
         test_matvec_multi(QT_Q4_K, 5120, 2, 900 + v);
         test_matvec_multi(QT_Q4_K, 2048, 4, 910 + v);
+        test_matvec_multi(QT_Q4_K, 17408, 2, 930 + v); /* long rows: two warps per row under 4 */
     }
+    g_ctx.mv_occ = 4; /* long rows, one warp each (mv_split 0) vs two */
+    g_ctx.mv_split = 0;
+    test_matvec_type(QT_Q4_K, 37, 17408, 1, 3, 1, 690);
+    g_ctx.mv_split = 1;
+    test_matvec_type(QT_Q4_K, 1001, 17408, 1, 1, 1, 691);
     g_ctx.mv_occ = occ;
     test_matvec_multi(QT_Q6_K, 2048, 3, 920);
     test_matvec_multi(QT_Q8_0, 1024, 4, 921);

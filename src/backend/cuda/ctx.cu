@@ -36,6 +36,8 @@ extern "C" int cuda_ctx_init(cuda_ctx *c, int device, wk_error *err)
     const char *oe = getenv("WICK_CUDA_MV_OCC");
     c->mv_occ = 4;
     if (oe && oe[0] >= '0' && oe[0] <= '5' && !oe[1]) c->mv_occ = oe[0] - '0';
+    const char *pe2 = getenv("WICK_CUDA_MV_SPLIT");
+    c->mv_split = !(pe2 && !strcmp(pe2, "0"));
     const char *ue = getenv("WICK_CUDA_MULTI");
     c->mv_multi = !(ue && !strcmp(ue, "0"));
     const char *me = getenv("WICK_CUDA_MMV");

@@ -98,7 +98,7 @@ typedef struct cuda_be {
     int gated_norm; /* be_rms_norm_gated as one kernel when decode fusions are on (be_cuda_tune "gated=0": two) */
     void *host_stage;
     size_t host_stage_bytes;
-    struct { int mv_occ, mv_multi, fuse_act, pdl, stage_to_host; uint32_t skip_ops; } start; /* be_cuda_tune(NULL) */
+    struct { int mv_occ, mv_multi, mv_split, fuse_act, pdl, stage_to_host; uint32_t skip_ops; } start; /* tune(NULL) */
     /* a decode step's residual add, held back until the next op: when that
      * op is the RMSNorm of its sum, both run as one kernel */
     struct {
@@ -1239,6 +1239,7 @@ extern "C" int be_cuda_new(be_backend **out, int device, wk_error *err)
     b->start.mv_occ = b->ctx.mv_occ;
     b->start.mv_multi = b->ctx.mv_multi;
     b->start.fuse_act = b->ctx.fuse_act;
+    b->start.mv_split = b->ctx.mv_split;
     b->start.pdl = b->ctx.pdl;
     b->start.stage_to_host = b->stage_to_host;
     b->start.skip_ops = b->skip_ops;
@@ -1345,6 +1346,7 @@ extern "C" int be_cuda_tune(be_backend *be, const char *settings)
         b->ctx.mv_multi = b->start.mv_multi;
         b->ctx.fuse_act = b->start.fuse_act;
         b->gated_norm = 1;
+        b->ctx.mv_split = b->start.mv_split;
         b->ctx.pdl = b->start.pdl;
         b->stage_to_host = b->start.stage_to_host;
         b->skip_ops = b->start.skip_ops;
@@ -1368,6 +1370,7 @@ extern "C" int be_cuda_tune(be_backend *be, const char *settings)
         else if (!strcmp(kv, "multi")) b->ctx.mv_multi = atoi(v);
         else if (!strcmp(kv, "fuse")) b->ctx.fuse_act = atoi(v);
         else if (!strcmp(kv, "gated")) b->gated_norm = atoi(v);
+        else if (!strcmp(kv, "split")) b->ctx.mv_split = atoi(v);
         else if (!strcmp(kv, "pdl")) b->ctx.pdl = atoi(v);
         else if (!strcmp(kv, "stage")) b->stage_to_host = atoi(v);
         else if (!strcmp(kv, "skip")) b->skip_ops = skip_ops_of(v);

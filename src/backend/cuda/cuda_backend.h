@@ -45,7 +45,8 @@ void be_cuda_set_graphs(be_backend *be, int on);
 /* Timing studies (tests/cuda/e2e_cuda.c): space-separated key=value settings, each the
  * same as its environment variable: occ=N (cuda_ctx.mv_occ, WICK_CUDA_MV_OCC), multi=0|1
  * (products on one input as one launch, WICK_CUDA_MULTI), fuse=0|1 (decode fusions,
- * WICK_CUDA_FUSE), gated=0|1 (the gated norm as one kernel under fuse), pdl=0|1|2 (WICK_CUDA_PDL),
+ * WICK_CUDA_FUSE), gated=0|1 (the gated norm as one kernel under fuse), split=0|1 (two warps per
+ * long Q4_K row, WICK_CUDA_MV_SPLIT), pdl=0|1|2 (WICK_CUDA_PDL),
  * stage=0|1 (logits through a pinned buffer, WICK_CUDA_STAGE), skip=op,op (ops that
  * launch nothing, WICK_CUDA_SKIP; empty: none). NULL: back to the values the backend
  * started with. Drops captured graphs. Returns 0, or -1 when a setting was not understood. */

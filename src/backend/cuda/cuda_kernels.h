@@ -57,6 +57,7 @@ typedef struct cuda_ctx {
      * of an older epoch hold stale pointers */
     uint64_t epoch;
     int mv_multi;         /* decode products on one input as one launch (WICK_CUDA_MULTI=0: off) */
+    int mv_split;         /* Q4_K rows over 4 KiB (mv_occ 4/5): two warps per row (WICK_CUDA_MV_SPLIT=0: one) */
     int64_t mmv_max_rows; /* int8 matvec for quantized weights up to this many rows (default
                              CUDA_MMV_MAX_ROWS; WICK_CUDA_MMV=0 sets 0: rows > 4 go to cuBLAS) */
     int64_t mmq_max_rows; /* int8 tensor cores (cuda_mmq) for quantized weights up to this many

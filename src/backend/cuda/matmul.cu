@@ -300,6 +300,61 @@ matvec_q4k_bulk_kernel(const mv_segs sg, size_t row_bytes, int64_t K, const int8
     if (lane == 0) sg.y[seg][s * sg.rows[seg] + row] = v;
 }
 
+/* The warp's sum over blocks [ib0, ib0 + nb) of a Q4_K row whose blocks from ib0 on are in
+ * shared memory at buf (the lane split and order of q4k8_row_smem within the range). */
+__device__ __forceinline__ float q4k8_part_smem(const uint8_t *buf, int64_t ib0, int64_t nb, int lane,
+                                                const int8_t *xq, const float *xd)
+{
+    const int t = lane % 8;
+    float acc = 0.0f;
+#pragma unroll 4
+    for (int64_t ib = lane / 8; ib < nb; ib += 4) acc += q4k8_dot_smem(buf + ib * 144, ib0 + ib, t, xq, xd);
+    return warp_sum(acc);
+}
+
+/* Long Q4_K rows (ffn_down of a 27B: 68 blocks, 9792 bytes): two warps per row, each
+ * bulk-copying and summing one half; the halves' sums added through shared memory (so not
+ * bit-identical to the one-warp kernels). A warp's arithmetic over a whole long row, with
+ * few such warps resident, was what held the one-row kernel back on these shapes. Needs an
+ * even number of blocks per row. cuda_ctx.mv_split (default 1) selects it. */
+__global__ void __launch_bounds__(MV_WARPS * 32)
+matvec_q4k_bulk2_kernel(const mv_segs sg, size_t row_bytes, int64_t K, const int8_t *__restrict__ xq,
+                        const float *__restrict__ xd, int64_t slots_per_x)
+{
+    extern __shared__ __align__(16) uint8_t mv_smem[];
+    __shared__ float part[MV_WARPS / 2];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, half = warp & 1;
+    const int64_t g = (int64_t)blockIdx.x * (MV_WARPS / 2) + warp / 2;
+    const int64_t s = blockIdx.y;
+    pdl_trigger();
+    const bool live = g < sg.total; /* no early return: every warp reaches the barrier */
+    const size_t hb = row_bytes / 2;
+    const int64_t nbh = K / 512;
+    uint8_t *buf = mv_smem + 16 * MV_WARPS + (size_t)warp * hb;
+    const unsigned bar_a = (unsigned)__cvta_generic_to_shared((uint64_t *)mv_smem + warp);
+    int64_t row = 0;
+    int seg = 0;
+    if (live) {
+        seg = mv_seg_of(sg, g, &row);
+        if (lane == 0) {
+            mbar_init(bar_a);
+            asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+            bulk_copy_row(bar_a, buf, sg.W[seg] + row * row_bytes + half * hb, hb);
+        }
+    }
+    __syncwarp();
+    pdl_wait();
+    const int64_t xr = s / slots_per_x;
+    float v = 0.0f;
+    if (live) {
+        mbar_wait(bar_a, 0);
+        v = q4k8_part_smem(buf, half * nbh, nbh, lane, xq + xr * K, xd + xr * (K / 32));
+    }
+    if (half == 1 && lane == 0) part[warp / 2] = v;
+    __syncthreads();
+    if (live && half == 0 && lane == 0) sg.y[seg][s * sg.rows[seg] + row] = v + part[warp / 2];
+}
+
 /* Q4_K, persistent warps with a pipeline of NBUF row buffers each: warp w of
  * the grid takes rows w, w + n_warps, ...; the bulk copies of its next NBUF-1
  * rows are in flight while it computes one, so the memory system never waits
@@ -533,6 +588,11 @@ static int launch_matvec(cuda_ctx *c, const cuda_qweight *w, const mv_segs &sg, 
 #define MVQ(T)                                                                                      \
     do {                                                                                            \
         if (T == QT_Q4_K_8PARTS && bulk && c->mv_occ >= 4 && n_slots == 1 && q4k_pipe(c, w->row_bytes, w->cols, sg, xq, xd)) { \
+        } else if (T == QT_Q4_K_8PARTS && bulk && c->mv_split && c->mv_occ >= 4 &&                  \
+                   w->row_bytes > MV_PIPE_MAX_ROW && (w->cols / 256) % 2 == 0) {                    \
+            launch_pdl_smem(c, matvec_q4k_bulk2_kernel, dim3(cdiv(sg.total, MV_WARPS / 2), (unsigned)n_slots), \
+                            block, 16 * MV_WARPS + MV_WARPS * (w->row_bytes / 2), sg, w->row_bytes, w->cols, \
+                            xq, xd, slots_per_x);                                                   \
         } else if (T == QT_Q4_K_8PARTS && bulk && bulk_smem <= MV_BULK_MAX_SMEM) {                  \
             if (c->mv_occ == 3)                                                                     \
                 launch_pdl_smem(c, matvec_q4k_bulk_kernel<true>, grid, block, bulk_smem, sg, w->row_bytes, \
