@@ -42,7 +42,8 @@ typedef struct cuda_ctx {
     int mv_occ;           /* matvec Q4_K: 0 one warp per row, 1 the same with registers capped for
                              7 blocks per multiprocessor, 2 rows bulk-copied to shared memory,
                              3 bulk and capped, 4 (default) persistent warps with 2 rows in
-                             flight each for rows up to 4 KiB (longer: 2), 5 the same for any
+                             flight each for rows up to 4 KiB (longer: 2, or two warps per row
+                             with mv_split), 5 the same for any
                              row (WICK_CUDA_MV_OCC=N; bench_cuda compares) */
     /* decode matmuls: the last quantized activation rows, reused while the
      * same rows feed consecutive matmuls (q/k/v, gate/up, the DeltaNet
