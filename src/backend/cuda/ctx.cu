@@ -30,7 +30,8 @@ extern "C" int cuda_ctx_init(cuda_ctx *c, int device, wk_error *err)
     /* Q4_K matvec: 4 (default) = persistent warps keeping 2 bulk row copies in flight
      * (cp.async.bulk to shared memory) for rows up to 4 KiB, longer rows bulk-copied one per
      * warp (two warps per row, half each, with mv_split, the default: tg128 129.1 vs 125.4);
-     * tg128 27B q4_k 107.9 vs 105.9 tok/s for 2 (every row bulk-copied, one per warp), which was 93.6 vs 90.1 for 1 (one warp per row from registers, capped for 7 blocks per
+     * tg128 27B q4_k 107.9 vs 105.9 tok/s for 2 (every row bulk-copied, one per warp), which
+     * was 93.6 vs 90.1 for 1 (one warp per row from registers, capped for 7 blocks per
      * multiprocessor; 0 uncapped); 3: bulk, capped; 5: pipelined for every row (H200).
      * All split a Q4_K block over 8 threads, 16 quant bytes each (2422 vs 2189 GB/s for 4 parts). */
     const char *oe = getenv("WICK_CUDA_MV_OCC");
