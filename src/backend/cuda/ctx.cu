@@ -18,14 +18,11 @@ extern "C" int cuda_ctx_init(cuda_ctx *c, int device, wk_error *err)
     c->smem_per_block = prop.sharedMemPerBlockOptin;
     c->mv_rows = 1; /* one warp per row: fastest measured on the H200 (bench_cuda variants) */
     c->mv_blocks_per_sm = 0;
-    const char *pe = getenv("WICK_CUDA_PDL");
     /* 1 (default): the matvecs only. 2, every decode kernel, measured slower on the H200
      * (e2e_cuda tg128, 27B q4_k: 101.7 vs 107.9 tok/s; 0: 101.4), likely because kernels
      * launched early hold multiprocessor slots while they wait */
-    c->pdl = 1;
-    if (pe && pe[0] >= '0' && pe[0] <= '2' && !pe[1]) c->pdl = pe[0] - '0';
-    const char *fe = getenv("WICK_CUDA_FUSE");
-    c->fuse_act = !(fe && !strcmp(fe, "0"));
+    c->pdl = env_digit("WICK_CUDA_PDL", 0, 2, 1);
+    c->fuse_act = env_on("WICK_CUDA_FUSE");
     c->mv_q4k_parts = 8;
     /* Q4_K matvec: 4 (default) = persistent warps keeping 2 bulk row copies in flight
      * (cp.async.bulk to shared memory) for rows up to 4 KiB, longer rows bulk-copied one per
@@ -34,15 +31,10 @@ extern "C" int cuda_ctx_init(cuda_ctx *c, int device, wk_error *err)
      * was 93.6 vs 90.1 for 1 (one warp per row from registers, capped for 7 blocks per
      * multiprocessor; 0 uncapped); 3: bulk, capped; 5: pipelined for every row (H200).
      * All split a Q4_K block over 8 threads, 16 quant bytes each (2422 vs 2189 GB/s for 4 parts). */
-    const char *oe = getenv("WICK_CUDA_MV_OCC");
-    c->mv_occ = 4;
-    if (oe && oe[0] >= '0' && oe[0] <= '5' && !oe[1]) c->mv_occ = oe[0] - '0';
-    const char *pe2 = getenv("WICK_CUDA_MV_SPLIT");
-    c->mv_split = !(pe2 && !strcmp(pe2, "0"));
-    const char *ue = getenv("WICK_CUDA_MULTI");
-    c->mv_multi = !(ue && !strcmp(ue, "0"));
-    const char *me = getenv("WICK_CUDA_MMV");
-    c->mmv_max_rows = me && !strcmp(me, "0") ? 0 : CUDA_MMV_MAX_ROWS;
+    c->mv_occ = env_digit("WICK_CUDA_MV_OCC", 0, 5, 4);
+    c->mv_split = env_on("WICK_CUDA_MV_SPLIT");
+    c->mv_multi = env_on("WICK_CUDA_MULTI");
+    c->mmv_max_rows = env_on("WICK_CUDA_MMV") ? CUDA_MMV_MAX_ROWS : 0;
     const char *qe = getenv("WICK_CUDA_MMQ");
     c->mmq_max_rows = qe && *qe ? strtoll(qe, NULL, 10) : CUDA_MMQ_MAX_ROWS;
     cudaStream_t s;

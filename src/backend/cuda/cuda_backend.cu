@@ -1230,11 +1230,9 @@ extern "C" int be_cuda_new(be_backend **out, int device, wk_error *err)
     }
     b->base.ops = &k_cuda_ops;
     b->base.impl = b;
-    const char *ge = getenv("WICK_CUDA_GRAPHS"); /* 0: decode steps op by op (for comparisons) */
-    b->g.enabled = !(ge && !strcmp(ge, "0"));
+    b->g.enabled = env_on("WICK_CUDA_GRAPHS"); /* 0: decode steps op by op (for comparisons) */
     b->skip_ops = skip_ops_of(getenv("WICK_CUDA_SKIP"));
-    const char *se = getenv("WICK_CUDA_STAGE");
-    b->stage_to_host = !(se && !strcmp(se, "0"));
+    b->stage_to_host = env_on("WICK_CUDA_STAGE");
     b->gated_norm = 1;
     b->start.mv_occ = b->ctx.mv_occ;
     b->start.mv_multi = b->ctx.mv_multi;

@@ -6,6 +6,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* wick's C headers: C linkage for the functions they declare */
@@ -100,6 +101,19 @@ static inline void launch_k(cuda_ctx *c, void (*kernel)(P...), dim3 grid, dim3 b
 }
 
 __device__ __forceinline__ float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+
+/* Switches from the environment (for comparisons): a default-on one is off when set to
+ * "0"; a one-digit setting outside [lo, hi] keeps def. */
+static inline int env_on(const char *name)
+{
+    const char *v = getenv(name);
+    return !(v && !strcmp(v, "0"));
+}
+static inline int env_digit(const char *name, int lo, int hi, int def)
+{
+    const char *v = getenv(name);
+    return v && v[0] >= '0' + lo && v[0] <= '0' + hi && !v[1] ? v[0] - '0' : def;
+}
 
 static inline unsigned cdiv(int64_t a, int64_t b) { return (unsigned)((a + b - 1) / b); }
 

@@ -25,6 +25,16 @@ __device__ __forceinline__ float block_sum(float v, float *red)
  * so the sums add in the same order). */
 static inline int norm_threads(int64_t n) { return n >= 4096 ? 1024 : n >= 1024 ? 256 : n >= 256 ? 128 : 32; }
 
+/* Σ x[i]² over i = t, t + T, ... < n: one thread's share of a row's sum of squares, in the
+ * order every RMSNorm kernel here uses (so that fused and plain ones agree bit for bit). */
+__device__ __forceinline__ float sumsq_strided(const float *x, int64_t n, int64_t t, int64_t T)
+{
+    float ss = 0.0f;
+#pragma unroll 4
+    for (int64_t i = t; i < n; i += T) ss += x[i] * x[i];
+    return ss;
+}
+
 __global__ void rms_norm_kernel(float *y, size_t y_stride, const float *x, size_t x_stride, int64_t n,
                                 const float *__restrict__ w, float eps)
 {
@@ -32,10 +42,7 @@ __global__ void rms_norm_kernel(float *y, size_t y_stride, const float *x, size_
     pdl_enter();
     const float *xr = x + blockIdx.x * x_stride;
     float *yr = y + blockIdx.x * y_stride;
-    float ss = 0.0f;
-#pragma unroll 4
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += xr[i] * xr[i];
-    ss = block_sum(ss, red);
+    const float ss = block_sum(sumsq_strided(xr, n, threadIdx.x, blockDim.x), red);
     const float scale = 1.0f / sqrtf(ss / (float)n + eps);
 #pragma unroll 4
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
@@ -563,10 +570,7 @@ rms_norm_q8k_kernel(float *y, const float *x, size_t x_stride, int64_t n, const 
     const float *xr = x + blockIdx.x * x_stride;
     float *yr = y + blockIdx.x * n;
     /* the sum of squares exactly as rms_norm_kernel with as many threads: the same scale */
-    float ss = 0.0f;
-#pragma unroll 4
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += xr[i] * xr[i];
-    ss = block_sum(ss, red);
+    const float ss = block_sum(sumsq_strided(xr, n, threadIdx.x, blockDim.x), red);
     const float scale = 1.0f / sqrtf(ss / (float)n + eps);
     scale_store_q8k(xr, yr, w, n, scale, xq, xd, blockIdx.x * n);
 }
@@ -675,10 +679,8 @@ __global__ void rms_norm_gated_q8k_kernel(float *y, const float *x, int64_t n, c
     const int r = threadIdx.x / T, t = threadIdx.x % T;
     const int lane = threadIdx.x & 31, nw = T / 32; /* warps per row */
     const int64_t base = (int64_t)blockIdx.x * 256, row0 = base + (int64_t)r * n;
-    float ss = 0.0f;
-#pragma unroll 4
-    for (int64_t i = t; i < n; i += T) ss += x[row0 + i] * x[row0 + i];
-    ss = warp_sum(ss); /* block_sum over the row's warps, as rms_norm_kernel's */
+    /* block_sum over the row's warps, as rms_norm_kernel's */
+    const float ss = warp_sum(sumsq_strided(x + row0, n, t, T));
     if (lane == 0) red[threadIdx.x / 32] = ss;
     __syncthreads();
     if (t < 32) {

@@ -73,6 +73,22 @@ __device__ __forceinline__ uint4 iq4nl_lookup16(uint4 nib)
 
 template <int T> struct qdev;
 
+/* A Q4_K/Q5_K part's float sum from its integer dots with sub-blocks 2g and 2g+1 of block ib
+ * (ilo/ihi: codes × activations, slo/shi: Σ activations); hd = the block's first 16 bytes
+ * (d, dmin, the 12 scale bytes). */
+__device__ __forceinline__ float kq45_part_sum(uint4 hd, int g, int64_t ib, int ilo, int ihi, int slo, int shi,
+                                               const float *xd)
+{
+    int sc0, mn0, sc1, mn1;
+    kq_scale_min(2 * g, hd.y, hd.z, hd.w, &sc0, &mn0);
+    kq_scale_min(2 * g + 1, hd.y, hd.z, hd.w, &sc1, &mn1);
+    float d = __half2float(__ushort_as_half((uint16_t)(hd.x & 0xFFFF)));
+    float dmin = __half2float(__ushort_as_half((uint16_t)(hd.x >> 16)));
+    float x0 = xd[ib * 8 + 2 * g], x1 = xd[ib * 8 + 2 * g + 1];
+    return d * (x0 * (float)(sc0 * ilo) + x1 * (float)(sc1 * ihi)) -
+           dmin * (x0 * (float)(mn0 * slo) + x1 * (float)(mn1 * shi));
+}
+
 /* Q4_K: 4 parts; part g covers qs[32g .. 32g+31]: 32 low nibbles (sub-block
  * 2g) and 32 high nibbles (sub-block 2g+1). Two 16-byte loads of quants per
  * header load and scale decode; measured slower than 8 parts, kept as the
@@ -92,14 +108,7 @@ template <> struct qdev<QT_Q4_K> {
         int ihi = dot16(and4(shr4(q0, 4), 0x0F0F0F0Fu), a2, dot16(and4(shr4(q1, 4), 0x0F0F0F0Fu), a3, 0));
         const uint4 ones = make_uint4(0x01010101u, 0x01010101u, 0x01010101u, 0x01010101u);
         int slo = dot16(ones, a0, dot16(ones, a1, 0)), shi = dot16(ones, a2, dot16(ones, a3, 0));
-        int sc0, mn0, sc1, mn1;
-        kq_scale_min(2 * g, hd.y, hd.z, hd.w, &sc0, &mn0);
-        kq_scale_min(2 * g + 1, hd.y, hd.z, hd.w, &sc1, &mn1);
-        float d = __half2float(__ushort_as_half((uint16_t)(hd.x & 0xFFFF)));
-        float dmin = __half2float(__ushort_as_half((uint16_t)(hd.x >> 16)));
-        float x0 = xd[ib * 8 + 2 * g], x1 = xd[ib * 8 + 2 * g + 1];
-        return d * (x0 * (float)(sc0 * ilo) + x1 * (float)(sc1 * ihi)) -
-               dmin * (x0 * (float)(mn0 * slo) + x1 * (float)(mn1 * shi));
+        return kq45_part_sum(hd, g, ib, ilo, ihi, slo, shi, xd);
     }
 };
 
@@ -119,14 +128,7 @@ __device__ __forceinline__ float kq45_dot_codes(uint4 hd, uint4 clo, uint4 chi, 
     int ilo = dot16(clo, alo, 0), ihi = dot16(chi, ahi, 0);
     const uint4 ones = make_uint4(0x01010101u, 0x01010101u, 0x01010101u, 0x01010101u);
     int slo = dot16(ones, alo, 0), shi = dot16(ones, ahi, 0);
-    int sc0, mn0, sc1, mn1;
-    kq_scale_min(2 * g, hd.y, hd.z, hd.w, &sc0, &mn0);
-    kq_scale_min(2 * g + 1, hd.y, hd.z, hd.w, &sc1, &mn1);
-    float d = __half2float(__ushort_as_half((uint16_t)(hd.x & 0xFFFF)));
-    float dmin = __half2float(__ushort_as_half((uint16_t)(hd.x >> 16)));
-    float x0 = xd[ib * 8 + 2 * g], x1 = xd[ib * 8 + 2 * g + 1];
-    return d * (x0 * (float)(sc0 * ilo) + x1 * (float)(sc1 * ihi)) -
-           dmin * (x0 * (float)(mn0 * slo) + x1 * (float)(mn1 * shi));
+    return kq45_part_sum(hd, g, ib, ilo, ihi, slo, shi, xd);
 }
 
 /* Q4_K part dot from its loaded words: q = the part's 16 code bytes (at 16 + 32g + 16h).
