@@ -76,6 +76,25 @@ typedef struct step_graphs {
     graph_ent ents[G_SLOTS];
 } step_graphs;
 
+/* The arguments of a RoPE and of a KV store launch (held back, see cuda_be.pend_rope/pend_kv). */
+typedef struct rope_call {
+    int on, mode, n_rot;
+    float *x;
+    int64_t n_t;
+    size_t t_stride;
+    int32_t n_head, head_stride;
+    const float *cs;
+} rope_call;
+typedef struct kv_call {
+    int on, kv_type;
+    uint16_t *cache;
+    size_t head_stride, x_stride;
+    int32_t pos0, pos_ref, n_head_kv, d;
+    const int32_t *pos_dev;
+    const float *x;
+    int64_t n_t;
+} kv_call;
+
 typedef struct cuda_be {
     be_backend base;
     cuda_ctx ctx;
@@ -109,24 +128,9 @@ typedef struct cuda_be {
     } pend;
     /* likewise a RoPE (a layer's q), joined by the next op when that is a RoPE with the same
      * cache (its k): one kernel for both (cuda_rope2) */
-    struct {
-        int on, mode, n_rot;
-        float *x;
-        int64_t n_t;
-        size_t t_stride;
-        int32_t n_head, head_stride;
-        const float *cs;
-    } pend_rope;
+    rope_call pend_rope;
     /* and a KV store (K), joined by the V store of the same shape and position (cuda_kv_store2_shifted) */
-    struct {
-        int on, kv_type;
-        uint16_t *cache;
-        size_t head_stride, x_stride;
-        int32_t pos0, pos_ref, n_head_kv, d;
-        const int32_t *pos_dev;
-        const float *x;
-        int64_t n_t;
-    } pend_kv;
+    kv_call pend_kv;
     /* at most one of pend, pend_rope, pend_kv is on at a time: every op flushes it or joins it */
 } cuda_be;
 
@@ -145,7 +149,23 @@ static cuda_be *cb_raw(be_backend *be)
 
 static void keep_launch(cuda_be *b, int rc, const char *what);
 
-/* Launches the held-back add (cb_add), if any. */
+static void rope_launch(cuda_be *b, const rope_call &r)
+{
+    keep_launch(b, cuda_rope(&b->ctx, r.x, r.n_t, r.t_stride, r.n_head, r.head_stride, r.cs, r.mode, r.n_rot), "rope");
+}
+
+static void kv_launch(cuda_be *b, const kv_call &k)
+{
+    const bool q8 = k.kv_type == CUDA_KV_Q8_0;
+    keep_launch(b,
+                q8 ? cuda_kv_store_q8_0_shifted(&b->ctx, k.cache, k.head_stride, k.pos0, k.pos_dev, k.pos_ref, k.x,
+                                                k.x_stride, k.n_t, k.n_head_kv, k.d)
+                   : cuda_kv_store_shifted(&b->ctx, k.cache, k.head_stride, k.pos0, k.pos_dev, k.pos_ref, k.x,
+                                           k.x_stride, k.n_t, k.n_head_kv, k.d),
+                q8 ? "kv_store_q8_0" : "kv_store");
+}
+
+/* Launches the held-back op (add, RoPE or K store), if any. */
 static void pend_flush(cuda_be *b)
 {
     if (b->pend.on) {
@@ -154,20 +174,11 @@ static void pend_flush(cuda_be *b)
     }
     if (b->pend_rope.on) {
         b->pend_rope.on = 0;
-        keep_launch(b, cuda_rope(&b->ctx, b->pend_rope.x, b->pend_rope.n_t, b->pend_rope.t_stride, b->pend_rope.n_head,
-                                 b->pend_rope.head_stride, b->pend_rope.cs, b->pend_rope.mode, b->pend_rope.n_rot),
-                    "rope");
+        rope_launch(b, b->pend_rope);
     }
     if (b->pend_kv.on) {
         b->pend_kv.on = 0;
-        const auto &k = b->pend_kv;
-        keep_launch(b,
-                    k.kv_type == CUDA_KV_Q8_0
-                        ? cuda_kv_store_q8_0_shifted(&b->ctx, k.cache, k.head_stride, k.pos0, k.pos_dev, k.pos_ref, k.x,
-                                                     k.x_stride, k.n_t, k.n_head_kv, k.d)
-                        : cuda_kv_store_shifted(&b->ctx, k.cache, k.head_stride, k.pos0, k.pos_dev, k.pos_ref, k.x,
-                                                k.x_stride, k.n_t, k.n_head_kv, k.d),
-                    k.kv_type == CUDA_KV_Q8_0 ? "kv_store_q8_0" : "kv_store");
+        kv_launch(b, b->pend_kv);
     }
 }
 
@@ -748,6 +759,14 @@ static void cb_rope_cache(be_backend *be, float *cs, const int32_t *pos, int64_t
                 "rope_cache");
 }
 
+/* Bytes from a RoPE call's first rotated value to its last (0: nothing to rotate). */
+static size_t rope_span(const rope_call &r)
+{
+    if (r.n_t <= 0 || r.n_head <= 0) return 0;
+    return ((size_t)(r.n_t - 1) * r.t_stride + (size_t)(r.n_head - 1) * r.head_stride + (size_t)r.n_rot) *
+           sizeof(float);
+}
+
 static void cb_rope(be_backend *be, float *x, int64_t n_t, size_t t_stride, int32_t n_head, int32_t head_stride,
                     const float *cs, const be_rope_params *p)
 {
@@ -756,26 +775,29 @@ static void cb_rope(be_backend *be, float *x, int64_t n_t, size_t t_stride, int3
         pend_flush(b);
         return;
     }
-    const int mode = p->mode == BE_ROPE_NORM ? 0 : 1;
-    /* floats from a tensor's first rotated value to its last */
-    const size_t span = n_t > 0 && n_head > 0 ? ((size_t)(n_t - 1) * t_stride + (size_t)(n_head - 1) * head_stride +
-                                                 (size_t)p->n_rot) * sizeof(float) : 0;
-    const auto &r = b->pend_rope;
-    if (r.on && r.cs == cs && r.n_t == n_t && r.mode == mode && r.n_rot == p->n_rot &&
-        !spans_overlap(x, span,  r.x, ((size_t)(r.n_t - 1) * r.t_stride + (size_t)(r.n_head - 1) * r.head_stride +
-                                       (size_t)r.n_rot) * sizeof(float))) {
+    const rope_call cur = {1, p->mode == BE_ROPE_NORM ? 0 : 1, p->n_rot, x, n_t, t_stride, n_head, head_stride, cs};
+    const size_t span = rope_span(cur);
+    const rope_call &r = b->pend_rope;
+    if (r.on && r.cs == cs && r.n_t == n_t && r.mode == cur.mode && r.n_rot == p->n_rot &&
+        !spans_overlap(x, span, r.x, rope_span(r))) {
         b->pend_rope.on = 0;
         keep_launch(b, cuda_rope2(&b->ctx, r.x, r.t_stride, r.n_head, r.head_stride, x, t_stride, n_head, head_stride,
-                                  n_t, cs, mode, p->n_rot),
+                                  n_t, cs, cur.mode, p->n_rot),
                     "rope (two tensors)");
         return;
     }
     pend_flush(b);
     if (b->ctx.fuse_act && span > 0) { /* hold it: the next op may be the other tensor's RoPE */
-        b->pend_rope = {1, mode, p->n_rot, x, n_t, t_stride, n_head, head_stride, cs};
+        b->pend_rope = cur;
         return;
     }
-    keep_launch(b, cuda_rope(&b->ctx, x, n_t, t_stride, n_head, head_stride, cs, mode, p->n_rot), "rope");
+    rope_launch(b, cur);
+}
+
+/* Bytes of x a KV store reads, from the first value to the last (0: nothing to store). */
+static size_t kv_x_span(const kv_call &k)
+{
+    return k.n_t > 0 ? ((size_t)(k.n_t - 1) * k.x_stride + (size_t)k.n_head_kv * k.d) * sizeof(float) : 0;
 }
 
 /* cb_kv_store and cb_kv_store_q8_0: the K store is held back (fusions on), and the V store
@@ -792,18 +814,17 @@ static void kv_store_op(be_backend *be, int kv_type, uint16_t *cache, size_t hea
         return;
     }
     const int32_t *pos_dev = g_pos_dev(b), pos_ref = b->g.pos;
-    /* bytes from the first value read to the last */
-    const size_t x_span = n_t > 0 ? ((size_t)(n_t - 1) * x_stride + (size_t)n_head_kv * d) * sizeof(float) : 0;
-    const auto &k = b->pend_kv;
+    const kv_call cur = {1, kv_type, cache, head_stride, x_stride, pos0, pos_ref, n_head_kv, d, pos_dev, x, n_t};
+    const size_t x_span = kv_x_span(cur);
+    const kv_call &k = b->pend_kv;
     if (k.on && k.kv_type == kv_type && k.head_stride == head_stride && k.pos0 == pos0 && k.pos_dev == pos_dev &&
         k.pos_ref == pos_ref && k.n_t == n_t && k.n_head_kv == n_head_kv && k.d == d && x_span > 0) {
         /* neither store may touch what the other reads or writes: then one kernel doing both in
          * any order gives the same bytes. A cache's writes stay within its n_head_kv heads
          * (head_stride apart, each holding every position), whatever position a replay has. */
         const size_t w_span = (size_t)n_head_kv * head_stride * sizeof(uint16_t);
-        const size_t kx_span = ((size_t)(k.n_t - 1) * k.x_stride + (size_t)n_head_kv * d) * sizeof(float);
         if (!spans_overlap(k.cache, w_span, cache, w_span) && !spans_overlap(k.cache, w_span, x, x_span) &&
-            !spans_overlap(cache, w_span, k.x, kx_span)) {
+            !spans_overlap(cache, w_span, k.x, kv_x_span(k))) {
             b->pend_kv.on = 0;
             keep_launch(b,
                         cuda_kv_store2_shifted(&b->ctx, kv_type, k.cache, k.x, k.x_stride, cache, x, x_stride,
@@ -814,15 +835,10 @@ static void kv_store_op(be_backend *be, int kv_type, uint16_t *cache, size_t hea
     }
     pend_flush(b);
     if (b->ctx.fuse_act && x_span > 0) { /* hold it: the next op may be the V store */
-        b->pend_kv = {1, kv_type, cache, head_stride, x_stride, pos0, pos_ref, n_head_kv, d, pos_dev, x, n_t};
+        b->pend_kv = cur;
         return;
     }
-    keep_launch(b,
-                q8 ? cuda_kv_store_q8_0_shifted(&b->ctx, cache, head_stride, pos0, pos_dev, pos_ref, x, x_stride, n_t,
-                                                n_head_kv, d)
-                   : cuda_kv_store_shifted(&b->ctx, cache, head_stride, pos0, pos_dev, pos_ref, x, x_stride, n_t,
-                                           n_head_kv, d),
-                q8 ? "kv_store_q8_0" : "kv_store");
+    kv_launch(b, cur);
 }
 
 static void cb_kv_store(be_backend *be, uint16_t *cache, size_t head_stride, int32_t pos0, const float *x,
