@@ -6,6 +6,7 @@
 #   bench/gpu.sh            build + tests + full benchmarks
 #   bench/gpu.sh quick      fewer benchmark shapes
 #   bench/gpu.sh test       build + tests only
+#   bench/gpu.sh build      build only (build-cuda-gpu/: test_cuda, bench_cuda, golden_cuda, e2e_cuda)
 #   bench/gpu.sh prepare-golden   (on the build machine) copy ../shared/golden's tiny
 #                           models and 64-token logits into .golden/ to carry along
 #   WICK_E2E="32768" bench/gpu.sh quick
@@ -114,6 +115,7 @@ golden=${WICK_GOLDEN:-}
   "$NVCC" $ARCH -o "$B/e2e_cuda" $core "$B/core/tests_cuda_e2e_cuda.o" $kern_all -lcublas -lcrypto $xlib -lpthread -lm
 }
 
+[ "$mode" = build ] && { echo "built: $(ls "$B" | grep -E '^(test|bench|golden|e2e)_cuda$' | tr '\n' ' ')"; exit 0; }
 log=${OUT:-$B}
 echo "== tests"
 set +e

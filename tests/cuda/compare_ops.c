@@ -224,12 +224,68 @@ static int compare_norm_gated(be_backend *cpu, int64_t n_rows, int64_t n, uint64
     return bad;
 }
 
+/* A decode step's residual add and RMSNorm (add then norm: one kernel that also quantizes for
+ * the next matmul; or the norm alone) on CUDA with the decode fusions against the same calls
+ * with them off (add_kernel, rms_norm_kernel, the matmul quantizing): the sum, the norm and a
+ * following Q4_K matmul bit for bit; and the norm against the CPU backend. */
+static int compare_add_norm(be_backend *cpu, int with_add, int64_t n, uint64_t seed)
+{
+    uint64_t rng = seed;
+    const int64_t M = 64;
+    float *x = malloc(sizeof(float) * n), *d = malloc(sizeof(float) * n), *w = malloc(sizeof(float) * n);
+    float *xc = malloc(sizeof(float) * n), *yc = malloc(sizeof(float) * n);
+    float *x1 = malloc(sizeof(float) * n), *x0 = malloc(sizeof(float) * n), *y1 = malloc(sizeof(float) * n);
+    float *y0 = malloc(sizeof(float) * n), *m1 = malloc(sizeof(float) * M), *m0 = malloc(sizeof(float) * M);
+    for (int64_t i = 0; i < n; i++) x[i] = 3.0f * ref_randn(&rng), d[i] = ref_randn(&rng);
+    for (int64_t i = 0; i < n; i++) w[i] = 1.0f + 0.1f * ref_randn(&rng);
+    void *wq = host_blocks(QT_Q4_K, n * M, &rng);
+    be_weight W = pack(QT_Q4_K, wq, n, M, 1, "w");
+    memcpy(xc, x, sizeof(float) * n);
+    if (with_add) be_add(cpu, xc, xc, d, n);
+    be_rms_norm(cpu, yc, n, xc, n, 1, n, w, 1e-6f);
+    be_backend *cu = NULL;
+    wk_error err = {0};
+    if (be_cuda_new(&cu, 0, &err)) return 1;
+    float *dx = be_alloc(cu, sizeof(float) * n), *dd = to_dev(cu, d, sizeof(float) * n);
+    float *dy = be_alloc(cu, sizeof(float) * n), *dm = be_alloc(cu, sizeof(float) * M);
+    int rc = 0;
+    for (int fuse = 1; fuse >= 0 && !rc; fuse--) {
+        be_cuda_tune(cu, fuse ? "fuse=1" : "fuse=0");
+        be_from_host(cu, dx, x, sizeof(float) * n);
+        if (with_add) be_add(cu, dx, dx, dd, n);
+        be_rms_norm(cu, dy, n, dx, n, 1, n, w, 1e-6f);
+        rc = be_matmul(cu, &W, dy, 1, dm, &err);
+        if (!rc) be_to_host(cu, fuse ? x1 : x0, dx, sizeof(float) * n);
+        if (!rc) be_to_host(cu, fuse ? y1 : y0, dy, sizeof(float) * n);
+        if (!rc) be_to_host(cu, fuse ? m1 : m0, dm, sizeof(float) * M);
+        if (!rc) rc = be_cuda_status(cu, &err);
+    }
+    char name[128];
+    snprintf(name, sizeof name, "be %srms_norm n=%lld vs cpu backend", with_add ? "add + " : "", (long long)n);
+    int bad = rc ? (printf("FAIL %s: %s\n", name, err.msg), 1) : check(name, y1, yc, n, 1e-5);
+    if (!rc) {
+        const int same = !memcmp(x1, x0, sizeof(float) * n) && !memcmp(y1, y0, sizeof(float) * n) &&
+                         !memcmp(m1, m0, sizeof(float) * M);
+        printf("%-4s %-58s\n", same ? "ok" : "FAIL", "  = unfused ops, and the next matmul (bit for bit)");
+        bad += !same;
+    }
+    be_free(cu);
+    free(x); free(d); free(w); free(xc); free(yc); free(x1); free(x0); free(y1); free(y0); free(m1); free(m0);
+    free(wq);
+    return bad;
+}
+
 int compare_ops_all(void)
 {
     wk_error err = {0};
     be_backend *cpu = NULL;
     if (be_cpu_new(&cpu, 4, &err)) return 1;
     int bad = 0;
+    const int64_t norm_n[] = {5120, 2560, 1024, 8192, 12288}; /* 27B; T < n/8; T > n/8; 1024 threads; too wide */
+    for (int i = 0; i < 5; i++) {
+        bad += compare_add_norm(cpu, 1, norm_n[i], 70 + i);
+        bad += compare_add_norm(cpu, 0, norm_n[i], 80 + i);
+    }
     bad += compare_norm_gated(cpu, 48, 128, 60); /* Qwen3.5-27B's DeltaNet output */
     bad += compare_norm_gated(cpu, 8, 64, 61);
     bad += compare_norm_gated(cpu, 4, 256, 62);

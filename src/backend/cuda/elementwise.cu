@@ -539,74 +539,91 @@ extern "C" int cuda_moe_combine(cuda_ctx *c, float *out, const float *ys, const 
 
 /* ---- decode fusions: the op, then its output quantized for the next matmul ------------------ */
 
-/* y = x · scale (· w), one row of n, written and quantized to Q8_K per 256 (warp-wide blocks):
- * the common tail of the norm + quantize kernels; o = the row's first element index */
-static __device__ __forceinline__ void scale_store_q8k(const float *xr, float *yr, const float *__restrict__ w,
-                                                       int64_t n, float scale, int8_t *__restrict__ xq,
-                                                       float *__restrict__ xd, int64_t o)
+/* Eight consecutive floats (two 16-byte accesses; p 32-byte aligned). */
+__device__ __forceinline__ void load8(const float *p, float *v)
 {
-    const int lane = threadIdx.x & 31;
-    for (int64_t ch = threadIdx.x / 32; ch < n / 256; ch += blockDim.x / 32) {
-        const int64_t i0 = ch * 256 + lane * 8;
-        float v[8];
-#pragma unroll
-        for (int k = 0; k < 8; k++) {
-            const float t = xr[i0 + k] * scale;
-            v[k] = w ? t * w[i0 + k] : t;
-            yr[i0 + k] = v[k];
-        }
-        int8_t q[8];
-        const float d = q8k_warp(v, lane, q);
-        q8_store(xq, xd, o + i0, q, d, lane);
-    }
+    const float4 a = *(const float4 *)p, b = *(const float4 *)(p + 4);
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+__device__ __forceinline__ void store8(float *p, const float *v)
+{
+    *(float4 *)p = make_float4(v[0], v[1], v[2], v[3]);
+    *(float4 *)(p + 4) = make_float4(v[4], v[5], v[6], v[7]);
 }
 
+/* RMSNorm of one row of n per block, its output quantized to Q8_K for the next matvec; with
+ * ADD, the residual add x = a + b (written back) comes first: a decode step's add and norm in
+ * one pass. Thread i owns elements 8i .. 8i+7 (vector loads and stores, and one warp holds one
+ * 256-value Q8_K block, so the codes come from registers); the sum of squares is then taken
+ * from a shared-memory copy of the row by the first T threads in sumsq_strided's order, the
+ * others adding zeros: the scale is bit for bit rms_norm_kernel's with T threads, and the
+ * element operations are the unfused kernels' (add_kernel, rms_norm_kernel). ncu: 7.2 us for
+ * the 27B row (5120) with the earlier strided one-element-per-thread kernel, L1-bound on
+ * scalar loads. Needs n % 256 == 0 and n / 8 <= blockDim.x. */
+template <bool ADD>
 __global__ void __launch_bounds__(1024)
-rms_norm_q8k_kernel(float *y, const float *x, size_t x_stride, int64_t n, const float *__restrict__ w, float eps,
-                    int8_t *__restrict__ xq, float *__restrict__ xd)
+norm_q8k_kernel(float *x, const float *a, size_t a_stride, const float *b, float *y, int64_t n, int T,
+                const float *__restrict__ w, float eps, int8_t *__restrict__ xq, float *__restrict__ xd)
 {
+    extern __shared__ __align__(16) float row[];
     __shared__ float red[32];
-    pdl_enter(); /* the matvec launched next may start pulling its weights */
-    const float *xr = x + blockIdx.x * x_stride;
-    float *yr = y + blockIdx.x * n;
-    /* the sum of squares exactly as rms_norm_kernel with as many threads: the same scale */
-    const float ss = block_sum(sumsq_strided(xr, n, threadIdx.x, blockDim.x), red);
-    const float scale = 1.0f / sqrtf(ss / (float)n + eps);
-    scale_store_q8k(xr, yr, w, n, scale, xq, xd, blockIdx.x * n);
-}
-
-/* x = a + b (rows of n, written back), then rms_norm_q8k of x into y: the residual add and the
- * next norm of a decode step in one pass (the add's sums as add_kernel, the norm as rms_norm_kernel) */
-__global__ void __launch_bounds__(1024)
-add_rms_norm_q8k_kernel(float *x, const float *a, const float *b, float *y, int64_t n, const float *__restrict__ w,
-                        float eps, int8_t *__restrict__ xq, float *__restrict__ xd)
-{
-    __shared__ float red[32];
+    const int64_t i0 = (int64_t)threadIdx.x * 8, o = (int64_t)blockIdx.x * n;
+    const bool mine = i0 < n;
+    float v[8], wv[8];
+    if (mine && w) load8(w + i0, wv); /* a weight: no earlier kernel writes it */
     pdl_enter();
-    const int64_t o = (int64_t)blockIdx.x * n;
-    float *xr = x + o, *yr = y + o;
-    float ss = 0.0f;
-#pragma unroll 4
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-        const float v = a[o + i] + b[o + i];
-        xr[i] = v;
-        ss += v * v;
+    if (mine) {
+        load8(a + blockIdx.x * a_stride + i0, v);
+        if (ADD) {
+            float bv[8];
+            load8(b + o + i0, bv);
+#pragma unroll
+            for (int k = 0; k < 8; k++) v[k] = v[k] + bv[k];
+            store8(x + o + i0, v);
+        }
+        store8(row + i0, v);
     }
-    ss = block_sum(ss, red); /* its barrier also makes the sums visible to the whole block */
+    __syncthreads();
+    const float ss = block_sum((int)threadIdx.x < T ? sumsq_strided(row, n, threadIdx.x, T) : 0.0f, red);
     const float scale = 1.0f / sqrtf(ss / (float)n + eps);
-    scale_store_q8k(xr, yr, w, n, scale, xq, xd, o);
+    if (!mine) return; /* whole warps: n / 8 is a multiple of 32 */
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+        const float t = v[k] * scale;
+        v[k] = w ? t * wv[k] : t;
+    }
+    store8(y + o + i0, v);
+    int8_t q[8];
+    const float d = q8k_warp(v, threadIdx.x & 31, q);
+    q8_store(xq, xd, o + i0, q, d, threadIdx.x & 31);
 }
 
-extern "C" int cuda_add_rms_norm_q8k(cuda_ctx *c, float *x, const float *a, const float *b, float *y, int64_t n_rows,
-                                     int64_t n, const float *w, float eps)
+/* Launches norm_q8k_kernel<ADD> on n_rows rows; 0 when the row does not suit it (the caller
+ * then runs the unfused ops). */
+static int norm_q8k(cuda_ctx *c, bool add, float *x, const float *a, size_t a_stride, const float *b, float *y,
+                    int64_t n_rows, int64_t n, const float *w, float eps)
 {
     int8_t *xq;
     float *xd;
-    if (n_rows <= 0 || n < 1024 || n % 256 || !cuda_act_slots(c, n_rows, n, &xq, &xd)) return 0;
-    launch_k(c, add_rms_norm_q8k_kernel, (unsigned)n_rows, norm_threads(n), 0, x, a, b, y, n, w, eps, xq, xd);
+    const int T = norm_threads(n), threads = (int)(n / 8 > T ? n / 8 : T);
+    const bool aligned = ((uintptr_t)x | (uintptr_t)a | (uintptr_t)b | (uintptr_t)y | (uintptr_t)w) % 16 == 0 &&
+                         a_stride % 4 == 0; /* the 16-byte accesses */
+    if (n_rows <= 0 || n < 1024 || n % 256 || threads > 1024 || !aligned ||
+        !cuda_act_slots(c, n_rows, n, &xq, &xd))
+        return 0;
+    const size_t smem = (size_t)n * sizeof(float);
+    if (add) launch_k(c, norm_q8k_kernel<true>, (unsigned)n_rows, threads, smem, x, a, a_stride, b, y, n, T, w, eps, xq, xd);
+    else launch_k(c, norm_q8k_kernel<false>, (unsigned)n_rows, threads, smem, x, a, a_stride, b, y, n, T, w, eps, xq, xd);
     if (cu_launch_status()) return WK_EIO;
     cuda_act_mark(c, y, n_rows, n, 256);
     return 1;
+}
+
+/* x = a + b (rows of n, written back), then RMSNorm of x into y and its Q8_K codes */
+extern "C" int cuda_add_rms_norm_q8k(cuda_ctx *c, float *x, const float *a, const float *b, float *y, int64_t n_rows,
+                                     int64_t n, const float *w, float eps)
+{
+    return norm_q8k(c, true, x, a, (size_t)n, b, y, n_rows, n, w, eps);
 }
 
 /* OP 0: y = SiLU(a) · b (swiglu: a = gate, b = up); OP 1: y = a · SiLU(b) (mul_silu: a = y, b = z) */
@@ -619,12 +636,12 @@ __global__ void gate_q8k_kernel(float *y, const float *a, const float *b, int64_
     const int64_t ch = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (ch >= n / 256) return;
     const int64_t i0 = ch * 256 + lane * 8;
-    float v[8];
+    float v[8], av[8], bv[8];
+    load8(a + i0, av);
+    load8(b + i0, bv);
 #pragma unroll
-    for (int k = 0; k < 8; k++) {
-        v[k] = OP == 0 ? siluf_(a[i0 + k]) * b[i0 + k] : a[i0 + k] * siluf_(b[i0 + k]);
-        y[i0 + k] = v[k];
-    }
+    for (int k = 0; k < 8; k++) v[k] = OP == 0 ? siluf_(av[k]) * bv[k] : av[k] * siluf_(bv[k]);
+    store8(y + i0, v);
     int8_t q[8];
     const float d = q8k_warp(v, lane, q);
     q8_store(xq, xd, i0, q, d, lane);
@@ -633,20 +650,15 @@ __global__ void gate_q8k_kernel(float *y, const float *a, const float *b, int64_
 extern "C" int cuda_rms_norm_q8k(cuda_ctx *c, float *y, const float *x, size_t x_stride, int64_t n_rows, int64_t n,
                                  const float *w, float eps)
 {
-    int8_t *xq;
-    float *xd;
-    if (n_rows <= 0 || n < 1024 || n % 256 || !cuda_act_slots(c, n_rows, n, &xq, &xd)) return 0;
-    launch_k(c, rms_norm_q8k_kernel, (unsigned)n_rows, norm_threads(n), 0, y, x, x_stride, n, w, eps, xq, xd);
-    if (cu_launch_status()) return WK_EIO;
-    cuda_act_mark(c, y, n_rows, n, 256);
-    return 1;
+    return norm_q8k(c, false, nullptr, x, x_stride, nullptr, y, n_rows, n, w, eps);
 }
 
 static int gate_q8k(cuda_ctx *c, int op, float *y, const float *a, const float *b, int64_t n)
 {
     int8_t *xq;
     float *xd;
-    if (n <= 0 || n % 256 || !cuda_act_slots(c, 1, n, &xq, &xd)) return 0;
+    if (n <= 0 || n % 256 || ((uintptr_t)y | (uintptr_t)a | (uintptr_t)b) % 16 || !cuda_act_slots(c, 1, n, &xq, &xd))
+        return 0;
     const unsigned grid = cdiv(n / 256, 8);
     if (op == 0) launch_k(c, gate_q8k_kernel<0>, grid, 256, 0, y, a, b, n, xq, xd);
     else launch_k(c, gate_q8k_kernel<1>, grid, 256, 0, y, a, b, n, xq, xd);
