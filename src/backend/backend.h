@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/argmax.h"
 #include "util/err.h"
 
 /* ---- weights --------------------------------------------------------------- */
@@ -220,6 +221,8 @@ typedef struct be_ops {
     /* Optional (NULL: be_matmul_multi calls matmul for each weight). */
     int (*matmul_multi)(be_backend *be, const be_weight *const *w, int n, const float *x, int64_t n_rows,
                         float *const *y, wk_error *err);
+    /* Optional (NULL: be_argmax copies the row to the host). */
+    int32_t (*argmax)(be_backend *be, const float *x, int32_t n, float *max);
 } be_ops;
 
 struct be_backend {
@@ -265,6 +268,19 @@ static inline int be_step_end(be_backend *be, int rc)
 static inline int be_status(be_backend *be, wk_error *err)
 {
     return be->ops->status ? be->ops->status(be, err) : 0;
+}
+
+/* The lowest index of the largest of the n floats at backend memory x, NaNs skipped, -1 if
+ * none (wk_argmax_f32's rule; -0 and +0 count as equal), its value into *max: a greedy pick
+ * without bringing a vocabulary of logits to the host where the backend can. host: n floats
+ * of host memory the row may be copied to. */
+static inline int32_t be_argmax(be_backend *be, const float *x, int32_t n, float *host, float *max)
+{
+    if (be->ops->argmax) return be->ops->argmax(be, x, n, max);
+    be_to_host(be, host, x, sizeof(float) * (size_t)n);
+    const int32_t i = wk_argmax_f32(host, n);
+    *max = i >= 0 ? host[i] : 0.0f;
+    return i;
 }
 
 /* Prepares a 2-D weight for repeated matmuls (e.g. a repacked copy for the

@@ -404,8 +404,11 @@ int cmd_run(int argc, char **argv)
 
     int32_t n_gen = 0;
     double decode_ms = 0.0;
+    /* plain greedy: each next token is picked by the backend (-2: sample from eng_logits) */
+    const bool device_pick = eng_sampler_is_plain_greedy(sampler);
+    int32_t picked = -2;
     for (; n_gen < o.n_predict; n_gen++) {
-        int32_t id = eng_sampler_sample(sampler, eng_logits(ctx), NULL);
+        int32_t id = picked >= -1 ? picked : eng_sampler_sample(sampler, eng_logits(ctx), NULL);
         if (id < 0) {
             fprintf(stderr, "wick run: every logit is -inf or NaN; stopping\n");
             break;
@@ -431,7 +434,7 @@ int cmd_run(int argc, char **argv)
             break;
         }
         double t1 = wk_now_ms();
-        if (eng_decode(ctx, seq, id, &err)) {
+        if (device_pick ? eng_decode_greedy(ctx, seq, id, &picked, &err) : eng_decode(ctx, seq, id, &err)) {
             fprintf(stderr, "\nwick run: decode: %s\n", err.msg);
             goto done;
         }

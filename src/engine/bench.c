@@ -6,7 +6,6 @@
 
 #include "engine/sequence.h"
 #include "quant/qtypes.h"
-#include "util/argmax.h"
 #include "util/threadpool.h"
 #include "util/timeutil.h"
 
@@ -68,7 +67,6 @@ static int cmp_double(const void *a, const void *b)
 static int run_once(eng_ctx *ctx, eng_seq *seq, const eng_bench_test *t, const int32_t *tokens, double *ms,
                     wk_error *err)
 {
-    int32_t n_vocab = eng_n_vocab(ctx);
     double t0 = wk_now_ms();
     int rc = 0;
     if (t->kind == ENG_BENCH_PP) {
@@ -76,8 +74,9 @@ static int run_once(eng_ctx *ctx, eng_seq *seq, const eng_bench_test *t, const i
     } else {
         int32_t tok = tokens[0];
         for (int32_t i = 0; i < t->n && rc == 0; i++) {
-            rc = eng_decode(ctx, seq, tok, err);
-            if (rc == 0) tok = wk_argmax_f32(eng_logits(ctx), n_vocab);
+            int32_t next;
+            rc = eng_decode_greedy(ctx, seq, tok, &next, err);
+            tok = next >= 0 ? next : tokens[0];
         }
     }
     *ms = wk_now_ms() - t0;

@@ -5,9 +5,10 @@
  *     is snapshotted there; each repetition restores the snapshot (KV
  *     truncated back to D, recurrent state put back) and times one
  *     eng_prefill of N new tokens (logits of the last one).
- *   tg<N> at depth D: same start, then N eng_decode steps, each followed by
- *     an argmax over the logits to pick the next token (what llama.cpp's peer
- *     run does too).
+ *   tg<N> at depth D: same start, then N eng_decode_greedy steps: each picks
+ *     the next token by argmax over the logits, on the backend (a GPU brings
+ *     one index to the host, not the logits; on the CPU the same argmax the
+ *     llama.cpp peer run does).
  * Tokens are pseudo-random ids (the golden files' LCG), so no tokenizer work
  * is timed. A short warm-up touches every weight before the first timing.
  *

@@ -1,4 +1,5 @@
 /* Inference context and the prefill/decode driver. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
@@ -200,8 +201,9 @@ static const be_attn_policy *chunk_policy(const be_attn_policy *p, int32_t span0
     return out;
 }
 
+/* greedy (decode only): the last token's logits stay where they are, their argmax comes back */
 static int prefill_run(eng_ctx *c, eng_seq *s, const int32_t *tokens, int32_t n, const eng_prefill_opts *opts,
-                       bool decode, wk_error *err)
+                       bool decode, int32_t *greedy, wk_error *err)
 {
     const size_t V = c->m->hp.n_vocab;
     if (n <= 0) return wk_fail(err, WK_EINVAL, "prefill: no tokens");
@@ -231,7 +233,10 @@ static int prefill_run(eng_ctx *c, eng_seq *s, const int32_t *tokens, int32_t n,
         if (cancelled(opts)) return wk_fail(err, WK_ECANCELLED, "prefill cancelled after %d of %d tokens", done, n);
         int32_t nt = n - done < ub ? n - done : ub;
         bool last = done + nt == n;
-        enum model_logits_mode mode = all ? MODEL_LOGITS_ALL : last ? MODEL_LOGITS_LAST : MODEL_LOGITS_NONE;
+        enum model_logits_mode mode = all    ? MODEL_LOGITS_ALL
+                                      : !last ? MODEL_LOGITS_NONE
+                                      : greedy ? MODEL_LOGITS_ARGMAX
+                                               : MODEL_LOGITS_LAST;
         float *dst = all ? c->logits_all + (size_t)done * V : c->logits;
         int32_t pos = s->st.n_past;
         be_attn_policy call_policy;
@@ -252,6 +257,11 @@ static int prefill_run(eng_ctx *c, eng_seq *s, const int32_t *tokens, int32_t n,
         if (all) c->logits_all_rows = done;
         if (opts && opts->progress) opts->progress(opts->user, done, n);
     }
+    if (greedy) {
+        float logit;
+        *greedy = model_scratch_argmax(c->scratch, &logit);
+        if (*greedy >= 0 && logit == -INFINITY) *greedy = -1; /* as eng_sampler_sample */
+    }
     if (all) memcpy(c->logits, c->logits_all + (size_t)(n - 1) * V, sizeof(float) * V);
     return 0;
 }
@@ -259,12 +269,18 @@ static int prefill_run(eng_ctx *c, eng_seq *s, const int32_t *tokens, int32_t n,
 int eng_prefill(eng_ctx *c, eng_seq *s, const int32_t *tokens, int32_t n, const eng_prefill_opts *opts,
                 wk_error *err)
 {
-    return prefill_run(c, s, tokens, n, opts, false, err);
+    return prefill_run(c, s, tokens, n, opts, false, NULL, err);
 }
 
 int eng_decode(eng_ctx *c, eng_seq *s, int32_t token, wk_error *err)
 {
-    return prefill_run(c, s, &token, 1, NULL, true, err); /* decode is always dense */
+    return prefill_run(c, s, &token, 1, NULL, true, NULL, err); /* decode is always dense */
+}
+
+int eng_decode_greedy(eng_ctx *c, eng_seq *s, int32_t token, int32_t *next, wk_error *err)
+{
+    *next = -1;
+    return prefill_run(c, s, &token, 1, NULL, true, next, err);
 }
 
 const float *eng_logits(const eng_ctx *c) { return c->logits; }

@@ -122,6 +122,12 @@ int eng_prefill(eng_ctx *c, eng_seq *s, const int32_t *tokens, int32_t n,
  * steps attend densely whatever the policy. */
 int eng_decode(eng_ctx *c, eng_seq *s, int32_t token, wk_error *err);
 
+/* eng_decode, then the greedy pick of the next token (the lowest index of the largest logit,
+ * NaNs skipped; -1 when every logit is NaN or -inf: eng_sampler_sample's greedy rule) into
+ * *next, made where the logits are: a GPU backend brings one index to the host, not the
+ * vocabulary's logits. eng_logits() is undefined afterwards. */
+int eng_decode_greedy(eng_ctx *c, eng_seq *s, int32_t token, int32_t *next, wk_error *err);
+
 /* Logits (n_vocab floats) after the last token of the latest prefill/decode.
  * Valid until the next call on this context. */
 const float *eng_logits(const eng_ctx *c);

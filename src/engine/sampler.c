@@ -208,6 +208,11 @@ void eng_sampler_reset(eng_sampler *s)
     rng_seed(s->rng, s->p.seed);
 }
 
+bool eng_sampler_is_plain_greedy(const eng_sampler *s)
+{
+    return (s->p.temperature <= 0.0f || s->p.top_k == 1) && s->n_bias == 0 && !s->hist;
+}
+
 /* ------------------------------------------------------------ helpers */
 
 int32_t eng_argmax(const float *logits, int32_t n)

@@ -13,6 +13,7 @@
 #ifndef WICK_ENGINE_SAMPLER_H
 #define WICK_ENGINE_SAMPLER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -54,6 +55,11 @@ int eng_sampler_set_bias(eng_sampler *s, int32_t token, float bias, wk_error *er
  * -inf / NaN. If prob is non-NULL it receives the chosen token's
  * probability in the final distribution. */
 int32_t eng_sampler_sample(eng_sampler *s, const float *logits, float *prob);
+
+/* Whether eng_sampler_sample is a plain argmax of the logits as given: greedy (temperature
+ * <= 0 or top_k 1) with no logit bias and penalties off. Then eng_decode_greedy may pick
+ * instead (eng_sampler_accept is still called). */
+bool eng_sampler_is_plain_greedy(const eng_sampler *s);
 
 /* Appends token to the penalty window. Out-of-range ids are ignored. */
 void eng_sampler_accept(eng_sampler *s, int32_t token);

@@ -378,6 +378,10 @@ void svc_run_job(eng_service *svc, eng_job *job)
     bool stopped = false;
     set_phase(svc, job, JOB_DECODE);
     double t_first = 0;
+    /* plain greedy: the backend picks each next token where the logits are (a GPU sends one index,
+     * not the vocabulary's logits); -2: sample from eng_logits */
+    const bool device_pick = eng_sampler_is_plain_greedy(smp);
+    int32_t picked = -2;
     for (int i = 0; i < max_new; i++) {
         if (atomic_load(&job->cancel)) {
             fail_status = 499;
@@ -385,7 +389,7 @@ void svc_run_job(eng_service *svc, eng_job *job)
             snprintf(msg, sizeof msg, "request cancelled during generation");
             break;
         }
-        int32_t tok = eng_sampler_sample(smp, eng_logits(svc->ctx), NULL);
+        int32_t tok = picked >= -1 ? picked : eng_sampler_sample(smp, eng_logits(svc->ctx), NULL);
         if (tok < 0) break; /* every logit -inf/NaN: nothing sensible to say */
         eng_sampler_accept(smp, tok);
         double now = wk_now_ms();
@@ -415,7 +419,7 @@ void svc_run_job(eng_service *svc, eng_job *job)
             finish = "length";
             break;
         }
-        if (eng_decode(svc->ctx, seq, tok, &err)) {
+        if (device_pick ? eng_decode_greedy(svc->ctx, seq, tok, &picked, &err) : eng_decode(svc->ctx, seq, tok, &err)) {
             fail_status = 500;
             snprintf(msg, sizeof msg, "decode failed: %.440s", err.msg);
             if (!st.begun) eng_seq_clear(seq);

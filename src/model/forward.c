@@ -91,6 +91,12 @@ void model_scratch_free(model_scratch *s)
 
 int32_t model_scratch_max_tokens(const model_scratch *s) { return s->max_t; }
 
+int32_t model_scratch_argmax(const model_scratch *s, float *logit)
+{
+    if (logit) *logit = s->argmax_logit;
+    return s->argmax;
+}
+
 /* ---- shared steps --------------------------------------------------------------- */
 
 int model_embed(const model *m, be_backend *be, model_scratch *s, int32_t n_t, int32_t pos0, wk_error *err)
@@ -171,12 +177,15 @@ int model_output(const model *m, be_backend *be, model_scratch *s, int32_t n_t, 
     const model_hparams *hp = &m->hp;
     const size_t E = hp->n_embd, V = hp->n_vocab;
     if (mode == MODEL_LOGITS_NONE) return 0;
-    int32_t first = mode == MODEL_LOGITS_LAST ? n_t - 1 : 0;
+    int32_t first = mode == MODEL_LOGITS_ALL ? 0 : n_t - 1;
     for (int32_t r0 = first; r0 < n_t; r0 += s->logit_rows) {
         int32_t nr = n_t - r0 < s->logit_rows ? n_t - r0 : s->logit_rows;
         be_rms_norm(be, s->cur, E, s->x + (size_t)r0 * E, E, nr, (int64_t)E, wf32(&m->output_norm), hp->eps);
         TRY(model_linear(be, &m->output, &m->output_bias, s->cur, nr, s->logits, err));
-        be_to_host(be, logits_host + (size_t)(r0 - first) * V, s->logits, (size_t)nr * V * sizeof(float));
+        if (mode == MODEL_LOGITS_ARGMAX)
+            s->argmax = be_argmax(be, s->logits, (int32_t)V, logits_host, &s->argmax_logit);
+        else
+            be_to_host(be, logits_host + (size_t)(r0 - first) * V, s->logits, (size_t)nr * V * sizeof(float));
     }
     return 0;
 }

@@ -144,6 +144,8 @@ enum model_logits_mode {
     MODEL_LOGITS_NONE = 0, /* no LM head (intermediate prefill chunk) */
     MODEL_LOGITS_LAST,     /* logits of the last token: 1 row */
     MODEL_LOGITS_ALL,      /* logits of every token: n_t rows */
+    MODEL_LOGITS_ARGMAX,   /* the last token's greedy pick only (model_scratch_argmax); its logits
+                              stay in backend memory, logits_host may receive them or not */
 };
 
 /* Activation buffers for batches of up to max_t tokens, allocated once from
@@ -154,6 +156,9 @@ int model_scratch_new(model_scratch **out, const model *m, be_backend *be, int32
                       wk_error *err);
 void model_scratch_free(model_scratch *s);
 int32_t model_scratch_max_tokens(const model_scratch *s);
+/* After a MODEL_LOGITS_ARGMAX pass: the index of the last token's largest logit (NaNs skipped,
+ * lowest index on ties; -1 if none) and that logit. */
+int32_t model_scratch_argmax(const model_scratch *s, float *logit);
 
 /* Runs n_t tokens (1 <= n_t <= scratch max) at positions st->n_past.. through
  * the whole model as one batch, appending to the state; on success

@@ -30,6 +30,8 @@ struct model_scratch {
     int32_t *pos_host;    /* [T] host memory: positions are written here, then copied to pos */
     float *logits;        /* [logit_rows][n_vocab] */
     int32_t logit_rows;
+    int32_t argmax;       /* MODEL_LOGITS_ARGMAX: the pick, and its logit */
+    float argmax_logit;
 };
 
 /* Steps every forward pass shares (forward.c). */

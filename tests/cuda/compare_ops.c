@@ -196,6 +196,9 @@ static int compare_norm_gated(be_backend *cpu, int64_t n_rows, int64_t n, uint64
     be_weight W = pack(QT_Q4_K, wq, N, M, 1, "out");
     memcpy(yc, x, sizeof(float) * N);
     be_rms_norm_gated(cpu, yc, yc, n_rows, n, w, 1e-6f, z);
+    float *mc = malloc(sizeof(float) * M);
+    wk_error cerr = {0};
+    if (be_matmul(cpu, &W, yc, 1, mc, &cerr)) return 1;
     be_backend *cu = NULL;
     wk_error err = {0};
     if (be_cuda_new(&cu, 0, &err)) return 1;
@@ -214,13 +217,14 @@ static int compare_norm_gated(be_backend *cpu, int64_t n_rows, int64_t n, uint64
     char name[128];
     snprintf(name, sizeof name, "be rms_norm_gated %lldx%lld vs cpu backend", (long long)n_rows, (long long)n);
     int bad = rc ? (printf("FAIL %s: %s\n", name, err.msg), 1) : check(name, y1, yc, N, 1e-5);
+    if (!rc) bad += check("  and the next Q4_K matmul", m1, mc, M, 2e-3);
     if (!rc) {
         const int same = !memcmp(y1, y0, sizeof(float) * N) && !memcmp(m1, m0, sizeof(float) * M);
         printf("%-4s %-58s\n", same ? "ok" : "FAIL", "  = rms_norm + mul_silu, and the next matmul (bit for bit)");
         bad += !same;
     }
     be_free(cu);
-    free(x); free(z); free(w); free(yc); free(y1); free(y0); free(m1); free(m0); free(wq);
+    free(x); free(z); free(w); free(yc); free(y1); free(y0); free(m1); free(m0); free(wq); free(mc);
     return bad;
 }
 
@@ -243,6 +247,9 @@ static int compare_add_norm(be_backend *cpu, int with_add, int64_t n, uint64_t s
     memcpy(xc, x, sizeof(float) * n);
     if (with_add) be_add(cpu, xc, xc, d, n);
     be_rms_norm(cpu, yc, n, xc, n, 1, n, w, 1e-6f);
+    float *mc = malloc(sizeof(float) * M);
+    wk_error cerr = {0};
+    if (be_matmul(cpu, &W, yc, 1, mc, &cerr)) return 1;
     be_backend *cu = NULL;
     wk_error err = {0};
     if (be_cuda_new(&cu, 0, &err)) return 1;
@@ -263,6 +270,7 @@ static int compare_add_norm(be_backend *cpu, int with_add, int64_t n, uint64_t s
     char name[128];
     snprintf(name, sizeof name, "be %srms_norm n=%lld vs cpu backend", with_add ? "add + " : "", (long long)n);
     int bad = rc ? (printf("FAIL %s: %s\n", name, err.msg), 1) : check(name, y1, yc, n, 1e-5);
+    if (!rc) bad += check("  and the next Q4_K matmul", m1, mc, M, 2e-3);
     if (!rc) {
         const int same = !memcmp(x1, x0, sizeof(float) * n) && !memcmp(y1, y0, sizeof(float) * n) &&
                          !memcmp(m1, m0, sizeof(float) * M);
@@ -271,7 +279,44 @@ static int compare_add_norm(be_backend *cpu, int with_add, int64_t n, uint64_t s
     }
     be_free(cu);
     free(x); free(d); free(w); free(xc); free(yc); free(x1); free(x0); free(y1); free(y0); free(m1); free(m0);
-    free(wq);
+    free(wq); free(mc);
+    return bad;
+}
+
+/* be_argmax on CUDA (the greedy pick on the device) against wk_argmax_f32 on the host: rows
+ * with ties, NaNs, -0 beside +0, all NaN, all -inf, an LM head's width. */
+static int compare_argmax(uint64_t seed)
+{
+    be_backend *cu = NULL;
+    wk_error err = {0};
+    if (be_cuda_new(&cu, 0, &err)) return 1;
+    uint64_t rng = seed;
+    const int32_t n_max = 248320;
+    float *x = malloc(sizeof(float) * n_max), *tmp = malloc(sizeof(float) * n_max);
+    float *dx = be_alloc(cu, sizeof(float) * n_max);
+    int bad = 0;
+    for (int c = 0; c < 8; c++) {
+        const int32_t n = c == 0 ? n_max : c == 1 ? 1 : c == 2 ? 1000 : 77777;
+        for (int32_t i = 0; i < n; i++) x[i] = ref_randn(&rng);
+        if (c == 2) x[10] = x[500] = 9.0f;                           /* a tie: the lower index */
+        if (c == 3) x[123] = NAN, x[9000] = 50.0f, x[9001] = NAN;     /* NaNs skipped */
+        if (c == 4) for (int32_t i = 0; i < n; i++) x[i] = i % 3 ? -0.0f : 0.0f; /* -0 = +0: index 0 */
+        if (c == 4) x[0] = -0.0f;
+        if (c == 5) for (int32_t i = 0; i < n; i++) x[i] = NAN;      /* none: -1 */
+        if (c == 6) for (int32_t i = 0; i < n; i++) x[i] = -INFINITY; /* index 0, value -inf */
+        if (c == 7) x[n - 1] = INFINITY;
+        be_from_host(cu, dx, x, sizeof(float) * n);
+        float got_v = 0.0f;
+        const int32_t got = be_argmax(cu, dx, n, tmp, &got_v), want = wk_argmax_f32(x, n);
+        const int ok = got == want && (want < 0 || got_v == x[want] || (x[want] == 0.0f && got_v == 0.0f)) &&
+                       !be_cuda_status(cu, &err);
+        if (!ok) printf("FAIL be_argmax case %d (n=%d): %d (%g), want %d\n", c, n, got, got_v, want);
+        bad += !ok;
+    }
+    printf("%-4s %-58s\n", bad ? "FAIL" : "ok", "be argmax on cuda = wk_argmax_f32 (8 rows)");
+    be_free(cu);
+    free(x);
+    free(tmp);
     return bad;
 }
 
@@ -286,6 +331,7 @@ int compare_ops_all(void)
         bad += compare_add_norm(cpu, 1, norm_n[i], 70 + i);
         bad += compare_add_norm(cpu, 0, norm_n[i], 80 + i);
     }
+    bad += compare_argmax(90);
     bad += compare_norm_gated(cpu, 48, 128, 60); /* Qwen3.5-27B's DeltaNet output */
     bad += compare_norm_gated(cpu, 8, 64, 61);
     bad += compare_norm_gated(cpu, 4, 256, 62);

@@ -312,6 +312,45 @@ static void check_snapshot_restore(const char *dir, const char *model_rel)
     unload(&L);
 }
 
+/* eng_decode_greedy picks what the argmax of eng_decode's logits picks, step after step. */
+static void check_decode_greedy(const char *dir, const char *model_rel)
+{
+    int n = 64;
+    int32_t *tokens = golden_tokens(dir, model_rel, &n);
+    loaded L;
+    wk_error err = {0};
+    assert_int_equal(load(&L, dir, model_rel, 128, 32, &err), 0);
+    const int32_t V = eng_n_vocab(L.ctx);
+    assert_int_equal(eng_prefill(L.ctx, L.seq, tokens, 24, NULL, &err), 0);
+    eng_snapshot snap = {0};
+    assert_int_equal(seq_snapshot(L.seq, &snap, &err), 0);
+    int32_t want[12], tok = wk_argmax_f32(eng_logits(L.ctx), V), first = tok;
+    for (int i = 0; i < 12; i++) {
+        assert_int_equal(eng_decode(L.ctx, L.seq, tok, &err), 0);
+        tok = want[i] = wk_argmax_f32(eng_logits(L.ctx), V);
+    }
+    assert_int_equal(seq_restore(L.seq, &snap, &err), 0);
+    tok = first;
+    for (int i = 0; i < 12; i++) {
+        int32_t next = -5;
+        assert_int_equal(eng_decode_greedy(L.ctx, L.seq, tok, &next, &err), 0);
+        assert_int_equal(next, want[i]);
+        tok = next;
+    }
+    printf("  %-40s eng_decode_greedy = argmax of eng_decode's logits, 12 steps\n", model_rel);
+    eng_snapshot_free(&snap);
+    free(tokens);
+    unload(&L);
+}
+
+static void test_decode_greedy_picks_the_logits_argmax(void **state)
+{
+    (void)state;
+    GOLDEN_OR_SKIP(dir);
+    check_decode_greedy(dir, "models/tiny-qwen35-Q4_K_M.gguf");
+    check_decode_greedy(dir, "models/tiny-llama-Q8_0.gguf");
+}
+
 static void test_snapshot_restore_reproduces_logits(void **state)
 {
     (void)state;
@@ -366,6 +405,7 @@ int main(void)
         cmocka_unit_test(test_chunked_prefill_matches_one_batch),
         cmocka_unit_test(test_small_chunks_stay_close_to_one_batch),
         cmocka_unit_test(test_snapshot_restore_reproduces_logits),
+        cmocka_unit_test(test_decode_greedy_picks_the_logits_argmax),
         cmocka_unit_test(test_truncate_then_refeed_reproduces_logits),
         cmocka_unit_test(test_hybrid_truncate_is_refused),
         cmocka_unit_test(test_every_logit_case_matches_llama_cpp),

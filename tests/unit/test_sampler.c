@@ -68,6 +68,35 @@ static void test_greedy_is_argmax_with_ties_to_lowest_id(void **state)
     (void)st;
 }
 
+/* Only a greedy sampler that leaves the logits as they are may hand its pick to the backend. */
+static void test_plain_greedy_means_no_bias_and_no_penalties(void **state)
+{
+    (void)state;
+    wk_error err = {0};
+    eng_sampler_params p = plain(0.0f);
+    p.penalty_last_n = 0;
+    eng_sampler *s = make(&p, 16);
+    assert_true(eng_sampler_is_plain_greedy(s));
+    assert_int_equal(eng_sampler_set_bias(s, 3, 1.0f, &err), 0);
+    assert_false(eng_sampler_is_plain_greedy(s));
+    eng_sampler_free(s);
+    p = plain(0.7f);
+    p.penalty_last_n = 0;
+    s = make(&p, 16);
+    assert_false(eng_sampler_is_plain_greedy(s)); /* temperature */
+    eng_sampler_free(s);
+    p.top_k = 1;
+    s = make(&p, 16);
+    assert_true(eng_sampler_is_plain_greedy(s)); /* top_k 1 is greedy at any temperature */
+    eng_sampler_free(s);
+    p = plain(0.0f);
+    p.repeat_penalty = 1.3f;
+    p.penalty_last_n = 64;
+    s = make(&p, 16);
+    assert_false(eng_sampler_is_plain_greedy(s)); /* penalties rewrite the logits */
+    eng_sampler_free(s);
+}
+
 static void test_top_k_one_is_greedy(void **state)
 {
     (void)state;
@@ -323,6 +352,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy_is_argmax_with_ties_to_lowest_id),
+        cmocka_unit_test(test_plain_greedy_means_no_bias_and_no_penalties),
         cmocka_unit_test(test_top_k_one_is_greedy),
         cmocka_unit_test(test_same_seed_gives_same_sequence),
         cmocka_unit_test(test_top_p_keeps_the_smallest_prefix_with_the_mass),

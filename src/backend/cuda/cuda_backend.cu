@@ -127,6 +127,7 @@ typedef struct cuda_be {
     int gated_norm; /* be_rms_norm_gated as one kernel when decode fusions are on (be_cuda_tune "gated=0": two) */
     void *host_stage;
     size_t host_stage_bytes;
+    unsigned long long *pick_dev, *pick_host; /* be_argmax's result: device slot, pinned copy */
     struct { int mv_occ, mv_multi, mv_split, fuse_act, pdl, stage_to_host; uint32_t skip_ops; } start; /* tune(NULL) */
     /* a decode step's residual add, held back until the next op: when that
      * op is the RMSNorm of its sum, both run as one kernel */
@@ -474,6 +475,30 @@ static void cb_to_host(be_backend *be, void *dst, const void *src, size_t bytes)
         }
     }
     cb_copy(be, dst, src, bytes, dev ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
+}
+
+/* The greedy pick on the device: one 8-byte key comes back instead of n floats. */
+static int32_t cb_argmax(be_backend *be, const float *x, int32_t n, float *max)
+{
+    cuda_be *b = cb_of(be);
+    *max = 0.0f;
+    if (b->g.mode != G_OFF) {
+        g_launch(b); /* the step's result: run its graph first */
+        if (b->g.mode == G_FAILED) return -1;
+    }
+    if (!b->pick_dev && cudaMalloc(&b->pick_dev, sizeof *b->pick_dev) != cudaSuccess) b->pick_dev = NULL;
+    if (!b->pick_host && cudaHostAlloc(&b->pick_host, sizeof *b->pick_host, cudaHostAllocDefault) != cudaSuccess)
+        b->pick_host = NULL;
+    int rc = b->pick_dev && b->pick_host ? cuda_argmax(&b->ctx, x, n, b->pick_dev) : WK_ENOMEM;
+    if (!rc && (cudaMemcpyAsync(b->pick_host, b->pick_dev, sizeof *b->pick_host, cudaMemcpyDeviceToHost,
+                                b->ctx.stream) != cudaSuccess ||
+                cudaStreamSynchronize(b->ctx.stream) != cudaSuccess))
+        rc = WK_EIO;
+    if (rc) {
+        keep_launch(b, rc, "argmax");
+        return -1;
+    }
+    return cuda_argmax_decode(*b->pick_host, max);
 }
 
 static void cb_from_host(be_backend *be, void *dst, const void *src, size_t bytes)
@@ -1221,6 +1246,8 @@ static void cb_free(be_backend *be)
         if (b->consts[i].host) cudaFree(b->consts[i].dev);
     if (b->stage) cudaFree(b->stage);
     if (b->host_stage) cudaFreeHost(b->host_stage);
+    if (b->pick_dev) cudaFree(b->pick_dev);
+    if (b->pick_host) cudaFreeHost(b->pick_host);
     if (b->moe) cudaFree(b->moe);
     cuda_ctx_free(&b->ctx);
     free(b->allocs);
@@ -1243,6 +1270,7 @@ static be_ops make_ops(void)
     o.release_weight = cb_release_weight;
     o.matmul = cb_matmul;
     o.matmul_multi = cb_matmul_multi;
+    o.argmax = cb_argmax;
     o.get_rows = cb_get_rows;
     o.rms_norm = cb_rms_norm;
     o.rope_cache = cb_rope_cache;

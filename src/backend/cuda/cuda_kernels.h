@@ -211,6 +211,11 @@ int cuda_kv_store2_shifted(cuda_ctx *c, int kv_type, uint16_t *cache0, const flo
                            uint16_t *cache1, const float *x1, size_t x_stride1, size_t head_stride, int32_t pos0,
                            const int32_t *pos_dev, int32_t pos_ref, int64_t n_t, int32_t n_head_kv, int32_t d);
 int cuda_add(cuda_ctx *c, float *y, const float *a, const float *b, int64_t n);
+/* The greedy pick of x[0..n) into *slot (device) as a key: 0 when every value is NaN, else the
+ * value's order in the high word and ~index in the low one (so the largest key is the largest
+ * value at its lowest index; -0 counts as +0). cuda_argmax_decode reads a key. */
+int cuda_argmax(cuda_ctx *c, const float *x, int32_t n, unsigned long long *slot);
+int32_t cuda_argmax_decode(unsigned long long key, float *value);
 int cuda_add_bias(cuda_ctx *c, float *y, const float *bias, int64_t n_rows, int64_t n);
 int cuda_swiglu(cuda_ctx *c, float *y, const float *gate, const float *up, int64_t n);
 /* y[r][i] = SiLU(x[r][i]) · x[r][n + i] for rows of a fused gate|up product (x rows 2n apart). */

@@ -738,3 +738,44 @@ extern "C" int cuda_rms_norm_gated_q8k(cuda_ctx *c, float *y, const float *x, in
     cuda_act_mark(c, y, 1, total, 256);
     return 1;
 }
+
+/* ---- greedy pick: the argmax of a row of logits -------------------------------------------- */
+
+__device__ __forceinline__ unsigned long long argmax_key(float v, int32_t i)
+{
+    if (v != v) return 0ull; /* NaN: below every number */
+    unsigned u = __float_as_uint(v == 0.0f ? 0.0f : v);
+    u = (u & 0x80000000u) ? ~u : (u | 0x80000000u); /* the floats' order as unsigned */
+    return ((unsigned long long)u << 32) | (0xFFFFFFFFu - (unsigned)i);
+}
+
+__global__ void argmax_kernel(const float *x, int32_t n, unsigned long long *slot)
+{
+    pdl_enter();
+    unsigned long long k = 0;
+    for (int32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        k = max(k, argmax_key(x[i], i));
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) k = max(k, __shfl_xor_sync(0xffffffffu, k, o));
+    if ((threadIdx.x & 31) == 0 && k) atomicMax(slot, k);
+}
+
+extern "C" int cuda_argmax(cuda_ctx *c, const float *x, int32_t n, unsigned long long *slot)
+{
+    if (cudaMemsetAsync(slot, 0, sizeof *slot, c->stream) != cudaSuccess) return WK_EIO;
+    const unsigned blocks = cdiv(n, 256), cap = (unsigned)c->sm_count * 2; /* one wave, a grid-stride loop */
+    if (n > 0) launch_k(c, argmax_kernel, blocks < cap ? blocks : cap, 256, 0, x, n, slot);
+    return cu_launch_status();
+}
+
+extern "C" int32_t cuda_argmax_decode(unsigned long long key, float *value)
+{
+    if (!key) {
+        *value = 0.0f;
+        return -1;
+    }
+    unsigned u = (unsigned)(key >> 32);
+    u = (u & 0x80000000u) ? (u & 0x7FFFFFFFu) : ~u;
+    memcpy(value, &u, sizeof *value);
+    return (int32_t)(0xFFFFFFFFu - (unsigned)(key & 0xFFFFFFFFu));
+}
