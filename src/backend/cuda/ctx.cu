@@ -49,12 +49,6 @@ extern "C" int cuda_ctx_init(cuda_ctx *c, int device, wk_error *err)
     }
     cublasSetStream(h, s);
     c->cublas = h;
-    e = cudaMalloc(&c->gdn_sync, CUDA_GDN_SYNC * sizeof(int));
-    if (e == cudaSuccess) e = cudaMemset(c->gdn_sync, 0, CUDA_GDN_SYNC * sizeof(int));
-    if (e != cudaSuccess) {
-        cuda_ctx_free(c);
-        return cu_fail(err, e, "allocating the DeltaNet counters");
-    }
     return 0;
 }
 
@@ -64,7 +58,6 @@ extern "C" void cuda_ctx_free(cuda_ctx *c)
     if (c->cublas) cublasDestroy((cublasHandle_t)c->cublas);
     if (c->scratch) cudaFree(c->scratch);
     if (c->actq) cudaFree(c->actq);
-    if (c->gdn_sync) cudaFree(c->gdn_sync);
     if (c->stream) cudaStreamDestroy(c->stream);
     memset(c, 0, sizeof *c);
 }

@@ -95,16 +95,6 @@ typedef struct kv_call {
     int64_t n_t;
 } kv_call;
 
-/* A one-token causal conv (held back, see cuda_be.pend_conv). */
-typedef struct conv_call {
-    int on;
-    float *y;
-    const float *x, *w;
-    int64_t n_ch;
-    int32_t k;
-    float *state;
-} conv_call;
-
 typedef struct cuda_be {
     be_backend base;
     cuda_ctx ctx;
@@ -142,11 +132,7 @@ typedef struct cuda_be {
     rope_call pend_rope;
     /* and a KV store (K), joined by the V store of the same shape and position (cuda_kv_store2_shifted) */
     kv_call pend_kv;
-    /* and a decode step's causal conv, run inside the DeltaNet kernel that reads its output */
-    conv_call pend_conv;
-    int gdn_conv; /* that fusion (be_cuda_tune "gconv=0": off) */
-    /* at most one of pend, pend_rope, pend_kv, pend_conv is on at a time: every op flushes it or
-     * joins it */
+    /* at most one of pend, pend_rope, pend_kv is on at a time: every op flushes it or joins it */
 } cuda_be;
 
 /* Every op starts here. The CUDA runtime's current device is per host thread
@@ -194,12 +180,6 @@ static void pend_flush(cuda_be *b)
     if (b->pend_kv.on) {
         b->pend_kv.on = 0;
         kv_launch(b, b->pend_kv);
-    }
-    if (b->pend_conv.on) {
-        const conv_call &v = b->pend_conv;
-        b->pend_conv.on = 0;
-        keep_launch(b, cuda_ssm_conv(&b->ctx, v.y, (size_t)v.n_ch, v.x, (size_t)v.n_ch, 1, v.n_ch, v.w, v.k, v.state),
-                    "ssm_conv");
     }
 }
 
@@ -960,29 +940,13 @@ static void cb_ssm_conv(be_backend *be, float *y, size_t y_stride, const float *
     cuda_be *b = cb_of(be);
     cuda_ctx_act_invalidate(&b->ctx); /* may write rows a cached activation came from */
     if (g_skip(b, OP_SSM_CONV, y, y_stride, x, x_stride, n_t, n_ch, w, k, state)) return;
-    const float *wd = dev_f32(b, w, (size_t)n_ch * k);
-    if (b->ctx.fuse_act && b->gdn_conv && n_t == 1 && k >= 1 && k <= 8 && wd) { /* for the DeltaNet kernel next */
-        b->pend_conv = {1, y, x, wd, n_ch, k, state};
-        return;
-    }
-    keep_launch(b, cuda_ssm_conv(&b->ctx, y, y_stride, x, x_stride, n_t, n_ch, wd, k, state), "ssm_conv");
-}
-
-/* Whether the held-back conv makes exactly the q/k/v that a one-token DeltaNet step reads. */
-static bool conv_feeds_gdn(const conv_call &v, const be_gdn_args *a)
-{
-    const int64_t key_dim = (int64_t)a->n_hk * a->d_k;
-    return v.on && a->n_t == 1 && a->n_hk <= CUDA_GDN_SYNC && a->q == v.y && a->k == v.y + key_dim &&
-           a->v == v.y + 2 * key_dim && v.n_ch == 2 * key_dim + (int64_t)a->n_hv * a->d_v;
+    keep_launch(b, cuda_ssm_conv(&b->ctx, y, y_stride, x, x_stride, n_t, n_ch, dev_f32(b, w, (size_t)n_ch * k), k, state),
+                "ssm_conv");
 }
 
 static int cb_gdn(be_backend *be, const be_gdn_args *a, wk_error *err)
 {
-    cuda_be *b = cb_raw(be);
-    const conv_call conv = b->pend_conv;
-    const bool with_conv = conv_feeds_gdn(conv, a);
-    if (with_conv) b->pend_conv.on = 0;
-    pend_flush(b);
+    cuda_be *b = cb_of(be);
     cuda_ctx_act_invalidate(&b->ctx); /* may write rows a cached activation came from */
     if (take_error(b, err)) return err->code;
     if (g_skip(b, OP_GDN, a->q, a->k, a->v, a->qk_stride, a->v_stride, a->alpha, a->beta, a->ssm_a, a->dt_bias, a->n_t,
@@ -1008,12 +972,6 @@ static int cb_gdn(be_backend *be, const be_gdn_args *a, wk_error *err)
     g.state = a->state;
     g.out = a->out;
     g.out_stride = a->out_stride;
-    if (with_conv) {
-        g.conv_x = conv.x;
-        g.conv_w = conv.w;
-        g.conv_state = conv.state;
-        g.conv_k = conv.k;
-    }
     if (take_error(b, err)) return err->code;
     return cuda_gdn_scan(&b->ctx, &g, err); /* a->chunked: same result, the scan kernel serves both */
 }
@@ -1320,7 +1278,6 @@ extern "C" int be_cuda_new(be_backend **out, int device, wk_error *err)
     b->skip_ops = skip_ops_of(getenv("WICK_CUDA_SKIP"));
     b->stage_to_host = env_on("WICK_CUDA_STAGE");
     b->gated_norm = 1;
-    b->gdn_conv = env_on("WICK_CUDA_GDN_CONV");
     b->start.mv_occ = b->ctx.mv_occ;
     b->start.mv_multi = b->ctx.mv_multi;
     b->start.fuse_act = b->ctx.fuse_act;
@@ -1431,7 +1388,6 @@ extern "C" int be_cuda_tune(be_backend *be, const char *settings)
         b->ctx.mv_multi = b->start.mv_multi;
         b->ctx.fuse_act = b->start.fuse_act;
         b->gated_norm = 1;
-        b->gdn_conv = env_on("WICK_CUDA_GDN_CONV");
         b->ctx.mv_split = b->start.mv_split;
         b->ctx.pdl = b->start.pdl;
         b->stage_to_host = b->start.stage_to_host;
@@ -1456,7 +1412,6 @@ extern "C" int be_cuda_tune(be_backend *be, const char *settings)
         else if (!strcmp(kv, "multi")) b->ctx.mv_multi = atoi(v);
         else if (!strcmp(kv, "fuse")) b->ctx.fuse_act = atoi(v);
         else if (!strcmp(kv, "gated")) b->gated_norm = atoi(v);
-        else if (!strcmp(kv, "gconv")) b->gdn_conv = atoi(v);
         else if (!strcmp(kv, "split")) b->ctx.mv_split = atoi(v);
         else if (!strcmp(kv, "pdl")) b->ctx.pdl = atoi(v);
         else if (!strcmp(kv, "stage")) b->stage_to_host = atoi(v);

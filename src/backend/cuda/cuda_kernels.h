@@ -67,10 +67,7 @@ typedef struct cuda_ctx {
                              (default) the matvecs only, 0 none (WICK_CUDA_PDL=N) */
     int fuse_act;         /* decode: norms and gates quantize their output for the next matmul
                              (WICK_CUDA_FUSE=0 turns it off) */
-    int *gdn_sync;        /* device: zeroed arrival counters of the one-token DeltaNet kernel
-                             (CUDA_GDN_SYNC of them, each back at 0 after every launch) */
 } cuda_ctx;
-#define CUDA_GDN_SYNC 256
 
 /* Forget the cached quantized activations: call after anything that may have
  * written the rows they came from (every op but a matmul). */
@@ -327,15 +324,6 @@ typedef struct cuda_gdn {
     float *state;                /* [n_hv][d_k][d_v] */
     float *out;
     size_t out_stride;
-    /* Optional, one token only: the causal conv + SiLU that makes q/k/v (cuda_ssm_conv on conv_x,
-     * conv_w, conv_state, conv_k taps) runs inside the scan kernel; q, k, v above are then its
-     * output channels (q = y, k = y + n_hk·d_k, v = y + 2·n_hk·d_k), still written. NULL: q/k/v
-     * are read as they are. */
-    const float *conv_x;
-    const float *conv_w;
-    float *conv_state;
-    int32_t conv_k;
-    int *sync;                   /* set by cuda_gdn_scan_path (cuda_ctx.gdn_sync) */
 } cuda_gdn;
 
 /* One token (decode): one kernel; more: q/k norm + gates first, then the scan. */

@@ -45,26 +45,6 @@ __device__ __forceinline__ void gdn_gates(const cuda_gdn &a, int t, int j, float
     *beta = 1.0f / (1.0f + expf(-b));
 }
 
-/* One token of the causal conv + SiLU for channel ch (taps: the k - 1 state rows, then x),
- * with ssm_conv_kernel's operations in its order (bit-identical). */
-__device__ __forceinline__ float gdn_conv1(const cuda_gdn &a, int64_t ch, int64_t n_ch)
-{
-    const int k = a.conv_k;
-    float acc = 0.0f;
-    for (int j = 0; j < k; j++) {
-        const float v = j < k - 1 ? a.conv_state[j * n_ch + ch] : a.conv_x[ch];
-        acc += a.conv_w[ch * k + j] * v;
-    }
-    return acc / (1.0f + expf(-acc));
-}
-
-/* The conv state of channel ch after this token: rows shift up, x enters last. */
-__device__ __forceinline__ void gdn_conv_shift(const cuda_gdn &a, int64_t ch, int64_t n_ch)
-{
-    for (int j = 0; j < a.conv_k - 2; j++) a.conv_state[j * n_ch + ch] = a.conv_state[(j + 1) * n_ch + ch];
-    if (a.conv_k > 1) a.conv_state[(a.conv_k - 2) * n_ch + ch] = a.conv_x[ch];
-}
-
 /* q/k L2 norm (q also / sqrt(d_k)) per (token, key head); gates per (token, value head). */
 __global__ void gdn_prep_kernel(const cuda_gdn a, float *qn, float *kn, float *gates)
 {
@@ -88,15 +68,7 @@ __global__ void gdn_prep_kernel(const cuda_gdn a, float *qn, float *kn, float *g
 /* FUSED (decode, n_t == 1): the block normalizes its key head's q and k (warps 0
  * and 1) and forms its value head's gates (the last thread) itself, with the
  * operations of gdn_prep_kernel (bit-identical); qn, kn, gates are unused.
- * Otherwise they come from gdn_prep_kernel.
- * FUSED with a.conv_x: the causal conv that makes q/k/v runs here too (one launch
- * fewer per layer). Each block convolves the q and k channels of its key head and
- * its own 16 v channels. A v channel belongs to one block, which writes its output
- * and shifts its conv state; a q/k channel is read by every block of the key head
- * (value heads j ≡ hk mod n_hk, all column blocks), so its state may change only
- * after all of them have read it: each block counts itself in a.sync[hk] at the
- * end, and the last one writes those channels' outputs and shifts their state,
- * then sets the counter back to 0. */
+ * Otherwise they come from gdn_prep_kernel. */
 template <int DK, int TPC, bool FUSED>
 __global__ void __launch_bounds__(GDN_COLS * TPC)
 gdn_scan_kernel(const cuda_gdn a, const float *__restrict__ qn, const float *__restrict__ kn,
@@ -109,8 +81,6 @@ gdn_scan_kernel(const cuda_gdn a, const float *__restrict__ qn, const float *__r
     __shared__ __align__(16) float qsh[TC][TPC * RSTRIDE];
     __shared__ float vs[TC][GDN_COLS];
     __shared__ float gs[TC][2];
-    __shared__ float craw[FUSED ? 2 * DK : 1]; /* conv outputs of the key head's q and k channels */
-    __shared__ int last_in;
 
     const int j = blockIdx.x;                 /* value head */
     const int c0 = blockIdx.y * GDN_COLS;     /* first column of this block */
@@ -118,20 +88,7 @@ gdn_scan_kernel(const cuda_gdn a, const float *__restrict__ qn, const float *__r
     const int col = threadIdx.x / TPC, r = threadIdx.x % TPC;
     const int c = c0 + col;
     float *S = a.state + (size_t)j * DK * a.d_v;
-    const int64_t key_dim = (int64_t)a.n_hk * DK, n_ch = 2 * key_dim + (int64_t)a.n_hv * a.d_v;
-    const bool conv = FUSED && a.conv_x;
     pdl_enter(); /* launch_k: the state, q/k/v and the gates come from earlier kernels */
-    if (conv) { /* q/k of key head hk into craw; this block's v channels into vs, written and shifted */
-        for (int i = threadIdx.x; i < 2 * DK; i += blockDim.x)
-            craw[i] = gdn_conv1(a, (i < DK ? 0 : key_dim - DK) + (int64_t)hk * DK + i, n_ch);
-        if (threadIdx.x < GDN_COLS) {
-            const int64_t ch = 2 * key_dim + (int64_t)j * a.d_v + c0 + threadIdx.x;
-            const float y = gdn_conv1(a, ch, n_ch);
-            vs[0][threadIdx.x] = y;
-            ((float *)a.v)[(size_t)j * a.d_v + c0 + threadIdx.x] = y;
-            gdn_conv_shift(a, ch, n_ch);
-        }
-    }
 
     float s[RPT];
 #pragma unroll
@@ -144,7 +101,7 @@ gdn_scan_kernel(const cuda_gdn a, const float *__restrict__ qn, const float *__r
             const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
             if (warp < 2) {
                 const bool is_q = warp == 0;
-                const float *src = conv ? craw + (is_q ? 0 : DK) : (is_q ? a.q : a.k) + (size_t)hk * a.d_k;
+                const float *src = (is_q ? a.q : a.k) + (size_t)hk * a.d_k;
                 const float scale = gdn_qk_scale(src, a, is_q);
                 float *dst = is_q ? qsh[0] : ks[0];
                 for (int i = lane; i < DK; i += 32) dst[(i / RPT) * RSTRIDE + i % RPT] = src[i] * scale;
@@ -158,7 +115,7 @@ gdn_scan_kernel(const cuda_gdn a, const float *__restrict__ qn, const float *__r
                 qsh[tt][(i / RPT) * RSTRIDE + i % RPT] = qn[off];
             }
         }
-        for (int idx = threadIdx.x; !conv && idx < nt * GDN_COLS; idx += blockDim.x) {
+        for (int idx = threadIdx.x; idx < nt * GDN_COLS; idx += blockDim.x) {
             const int tt = idx / GDN_COLS, cc = idx % GDN_COLS;
             vs[tt][cc] = a.v[(size_t)(t0 + tt) * a.v_stride + (size_t)j * a.d_v + c0 + cc];
         }
@@ -197,21 +154,6 @@ gdn_scan_kernel(const cuda_gdn a, const float *__restrict__ qn, const float *__r
     }
 #pragma unroll
     for (int ii = 0; ii < RPT; ii++) S[(size_t)(r * RPT + ii) * a.d_v + c] = s[ii];
-    if (conv) { /* every reader of hk's q/k conv state is done with it once the last block arrives */
-        __syncthreads(); /* this block's reads of it are over */
-        if (threadIdx.x == 0) {
-            const int readers = a.n_hv / a.n_hk * gridDim.y;
-            last_in = atomicAdd(&a.sync[hk], 1) == readers - 1;
-            if (last_in) a.sync[hk] = 0; /* nobody else touches it in this launch */
-        }
-        __syncthreads();
-        if (last_in)
-            for (int i = threadIdx.x; i < 2 * DK; i += blockDim.x) {
-                const int64_t ch = (i < DK ? 0 : key_dim - DK) + (int64_t)hk * DK + i;
-                ((float *)(i < DK ? a.q : a.k))[(size_t)hk * DK + i % DK] = craw[i];
-                gdn_conv_shift(a, ch, n_ch);
-            }
-    }
 }
 
 extern "C" int cuda_gdn_scan_path(cuda_ctx *c, const cuda_gdn *a, int path, wk_error *err)
@@ -222,15 +164,10 @@ extern "C" int cuda_gdn_scan_path(cuda_ctx *c, const cuda_gdn *a, int path, wk_e
                        "multiple of 16, value heads a multiple of key heads)", a->d_k, a->d_v, a->n_hk, a->n_hv);
     if (path == 0) path = a->n_t == 1 ? 1 : 2;
     if (path == 1 && a->n_t != 1) return wk_fail(err, WK_EINVAL, "gdn: the fused kernel takes one token, not %d", a->n_t);
-    if (a->conv_x && (path != 1 || a->n_hk > CUDA_GDN_SYNC || a->conv_k < 1 || a->conv_k > 8))
-        return wk_fail(err, WK_EINVAL, "gdn: the conv runs inside the one-token kernel only (%d tokens, %d key heads, "
-                       "%d taps)", a->n_t, a->n_hk, a->conv_k);
     const dim3 grid(a->n_hv, a->d_v / GDN_COLS);
     if (path == 1) { /* one launch: each block prepares what it reads */
-        cuda_gdn g = *a;
-        g.sync = c->gdn_sync;
-        if (a->d_k == 128) launch_k(c, gdn_scan_kernel<128, 8, true>, grid, GDN_COLS * 8, 0, g, nullptr, nullptr, nullptr);
-        else launch_k(c, gdn_scan_kernel<64, 4, true>, grid, GDN_COLS * 4, 0, g, nullptr, nullptr, nullptr);
+        if (a->d_k == 128) launch_k(c, gdn_scan_kernel<128, 8, true>, grid, GDN_COLS * 8, 0, *a, nullptr, nullptr, nullptr);
+        else launch_k(c, gdn_scan_kernel<64, 4, true>, grid, GDN_COLS * 4, 0, *a, nullptr, nullptr, nullptr);
         CU_CHECK_LAUNCH(err, "gdn (fused scan)");
         return 0;
     }
