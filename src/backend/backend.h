@@ -222,8 +222,8 @@ typedef struct be_ops {
     /* Optional (NULL: be_matmul_multi calls matmul for each weight). */
     int (*matmul_multi)(be_backend *be, const be_weight *const *w, int n, const float *x, int64_t n_rows,
                         float *const *y, wk_error *err);
-    /* Optional (NULL: be_argmax copies the row to the host). */
-    int32_t (*argmax)(be_backend *be, const float *x, int32_t n, float *max);
+    /* Optional (NULL: be_argmax copies the row to host and picks there). */
+    int32_t (*argmax)(be_backend *be, const float *x, int32_t n, float *host, float *max);
     /* Optional (NULL: be_qk_norm_rope calls rms_norm and rope for q and for k). */
     void (*qk_norm_rope)(be_backend *be, const be_qk_norm_rope_args *a);
 } be_ops;
@@ -279,7 +279,7 @@ static inline int be_status(be_backend *be, wk_error *err)
  * of host memory the row may be copied to. */
 static inline int32_t be_argmax(be_backend *be, const float *x, int32_t n, float *host, float *max)
 {
-    if (be->ops->argmax) return be->ops->argmax(be, x, n, max);
+    if (be->ops->argmax) return be->ops->argmax(be, x, n, host, max);
     be_to_host(be, host, x, sizeof(float) * (size_t)n);
     const int32_t i = wk_argmax_f32(host, n);
     *max = i >= 0 ? host[i] : 0.0f;

@@ -118,6 +118,7 @@ typedef struct cuda_be {
     void *host_stage;
     size_t host_stage_bytes;
     unsigned long long *pick_dev, *pick_host; /* be_argmax's result: device slot, pinned copy */
+    int dev_argmax;   /* be_argmax on the device (WICK_CUDA_ARGMAX=0, be_cuda_tune "argmax=0": on the host) */
     struct { int mv_occ, mv_multi, mv_split, fuse_act, pdl, stage_to_host; uint32_t skip_ops; } start; /* tune(NULL) */
     /* a decode step's residual add, held back until the next op: when that
      * op is the RMSNorm of its sum, both run as one kernel */
@@ -457,11 +458,18 @@ static void cb_to_host(be_backend *be, void *dst, const void *src, size_t bytes)
     cb_copy(be, dst, src, bytes, dev ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
 }
 
-/* The greedy pick on the device: one 8-byte key comes back instead of n floats. */
-static int32_t cb_argmax(be_backend *be, const float *x, int32_t n, float *max)
+/* The greedy pick on the device: one 8-byte key comes back instead of n floats
+ * (be_cuda_tune "argmax=0": the row is copied to host and picked there). */
+static int32_t cb_argmax(be_backend *be, const float *x, int32_t n, float *host, float *max)
 {
     cuda_be *b = cb_of(be);
     *max = 0.0f;
+    if (!b->dev_argmax) {
+        cb_to_host(be, host, x, sizeof(float) * (size_t)n);
+        const int32_t i = wk_argmax_f32(host, n);
+        if (i >= 0) *max = host[i];
+        return i;
+    }
     if (b->g.mode != G_OFF) {
         g_launch(b); /* the step's result: run its graph first */
         if (b->g.mode == G_FAILED) return -1;
@@ -1302,6 +1310,7 @@ extern "C" int be_cuda_new(be_backend **out, int device, wk_error *err)
     b->skip_ops = skip_ops_of(getenv("WICK_CUDA_SKIP"));
     b->stage_to_host = env_on("WICK_CUDA_STAGE");
     b->gated_norm = 1;
+    b->dev_argmax = env_on("WICK_CUDA_ARGMAX");
     b->start.mv_occ = b->ctx.mv_occ;
     b->start.mv_multi = b->ctx.mv_multi;
     b->start.fuse_act = b->ctx.fuse_act;
@@ -1412,6 +1421,7 @@ extern "C" int be_cuda_tune(be_backend *be, const char *settings)
         b->ctx.mv_multi = b->start.mv_multi;
         b->ctx.fuse_act = b->start.fuse_act;
         b->gated_norm = 1;
+        b->dev_argmax = env_on("WICK_CUDA_ARGMAX");
         b->ctx.mv_split = b->start.mv_split;
         b->ctx.pdl = b->start.pdl;
         b->stage_to_host = b->start.stage_to_host;
@@ -1436,6 +1446,7 @@ extern "C" int be_cuda_tune(be_backend *be, const char *settings)
         else if (!strcmp(kv, "multi")) b->ctx.mv_multi = atoi(v);
         else if (!strcmp(kv, "fuse")) b->ctx.fuse_act = atoi(v);
         else if (!strcmp(kv, "gated")) b->gated_norm = atoi(v);
+        else if (!strcmp(kv, "argmax")) b->dev_argmax = atoi(v);
         else if (!strcmp(kv, "split")) b->ctx.mv_split = atoi(v);
         else if (!strcmp(kv, "pdl")) b->ctx.pdl = atoi(v);
         else if (!strcmp(kv, "stage")) b->stage_to_host = atoi(v);
