@@ -170,7 +170,6 @@ typedef struct be_moe_args {
 /* ---- the backend ------------------------------------------------------------ */
 
 typedef struct be_backend be_backend;
-typedef struct be_qk_norm_rope_args be_qk_norm_rope_args;
 
 typedef struct be_ops {
     const char *name;
@@ -224,8 +223,6 @@ typedef struct be_ops {
                         float *const *y, wk_error *err);
     /* Optional (NULL: be_argmax copies the row to host and picks there). */
     int32_t (*argmax)(be_backend *be, const float *x, int32_t n, float *host, float *max);
-    /* Optional (NULL: be_qk_norm_rope calls rms_norm and rope for q and for k). */
-    void (*qk_norm_rope)(be_backend *be, const be_qk_norm_rope_args *a);
 } be_ops;
 
 struct be_backend {
@@ -352,36 +349,6 @@ static inline void be_rope(be_backend *be, float *x, int64_t n_t, size_t t_strid
                            int32_t head_stride, const float *cs, const be_rope_params *p)
 {
     be->ops->rope(be, x, n_t, t_stride, n_head, head_stride, cs, p);
-}
-
-/* A layer's queries and keys before attention (qwen3, qwen35): every head's RMSNorm over its
- * first d values (weights wq / wk, eps), then RoPE with angles cs, in place. Head h of token t
- * at q + (t·n_head + h)·q_head_stride (and k likewise with n_head_kv, k_head_stride). */
-struct be_qk_norm_rope_args {
-    float *q, *k;
-    int32_t q_head_stride, k_head_stride, n_head, n_head_kv;
-    int64_t n_t;
-    int32_t d;
-    const float *wq, *wk;
-    float eps;
-    const float *cs;
-    const be_rope_params *rope;
-};
-
-/* be_rms_norm of q's and of k's heads, then be_rope of each: the results of those four ops,
- * which a backend may compute in one pass. */
-static inline void be_qk_norm_rope(be_backend *be, const be_qk_norm_rope_args *a)
-{
-    if (be->ops->qk_norm_rope) {
-        be->ops->qk_norm_rope(be, a);
-        return;
-    }
-    be_rms_norm(be, a->q, (size_t)a->q_head_stride, a->q, (size_t)a->q_head_stride, a->n_t * a->n_head, a->d, a->wq,
-                a->eps);
-    be_rms_norm(be, a->k, (size_t)a->k_head_stride, a->k, (size_t)a->k_head_stride, a->n_t * a->n_head_kv, a->d,
-                a->wk, a->eps);
-    be_rope(be, a->q, a->n_t, (size_t)a->n_head * a->q_head_stride, a->n_head, a->q_head_stride, a->cs, a->rope);
-    be_rope(be, a->k, a->n_t, (size_t)a->n_head_kv * a->k_head_stride, a->n_head_kv, a->k_head_stride, a->cs, a->rope);
 }
 
 /* Converts n_t tokens of K or V (token t, head g at x + t*x_stride + g*d) to F16

@@ -16,22 +16,10 @@ static int qwen3_attention(const model *m, be_backend *be, model_scratch *s, con
     const model_hparams *hp = &m->hp;
     const int32_t H = (int32_t)hp->n_head, Hkv = (int32_t)hp->n_head_kv, dk = (int32_t)hp->d_k;
     TRY(model_qkv(be, s, ly, n_t, err));
-    const be_qk_norm_rope_args nr = {
-        .q = s->q,
-        .k = s->k,
-        .q_head_stride = dk,
-        .k_head_stride = dk,
-        .n_head = H,
-        .n_head_kv = Hkv,
-        .n_t = n_t,
-        .d = dk,
-        .wq = wf32(&ly->q_norm),
-        .wk = wf32(&ly->k_norm),
-        .eps = hp->eps,
-        .cs = s->rope_cs,
-        .rope = &hp->rope,
-    };
-    be_qk_norm_rope(be, &nr);
+    be_rms_norm(be, s->q, dk, s->q, dk, (int64_t)n_t * H, dk, wf32(&ly->q_norm), hp->eps);
+    be_rms_norm(be, s->k, dk, s->k, dk, (int64_t)n_t * Hkv, dk, wf32(&ly->k_norm), hp->eps);
+    be_rope(be, s->q, n_t, (size_t)H * dk, H, dk, s->rope_cs, &hp->rope);
+    be_rope(be, s->k, n_t, (size_t)Hkv * dk, Hkv, dk, s->rope_cs, &hp->rope);
     TRY(model_attend(m, be, s, ls, n_t, pos0, s->q, (size_t)H * dk, (size_t)dk, policy, err));
     return be_matmul(be, &ly->wo, s->att, n_t, s->tmp, err);
 }

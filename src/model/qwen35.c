@@ -27,22 +27,10 @@ static int gated_attention(const model *m, be_backend *be, model_scratch *s, con
     const int32_t H = (int32_t)hp->n_head, Hkv = (int32_t)hp->n_head_kv, dk = (int32_t)hp->d_k;
     const size_t q_stride = (size_t)2 * H * dk; /* token stride of the interleaved query|gate rows */
     TRY(model_qkv(be, s, ly, n_t, err));
-    const be_qk_norm_rope_args nr = {
-        .q = s->q, /* the query halves of the query|gate rows */
-        .k = s->k,
-        .q_head_stride = 2 * dk,
-        .k_head_stride = dk,
-        .n_head = H,
-        .n_head_kv = Hkv,
-        .n_t = n_t,
-        .d = dk,
-        .wq = wf32(&ly->q_norm),
-        .wk = wf32(&ly->k_norm),
-        .eps = hp->eps,
-        .cs = s->rope_cs,
-        .rope = &hp->rope,
-    };
-    be_qk_norm_rope(be, &nr);
+    be_rms_norm(be, s->q, 2 * dk, s->q, 2 * dk, (int64_t)n_t * H, dk, wf32(&ly->q_norm), hp->eps);
+    be_rms_norm(be, s->k, dk, s->k, dk, (int64_t)n_t * Hkv, dk, wf32(&ly->k_norm), hp->eps);
+    be_rope(be, s->q, n_t, q_stride, H, 2 * dk, s->rope_cs, &hp->rope);
+    be_rope(be, s->k, n_t, (size_t)Hkv * dk, Hkv, dk, s->rope_cs, &hp->rope);
     TRY(model_attend(m, be, s, ls, n_t, pos0, s->q, q_stride, (size_t)2 * dk, policy, err));
     be_mul_sigmoid(be, s->att, hp->d_v, s->q + dk, 2 * dk, (int64_t)n_t * H, hp->d_v);
     return be_matmul(be, &ly->wo, s->att, n_t, s->tmp, err);

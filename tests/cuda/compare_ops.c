@@ -283,61 +283,6 @@ static int compare_add_norm(be_backend *cpu, int with_add, int64_t n, uint64_t s
     return bad;
 }
 
-/* be_qk_norm_rope on CUDA (one kernel with the decode fusions on) against the same op with
- * them off (two rms_norm, two rope launches): bit for bit; and against the CPU backend. */
-static int compare_qk_norm_rope(be_backend *cpu, int H, int Hkv, int d, int q_hs, int n_rot, enum be_rope_mode mode,
-                                int n_t, uint64_t seed)
-{
-    uint64_t rng = seed;
-    const size_t nq = (size_t)n_t * H * q_hs, nk = (size_t)n_t * Hkv * d;
-    float *q = malloc(sizeof(float) * nq), *k = malloc(sizeof(float) * nk), *wq = malloc(sizeof(float) * d);
-    float *wk = malloc(sizeof(float) * d), *qc = malloc(sizeof(float) * nq), *kc = malloc(sizeof(float) * nk);
-    float *q1 = malloc(sizeof(float) * nq), *k1 = malloc(sizeof(float) * nk), *q0 = malloc(sizeof(float) * nq);
-    float *k0 = malloc(sizeof(float) * nk), *csc = malloc(sizeof(float) * n_t * n_rot);
-    int32_t pos[8];
-    for (int t = 0; t < n_t; t++) pos[t] = 1000 + 37 * t;
-    for (size_t i = 0; i < nq; i++) q[i] = ref_randn(&rng);
-    for (size_t i = 0; i < nk; i++) k[i] = ref_randn(&rng);
-    for (int i = 0; i < d; i++) wq[i] = 1.0f + 0.1f * ref_randn(&rng), wk[i] = 1.0f + 0.1f * ref_randn(&rng);
-    be_rope_params rp = {.mode = mode, .n_rot = n_rot, .theta = 1e7f, .freq_scale = 1.0f, .sections = {11, 11, 10, 0}};
-    be_qk_norm_rope_args a = {.q_head_stride = q_hs, .k_head_stride = d, .n_head = H, .n_head_kv = Hkv, .n_t = n_t,
-                              .d = d, .wq = wq, .wk = wk, .eps = 1e-6f, .rope = &rp};
-    memcpy(qc, q, sizeof(float) * nq);
-    memcpy(kc, k, sizeof(float) * nk);
-    be_rope_cache(cpu, csc, pos, n_t, &rp);
-    a.q = qc, a.k = kc, a.cs = csc;
-    be_qk_norm_rope(cpu, &a);
-    be_backend *cu = NULL;
-    wk_error err = {0};
-    if (be_cuda_new(&cu, 0, &err)) return 1;
-    int32_t *dpos = to_dev(cu, pos, sizeof(int32_t) * n_t);
-    float *dcs = be_alloc(cu, sizeof(float) * n_t * n_rot), *dq = be_alloc(cu, sizeof(float) * nq);
-    float *dk = be_alloc(cu, sizeof(float) * nk);
-    be_rope_cache(cu, dcs, dpos, n_t, &rp);
-    a.q = dq, a.k = dk, a.cs = dcs;
-    for (int fuse = 1; fuse >= 0; fuse--) {
-        be_cuda_tune(cu, fuse ? "fuse=1" : "fuse=0");
-        be_from_host(cu, dq, q, sizeof(float) * nq);
-        be_from_host(cu, dk, k, sizeof(float) * nk);
-        be_qk_norm_rope(cu, &a);
-        be_to_host(cu, fuse ? q1 : q0, dq, sizeof(float) * nq);
-        be_to_host(cu, fuse ? k1 : k0, dk, sizeof(float) * nk);
-    }
-    const int rc = be_cuda_status(cu, &err);
-    char name[128];
-    snprintf(name, sizeof name, "be qk_norm_rope %d/%d heads d=%d rot %d n_t=%d vs cpu backend", H, Hkv, d, n_rot, n_t);
-    int bad = rc ? (printf("FAIL %s: %s\n", name, err.msg), 1) : check(name, q1, qc, (int64_t)nq, 1e-5);
-    if (!rc) bad += check("  and its keys", k1, kc, (int64_t)nk, 1e-5);
-    if (!rc) {
-        const int same = !memcmp(q1, q0, sizeof(float) * nq) && !memcmp(k1, k0, sizeof(float) * nk);
-        printf("%-4s %-58s\n", same ? "ok" : "FAIL", "  = rms_norm x2 + rope x2 (bit for bit)");
-        bad += !same;
-    }
-    be_free(cu);
-    free(q); free(k); free(wq); free(wk); free(qc); free(kc); free(q1); free(k1); free(q0); free(k0); free(csc);
-    return bad;
-}
-
 /* be_argmax on CUDA (the greedy pick on the device) against wk_argmax_f32 on the host: rows
  * with ties, NaNs, -0 beside +0, all NaN, all -inf, an LM head's width. */
 static int compare_argmax(uint64_t seed)
@@ -387,9 +332,6 @@ int compare_ops_all(void)
         bad += compare_add_norm(cpu, 0, norm_n[i], 80 + i);
     }
     bad += compare_argmax(90);
-    bad += compare_qk_norm_rope(cpu, 24, 4, 256, 512, 64, BE_ROPE_NEOX, 1, 91); /* qwen3.5-27B: q|gate rows */
-    bad += compare_qk_norm_rope(cpu, 24, 4, 256, 512, 64, BE_ROPE_IMROPE, 5, 92);
-    bad += compare_qk_norm_rope(cpu, 8, 2, 128, 128, 128, BE_ROPE_NORM, 3, 93); /* qwen3-like, every dim rotated */
     bad += compare_norm_gated(cpu, 48, 128, 60); /* Qwen3.5-27B's DeltaNet output */
     bad += compare_norm_gated(cpu, 8, 64, 61);
     bad += compare_norm_gated(cpu, 4, 256, 62);

@@ -827,29 +827,6 @@ static void cb_rope(be_backend *be, float *x, int64_t n_t, size_t t_stride, int3
     rope_launch(b, cur);
 }
 
-/* q/k head norms and RoPE as one kernel (decode fusions on; else the four ops). */
-static void cb_qk_norm_rope(be_backend *be, const be_qk_norm_rope_args *a)
-{
-    cuda_be *b = cb_of(be);
-    if (!b->ctx.fuse_act) {
-        const be_qk_norm_rope_args &r = *a;
-        cb_rms_norm(be, r.q, r.q_head_stride, r.q, r.q_head_stride, r.n_t * r.n_head, r.d, r.wq, r.eps);
-        cb_rms_norm(be, r.k, r.k_head_stride, r.k, r.k_head_stride, r.n_t * r.n_head_kv, r.d, r.wk, r.eps);
-        cb_rope(be, r.q, r.n_t, (size_t)r.n_head * r.q_head_stride, r.n_head, r.q_head_stride, r.cs, r.rope);
-        cb_rope(be, r.k, r.n_t, (size_t)r.n_head_kv * r.k_head_stride, r.n_head_kv, r.k_head_stride, r.cs, r.rope);
-        return;
-    }
-    cuda_ctx_act_invalidate(&b->ctx); /* writes rows a cached activation may have come from */
-    if (g_skip(b, OP_ROPE, a->q, a->k, a->q_head_stride, a->k_head_stride, a->n_head, a->n_head_kv, a->n_t, a->d, a->wq,
-               a->wk, a->eps, a->cs, (int)a->rope->mode, a->rope->n_rot))
-        return;
-    keep_launch(b,
-                cuda_qk_norm_rope(&b->ctx, a->q, a->q_head_stride, a->n_head, a->k, a->k_head_stride, a->n_head_kv,
-                                  a->n_t, a->d, dev_f32(b, a->wq, (size_t)a->d), dev_f32(b, a->wk, (size_t)a->d), a->eps,
-                                  a->cs, a->rope->mode == BE_ROPE_NORM ? 0 : 1, a->rope->n_rot),
-                "q/k norm + rope");
-}
-
 /* Bytes of x a KV store reads, from the first value to the last (0: nothing to store). */
 static size_t kv_x_span(const kv_call &k)
 {
@@ -1260,7 +1237,6 @@ static be_ops make_ops(void)
     o.matmul = cb_matmul;
     o.matmul_multi = cb_matmul_multi;
     o.argmax = cb_argmax;
-    o.qk_norm_rope = cb_qk_norm_rope;
     o.get_rows = cb_get_rows;
     o.rms_norm = cb_rms_norm;
     o.rope_cache = cb_rope_cache;

@@ -183,12 +183,6 @@ int cuda_rope(cuda_ctx *c, float *x, int64_t n_t, size_t t_stride, int32_t n_hea
               int32_t head_stride, const float *cs, int mode, int n_rot);
 /* cuda_rope on two tensors with the same cache (a layer's q and k) in one launch: the same
  * results as two calls. */
-/* Per-head RMSNorm (weights wq / wk) then RoPE of a layer's q heads (token t, head h at
- * q + (t·n_head + h)·q_hs) and k heads, in place, in one launch: what cuda_rms_norm on each
- * and cuda_rope2 give, bit for bit. */
-int cuda_qk_norm_rope(cuda_ctx *c, float *q, int32_t q_hs, int32_t n_head, float *k, int32_t k_hs, int32_t n_head_kv,
-                      int64_t n_t, int32_t d, const float *wq, const float *wk, float eps, const float *cs, int mode,
-                      int n_rot);
 int cuda_rope2(cuda_ctx *c, float *x0, size_t t_stride0, int32_t n_head0, int32_t head_stride0, float *x1,
                size_t t_stride1, int32_t n_head1, int32_t head_stride1, int64_t n_t, const float *cs, int mode,
                int n_rot);

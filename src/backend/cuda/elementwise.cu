@@ -166,54 +166,6 @@ extern "C" int cuda_rope2(cuda_ctx *c, float *x0, size_t t_stride0, int32_t n_he
     return cu_launch_status();
 }
 
-/* ---- q/k head norm + RoPE ------------------------------------------------------------- */
-
-/* One block (T = norm_threads(d) threads) per head row of q (n_head per token), then of k:
- * rms_norm_kernel's sums and products on the row, then rope_pair's rotation of the normalized
- * values, in shared memory: bit for bit the four kernels it replaces, in one launch. */
-__global__ void qk_norm_rope_kernel(float *q, int q_hs, int n_head, float *k, int k_hs, int n_head_kv, int d,
-                                    const float *__restrict__ wq, const float *__restrict__ wk, float eps,
-                                    const float *__restrict__ cs, int neox, int n_rot)
-{
-    extern __shared__ float hv[]; /* the row, d floats */
-    __shared__ float red[32];
-    pdl_enter();
-    const int per = n_head + n_head_kv;
-    const int64_t t = blockIdx.x / per;
-    const int j = (int)(blockIdx.x % per);
-    const bool is_q = j < n_head;
-    float *x = is_q ? q + (t * n_head + j) * q_hs : k + (t * n_head_kv + (j - n_head)) * k_hs;
-    const float *w = is_q ? wq : wk;
-    const float ss = block_sum(sumsq_strided(x, d, threadIdx.x, blockDim.x), red);
-    const float scale = 1.0f / sqrtf(ss / (float)d + eps);
-    for (int i = threadIdx.x; i < d; i += blockDim.x) {
-        const float v = x[i] * scale;
-        hv[i] = w ? v * w[i] : v;
-    }
-    __syncthreads();
-    const int half = n_rot / 2;
-    for (int i = threadIdx.x; i < half; i += blockDim.x) {
-        const float co = cs[t * n_rot + 2 * i], s = cs[t * n_rot + 2 * i + 1];
-        const int ia = neox ? i : 2 * i, ib = neox ? i + half : 2 * i + 1;
-        const float a = hv[ia], b = hv[ib];
-        hv[ia] = a * co - b * s;
-        hv[ib] = a * s + b * co;
-    }
-    __syncthreads();
-    for (int i = threadIdx.x; i < d; i += blockDim.x) x[i] = hv[i];
-}
-
-extern "C" int cuda_qk_norm_rope(cuda_ctx *c, float *q, int32_t q_hs, int32_t n_head, float *k, int32_t k_hs,
-                                 int32_t n_head_kv, int64_t n_t, int32_t d, const float *wq, const float *wk,
-                                 float eps, const float *cs, int mode, int n_rot)
-{
-    if (n_t <= 0 || n_head + n_head_kv <= 0) return 0;
-    if (d <= 0 || d > 4096 || n_rot > d || n_rot % 2 || n_t * (n_head + n_head_kv) > INT32_MAX) return WK_EINVAL;
-    launch_k(c, qk_norm_rope_kernel, (unsigned)(n_t * (n_head + n_head_kv)), norm_threads(d), (size_t)d * sizeof(float),
-             q, q_hs, n_head, k, k_hs, n_head_kv, d, wq, wk, eps, cs, mode != 0, n_rot);
-    return cu_launch_status();
-}
-
 /* ---- KV store: F32 → F16 rows -------------------------------------------------------- */
 
 /* Value gi of n_t · n_head_kv · d: its token t, kv head g and element i. */
