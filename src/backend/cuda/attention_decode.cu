@@ -38,7 +38,8 @@
  *                       halves: conflict-free fragment reads); Q8_0: the raw
  *                       K rows then the raw V rows
  *   Q8_0 only           the expanded F16 K and V tiles
- *   Q [16][D + 8] F16, P [16][32 + 8] F16, row max [4][16] F32, row sum [4][16] F32 */
+ *   Q [16][D + 8] F16, P [16][32 + 8] F16 and its remainder P - F16(P) the same,
+ *   row max [4][16] F32, row sum [4][16] F32 */
 template <int D, int KV> struct fdt_smem {
     static constexpr int LD = D + 8;
     static constexpr int PLD = FDT_BK + 8;
@@ -48,7 +49,7 @@ template <int D, int KV> struct fdt_smem {
     static constexpr int OFF_F16 = FDT_STAGES * STAGE;
     static constexpr int OFF_Q = OFF_F16 + (KV == CUDA_KV_F16 ? 0 : 2 * TILE * 2);
     static constexpr int OFF_P = OFF_Q + FDT_ROWS * LD * 2;
-    static constexpr int OFF_RED = OFF_P + FDT_ROWS * PLD * 2;
+    static constexpr int OFF_RED = OFF_P + 2 * FDT_ROWS * PLD * 2;
     static constexpr int BYTES = OFF_RED + 2 * FDT_WARPS * FDT_ROWS * 4;
     static_assert(STAGE % 16 == 0 && OFF_Q % 16 == 0 && OFF_P % 16 == 0 && OFF_RED % 16 == 0,
                   "16-byte aligned shared-memory regions");
@@ -68,16 +69,19 @@ __device__ __forceinline__ void fdt_expand_q8(__half *dst, const unsigned char *
 
 /* ---- the kernel ------------------------------------------------------------------------ */
 
+/* p_lo: P·V also with P's F16 rounding error (P - F16(P), itself in F16) as a second product,
+ * so that P weighs the values with ~22 significant bits instead of 11 (the CPU backend and
+ * llama.cpp keep P in F32); the work is memory-bound, the second mma costs little. */
 template <int D, int KV>
 __global__ void __launch_bounds__(FDT_THREADS)
-fdt_kernel(const cuda_attn a, float qscale, int n_split, int split_len, float *part_o, float *part_ml)
+fdt_kernel(const cuda_attn a, float qscale, int n_split, int split_len, float *part_o, float *part_ml, int p_lo)
 {
     using SM = fdt_smem<D, KV>;
     constexpr int LD = SM::LD, PLD = SM::PLD;
     constexpr int NT_W = D / 32; /* output n-tiles (8 columns) per warp: d/4 columns */
     extern __shared__ __align__(16) unsigned char smem[];
     __half *Qs = (__half *)(smem + SM::OFF_Q);
-    __half *Ps = (__half *)(smem + SM::OFF_P);
+    __half *Ps = (__half *)(smem + SM::OFF_P), *Pl = Ps + FDT_ROWS * PLD;
     float *red_m = (float *)(smem + SM::OFF_RED); /* [warp][row] */
     float *red_l = red_m + FDT_WARPS * FDT_ROWS;
     pdl_enter(); /* launch_k: q, the cache rows and the position come from earlier kernels */
@@ -213,7 +217,12 @@ fdt_kernel(const cuda_attn a, float qscale, int n_split, int split_len, float *p
             const float p0 = m_new == -INFINITY ? 0.0f : exp2f(s[2 * r] - m_new);
             const float p1 = m_new == -INFINITY ? 0.0f : exp2f(s[2 * r + 1] - m_new);
             l_run[r] = l_run[r] * corr[r] + p0 + p1; /* this thread's keys; summed at the end */
-            *(uint32_t *)(Ps + (gr + 8 * r) * PLD + warp * 8 + 2 * tq) = pack_half2(p0, p1);
+            const __half2 ph = __floats2half2_rn(p0, p1);
+            *(__half2 *)(Ps + (gr + 8 * r) * PLD + warp * 8 + 2 * tq) = ph;
+            if (p_lo) {
+                const float2 pf = __half22float2(ph);
+                *(uint32_t *)(Pl + (gr + 8 * r) * PLD + warp * 8 + 2 * tq) = pack_half2(p0 - pf.x, p1 - pf.y);
+            }
         }
 #pragma unroll
         for (int i = 0; i < NT_W; i++) {
@@ -228,18 +237,29 @@ fdt_kernel(const cuda_attn a, float qscale, int n_split, int split_len, float *p
         const int mi = lane >> 3, rr = lane & 7;
 #pragma unroll
         for (int kk = 0; kk < FDT_BK / 16; kk++) {
-            uint32_t pa[4];
-            const __half *pp = Ps + gr * PLD + kk * 16 + 2 * tq;
+            uint32_t pa[4], pl[4];
+            const int pofs = gr * PLD + kk * 16 + 2 * tq;
+            const __half *pp = Ps + pofs, *ql = Pl + pofs;
             pa[0] = *(const uint32_t *)pp;
             pa[1] = *(const uint32_t *)(pp + 8 * PLD);
             pa[2] = *(const uint32_t *)(pp + 8);
             pa[3] = *(const uint32_t *)(pp + 8 * PLD + 8);
+            if (p_lo) {
+                pl[0] = *(const uint32_t *)ql;
+                pl[1] = *(const uint32_t *)(ql + 8 * PLD);
+                pl[2] = *(const uint32_t *)(ql + 8);
+                pl[3] = *(const uint32_t *)(ql + 8 * PLD + 8);
+            }
 #pragma unroll
             for (int np = 0; np < NT_W / 2; np++) {
                 uint32_t b[4];
                 ldmatrix_x4_trans(b, Vs + (kk * 16 + rr + 8 * (mi & 1)) * LD + c0 + np * 16 + 8 * (mi >> 1));
                 mma_16816(o[2 * np], pa, b[0], b[1]);
                 mma_16816(o[2 * np + 1], pa, b[2], b[3]);
+                if (p_lo) {
+                    mma_16816(o[2 * np], pl, b[0], b[1]);
+                    mma_16816(o[2 * np + 1], pl, b[2], b[3]);
+                }
             }
         }
     }
@@ -325,6 +345,7 @@ __global__ void fdt_combine_kernel(const cuda_attn a, int n_split, const float *
 /* ---- host side ------------------------------------------------------------------------- */
 
 static int g_fdt_choice = -1; /* -1: not read yet; 0: split-K kernel (attention.cu); 1: this file */
+static int g_fdt_plo = -1;    /* -1: not read yet; P's remainder product (WICK_CUDA_ATTN_PLO=0: off) */
 
 static int fdt_enabled(void)
 {
@@ -333,6 +354,12 @@ static int fdt_enabled(void)
         g_fdt_choice = !(e && e[0] == '0');
     }
     return g_fdt_choice;
+}
+
+static int fdt_plo(void)
+{
+    if (g_fdt_plo < 0) g_fdt_plo = env_on("WICK_CUDA_ATTN_PLO");
+    return g_fdt_plo;
 }
 
 extern "C" int cuda_attn_decode_kernel(int which)
@@ -385,7 +412,7 @@ template <int D, int KV> static int fdt_decode(cuda_ctx *c, const cuda_attn *a, 
     if (rc) return rc;
     float *part_o = (float *)scr, *part_ml = part_o + rows * D;
     launch_k(c, fdt_kernel<D, KV>, dim3(n_split, a->n_head_kv, a->n_q), FDT_THREADS,
-             (size_t)fdt_smem<D, KV>::BYTES, *a, a->scale * LOG2E, n_split, split_len, part_o, part_ml);
+             (size_t)fdt_smem<D, KV>::BYTES, *a, a->scale * LOG2E, n_split, split_len, part_o, part_ml, fdt_plo());
     CU_CHECK_LAUNCH(err, "attention (decode, tensor cores)");
     launch_k(c, fdt_combine_kernel, dim3(a->n_head, a->n_q), min(D, 256), (size_t)n_split * sizeof(float), *a,
              n_split, (const float *)part_o, (const float *)part_ml);
