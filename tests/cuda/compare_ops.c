@@ -179,6 +179,20 @@ static int compare_matmul_multi(be_backend *cpu, const uint32_t *types, int n, i
     return bad;
 }
 
+/* W · y on the CPU backend (M floats, malloc'd; NULL on failure): the reference for the
+ * matmul that reads a fused op's quantized output on CUDA. */
+static float *cpu_matvec(be_backend *cpu, const be_weight *W, const float *y, int64_t M)
+{
+    float *m = malloc(sizeof(float) * M);
+    wk_error err = {0};
+    if (m && be_matmul(cpu, W, y, 1, m, &err)) {
+        printf("FAIL cpu matmul: %s\n", err.msg);
+        free(m);
+        return NULL;
+    }
+    return m;
+}
+
 /* be_rms_norm_gated (a Gated DeltaNet output: n_rows heads of n) on CUDA with the decode
  * fusions (one kernel that also quantizes for the next matmul) against the same calls with
  * them off (rms_norm then mul_silu, the matmul quantizing): y and a following Q4_K matmul
@@ -196,9 +210,8 @@ static int compare_norm_gated(be_backend *cpu, int64_t n_rows, int64_t n, uint64
     be_weight W = pack(QT_Q4_K, wq, N, M, 1, "out");
     memcpy(yc, x, sizeof(float) * N);
     be_rms_norm_gated(cpu, yc, yc, n_rows, n, w, 1e-6f, z);
-    float *mc = malloc(sizeof(float) * M);
-    wk_error cerr = {0};
-    if (be_matmul(cpu, &W, yc, 1, mc, &cerr)) return 1;
+    float *mc = cpu_matvec(cpu, &W, yc, M);
+    if (!mc) return 1;
     be_backend *cu = NULL;
     wk_error err = {0};
     if (be_cuda_new(&cu, 0, &err)) return 1;
@@ -247,9 +260,8 @@ static int compare_add_norm(be_backend *cpu, int with_add, int64_t n, uint64_t s
     memcpy(xc, x, sizeof(float) * n);
     if (with_add) be_add(cpu, xc, xc, d, n);
     be_rms_norm(cpu, yc, n, xc, n, 1, n, w, 1e-6f);
-    float *mc = malloc(sizeof(float) * M);
-    wk_error cerr = {0};
-    if (be_matmul(cpu, &W, yc, 1, mc, &cerr)) return 1;
+    float *mc = cpu_matvec(cpu, &W, yc, M);
+    if (!mc) return 1;
     be_backend *cu = NULL;
     wk_error err = {0};
     if (be_cuda_new(&cu, 0, &err)) return 1;

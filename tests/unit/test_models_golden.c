@@ -277,18 +277,27 @@ static void test_small_chunks_stay_close_to_one_batch(void **state)
         assert_true(chunking_diff(dir, k_f32_models[i], 200, 200, 13) <= 5e-2f);
 }
 
-static void check_snapshot_restore(const char *dir, const char *model_rel)
+/* Loads a golden model (128 positions, ubatch 32), prefills the first n_pre of its 64 golden
+ * tokens and snapshots the sequence there; returns the tokens (caller frees). */
+static int32_t *load_prefill_snapshot(loaded *L, const char *dir, const char *model_rel, int n_pre, eng_snapshot *snap)
 {
     int n = 64;
     int32_t *tokens = golden_tokens(dir, model_rel, &n);
+    wk_error err = {0};
+    assert_int_equal(load(L, dir, model_rel, 128, 32, &err), 0);
+    assert_int_equal(eng_prefill(L->ctx, L->seq, tokens, n_pre, NULL, &err), 0);
+    assert_int_equal(seq_snapshot(L->seq, snap, &err), 0);
+    assert_int_equal(snap->pos, n_pre);
+    return tokens;
+}
+
+static void check_snapshot_restore(const char *dir, const char *model_rel)
+{
     loaded L;
     wk_error err = {0};
-    assert_int_equal(load(&L, dir, model_rel, 128, 32, &err), 0);
-    const int32_t V = eng_n_vocab(L.ctx);
-    assert_int_equal(eng_prefill(L.ctx, L.seq, tokens, 40, NULL, &err), 0);
     eng_snapshot snap = {0};
-    assert_int_equal(seq_snapshot(L.seq, &snap, &err), 0);
-    assert_int_equal(snap.pos, 40);
+    int32_t *tokens = load_prefill_snapshot(&L, dir, model_rel, 40, &snap);
+    const int32_t V = eng_n_vocab(L.ctx);
     eng_prefill_opts po = {0};
     po.all_logits = true;
     assert_int_equal(eng_prefill(L.ctx, L.seq, tokens + 40, 20, &po, &err), 0);
@@ -315,15 +324,11 @@ static void check_snapshot_restore(const char *dir, const char *model_rel)
 /* eng_decode_greedy picks what the argmax of eng_decode's logits picks, step after step. */
 static void check_decode_greedy(const char *dir, const char *model_rel)
 {
-    int n = 64;
-    int32_t *tokens = golden_tokens(dir, model_rel, &n);
     loaded L;
     wk_error err = {0};
-    assert_int_equal(load(&L, dir, model_rel, 128, 32, &err), 0);
-    const int32_t V = eng_n_vocab(L.ctx);
-    assert_int_equal(eng_prefill(L.ctx, L.seq, tokens, 24, NULL, &err), 0);
     eng_snapshot snap = {0};
-    assert_int_equal(seq_snapshot(L.seq, &snap, &err), 0);
+    int32_t *tokens = load_prefill_snapshot(&L, dir, model_rel, 24, &snap);
+    const int32_t V = eng_n_vocab(L.ctx);
     int32_t want[12], tok = wk_argmax_f32(eng_logits(L.ctx), V), first = tok;
     for (int i = 0; i < 12; i++) {
         assert_int_equal(eng_decode(L.ctx, L.seq, tok, &err), 0);
