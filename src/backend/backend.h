@@ -273,14 +273,17 @@ static inline int be_status(be_backend *be, wk_error *err)
 /* The lowest index of the largest of the n floats at backend memory x, NaNs skipped, -1 if
  * none (wk_argmax_f32's rule; -0 and +0 count as equal), its value into *max: a greedy pick
  * without bringing a vocabulary of logits to the host where the backend can. host: n floats
- * of host memory the row may be copied to. */
-static inline int32_t be_argmax(be_backend *be, const float *x, int32_t n, float *host, float *max)
+ * of host memory the row may be copied to (be_argmax_on_host: always, the pick made there). */
+static inline int32_t be_argmax_on_host(be_backend *be, const float *x, int32_t n, float *host, float *max)
 {
-    if (be->ops->argmax) return be->ops->argmax(be, x, n, host, max);
     be_to_host(be, host, x, sizeof(float) * (size_t)n);
     const int32_t i = wk_argmax_f32(host, n);
     *max = i >= 0 ? host[i] : 0.0f;
     return i;
+}
+static inline int32_t be_argmax(be_backend *be, const float *x, int32_t n, float *host, float *max)
+{
+    return be->ops->argmax ? be->ops->argmax(be, x, n, host, max) : be_argmax_on_host(be, x, n, host, max);
 }
 
 /* Prepares a 2-D weight for repeated matmuls (e.g. a repacked copy for the

@@ -316,27 +316,19 @@ int main(int argc, char **argv)
     bench_matvec(QT_Q4_K, 5120, 6144, "occ7");
     g_ctx.mv_occ = 0;
     bench_matvec(QT_Q4_K, 5120, 6144, "8 parts");
-    /* rows bulk-copied to shared memory (2: uncapped, 3: registers for 8 blocks) against occ7 */
-    for (int v = 2; v <= 3; v++) {
-        g_ctx.mv_occ = v;
-        const char *lb = v == 2 ? "bulk" : "bulk8";
+    /* rows bulk-copied to shared memory (2: uncapped, 3: registers for 8 blocks) against occ7;
+     * persistent warps with 2 rows in flight each (4: the default, short rows only; 5: every row) */
+    static const struct { int occ; const char *label; } k_q4k_variants[] = {
+        {2, "bulk"}, {3, "bulk8"}, {4, "default"}, {5, "pipe"}};
+    for (size_t i = 0; i < sizeof k_q4k_variants / sizeof k_q4k_variants[0]; i++) {
+        g_ctx.mv_occ = k_q4k_variants[i].occ;
+        const char *lb = k_q4k_variants[i].label;
         bench_matvec(QT_Q4_K, 17408, 5120, lb);
         bench_matvec(QT_Q4_K, 5120, 17408, lb);
         bench_matvec(QT_Q4_K, 5120, 6144, lb);
         bench_matvec(QT_Q4_K, 6144, 5120, lb);
+        if (g_ctx.mv_occ != 3) bench_matvec(QT_Q4_K, 10240, 5120, lb);
     }
-    /* persistent warps with 2 rows in flight each: the default (short rows only) and every row */
-    for (int v = 4; v <= 5; v++) {
-        g_ctx.mv_occ = v;
-        const char *lb = v == 4 ? "default" : "pipe";
-        bench_matvec(QT_Q4_K, 17408, 5120, lb);
-        bench_matvec(QT_Q4_K, 5120, 17408, lb);
-        bench_matvec(QT_Q4_K, 5120, 6144, lb);
-        bench_matvec(QT_Q4_K, 6144, 5120, lb);
-        bench_matvec(QT_Q4_K, 10240, 5120, lb);
-    }
-    g_ctx.mv_occ = 2;
-    bench_matvec(QT_Q4_K, 10240, 5120, "bulk");
     g_ctx.mv_occ = 1;
     bench_matvec(QT_Q4_K, 6144, 5120, "occ7");
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {

@@ -433,13 +433,18 @@ static void cb_copy(be_backend *be, void *dst, const void *src, size_t bytes, cu
  * through the pinned buffer: the runtime's own path for pageable memory is slower. */
 #define HOST_STAGE_MIN (64 << 10)
 
+/* Before a step's result is read: a recorded step's graph runs first. False when the step
+ * failed to record (it is run again op by op; nothing to read now). */
+static bool g_result_ready(cuda_be *b)
+{
+    if (b->g.mode != G_OFF) g_launch(b);
+    return b->g.mode != G_FAILED;
+}
+
 static void cb_to_host(be_backend *be, void *dst, const void *src, size_t bytes)
 {
     cuda_be *b = cb_of(be);
-    if (b->g.mode != G_OFF) {
-        g_launch(b); /* the step's result: run its graph first */
-        if (b->g.mode == G_FAILED) return;
-    }
+    if (!g_result_ready(b)) return;
     const bool dev = is_device(b, src);
     if (dev && b->stage_to_host && bytes >= HOST_STAGE_MIN) {
         if (bytes > b->host_stage_bytes) {
@@ -463,17 +468,9 @@ static void cb_to_host(be_backend *be, void *dst, const void *src, size_t bytes)
 static int32_t cb_argmax(be_backend *be, const float *x, int32_t n, float *host, float *max)
 {
     cuda_be *b = cb_of(be);
+    if (!b->dev_argmax) return be_argmax_on_host(be, x, n, host, max);
     *max = 0.0f;
-    if (!b->dev_argmax) {
-        cb_to_host(be, host, x, sizeof(float) * (size_t)n);
-        const int32_t i = wk_argmax_f32(host, n);
-        if (i >= 0) *max = host[i];
-        return i;
-    }
-    if (b->g.mode != G_OFF) {
-        g_launch(b); /* the step's result: run its graph first */
-        if (b->g.mode == G_FAILED) return -1;
-    }
+    if (!g_result_ready(b)) return -1;
     if (!b->pick_dev && cudaMalloc(&b->pick_dev, sizeof *b->pick_dev) != cudaSuccess) b->pick_dev = NULL;
     if (!b->pick_host && cudaHostAlloc(&b->pick_host, sizeof *b->pick_host, cudaHostAllocDefault) != cudaSuccess)
         b->pick_host = NULL;

@@ -585,47 +585,41 @@ static int launch_matvec(cuda_ctx *c, const cuda_qweight *w, const mv_segs &sg, 
     bool aligned = w->row_bytes % 16 == 0;
     for (int i = 0; i < sg.n; i++) aligned = aligned && ((uintptr_t)sg.W[i] & 15) == 0;
     const bool bulk = !legacy && !ids && aligned && c->mv_occ >= 2;
-#define MVQ(T)                                                                                      \
-    do {                                                                                            \
-        if (T == QT_Q4_K_8PARTS && bulk && c->mv_occ >= 4 && n_slots == 1 && q4k_pipe(c, w->row_bytes, w->cols, sg, xq, xd)) { \
-        } else if (T == QT_Q4_K_8PARTS && bulk && c->mv_split && c->mv_occ >= 4 &&                  \
-                   w->row_bytes > MV_PIPE_MAX_ROW && (w->cols / 256) % 2 == 0) {                    \
-            launch_pdl_smem(c, matvec_q4k_bulk2_kernel, dim3(cdiv(sg.total, MV_WARPS / 2), (unsigned)n_slots), \
-                            block, 16 * MV_WARPS + MV_WARPS * (w->row_bytes / 2), sg, w->row_bytes, w->cols, \
-                            xq, xd, slots_per_x);                                                   \
-        } else if (T == QT_Q4_K_8PARTS && bulk && bulk_smem <= MV_BULK_MAX_SMEM) {                  \
-            if (c->mv_occ == 3)                                                                     \
-                launch_pdl_smem(c, matvec_q4k_bulk_kernel<true>, grid, block, bulk_smem, sg, w->row_bytes, \
-                                w->cols, xq, xd, slots_per_x);                                      \
-            else                                                                                    \
-                launch_pdl_smem(c, matvec_q4k_bulk_kernel<false>, grid, block, bulk_smem, sg, w->row_bytes, \
-                                w->cols, xq, xd, slots_per_x);                                      \
-        } else if (!legacy && c->mv_occ && T == QT_Q4_K_8PARTS)                                     \
-            launch_pdl(c, matvec_q1_kernel<T, true>, grid, block, sg, w->row_bytes, w->mat_bytes, w->cols, xq, \
-                       xd, slots_per_x, ids);                                                       \
-        else if (!legacy)                                                                           \
-            launch_pdl(c, matvec_q1_kernel<T, false>, grid, block, sg, w->row_bytes, w->mat_bytes, w->cols, xq, \
-                       xd, slots_per_x, ids);                                                       \
-        else if (R == 2)                                                                            \
-            matvec_q_kernel<T, 2><<<qgrid, block, 0, c->stream>>>(W, w->row_bytes, w->mat_bytes, M, w->cols, xq, \
-                                                                   xd, slots_per_x, ids, y);        \
-        else                                                                                        \
-            matvec_q_kernel<T, 1><<<qgrid, block, 0, c->stream>>>(W, w->row_bytes, w->mat_bytes, M, w->cols, xq, \
-                                                                   xd, slots_per_x, ids, y);        \
-    } while (0)
+    /* a quantized type: its kernel (Q4_K's variants by cuda_ctx.mv_occ / mv_split) */
+    auto mvq = [&](auto tag) {
+        constexpr int T = decltype(tag)::value;
+        if (T == QT_Q4_K_8PARTS && bulk && c->mv_occ >= 4 && n_slots == 1 &&
+            q4k_pipe(c, w->row_bytes, w->cols, sg, xq, xd))
+            return; /* the pipelined kernel took it */
+        if (T == QT_Q4_K_8PARTS && bulk && c->mv_split && c->mv_occ >= 4 &&
+                   w->row_bytes > MV_PIPE_MAX_ROW && (w->cols / 256) % 2 == 0) {
+            launch_pdl_smem(c, matvec_q4k_bulk2_kernel, dim3(cdiv(sg.total, MV_WARPS / 2), (unsigned)n_slots),
+                            block, 16 * MV_WARPS + MV_WARPS * (w->row_bytes / 2), sg, w->row_bytes, w->cols,
+                            xq, xd, slots_per_x);
+        } else if (T == QT_Q4_K_8PARTS && bulk && bulk_smem <= MV_BULK_MAX_SMEM) {
+            if (c->mv_occ == 3)
+                launch_pdl_smem(c, matvec_q4k_bulk_kernel<true>, grid, block, bulk_smem, sg, w->row_bytes,
+                                w->cols, xq, xd, slots_per_x);
+            else
+                launch_pdl_smem(c, matvec_q4k_bulk_kernel<false>, grid, block, bulk_smem, sg, w->row_bytes,
+                                w->cols, xq, xd, slots_per_x);
+        } else if (!legacy && c->mv_occ && T == QT_Q4_K_8PARTS)
+            launch_pdl(c, matvec_q1_kernel<T, true>, grid, block, sg, w->row_bytes, w->mat_bytes, w->cols, xq,
+                       xd, slots_per_x, ids);
+        else if (!legacy)
+            launch_pdl(c, matvec_q1_kernel<T, false>, grid, block, sg, w->row_bytes, w->mat_bytes, w->cols, xq,
+                       xd, slots_per_x, ids);
+        else if (R == 2)
+            matvec_q_kernel<T, 2><<<qgrid, block, 0, c->stream>>>(W, w->row_bytes, w->mat_bytes, M, w->cols, xq,
+                                                                   xd, slots_per_x, ids, y);
+        else
+            matvec_q_kernel<T, 1><<<qgrid, block, 0, c->stream>>>(W, w->row_bytes, w->mat_bytes, M, w->cols, xq,
+                                                                   xd, slots_per_x, ids, y);
+    };
 #define MVF(T)                                                                                      \
     matvec_f_kernel<T><<<grid, block, 0, c->stream>>>(W, w->row_bytes, w->mat_bytes, M, w->cols, xf, slots_per_x, \
                                                        ids, y)
     switch (w->type) {
-    case QT_Q4_K:
-        if (c->mv_q4k_parts == 8) MVQ(QT_Q4_K_8PARTS);
-        else MVQ(QT_Q4_K);
-        break;
-    case QT_Q5_K: MVQ(QT_Q5_K); break;
-    case QT_Q6_K: MVQ(QT_Q6_K); break;
-    case QT_Q8_0: MVQ(QT_Q8_0); break;
-    case QT_Q4_0: MVQ(QT_Q4_0); break;
-    case QT_IQ4_NL: MVQ(QT_IQ4_NL); break;
     case QT_F32:
     case QT_F16:
     case QT_BF16:
@@ -637,9 +631,9 @@ static int launch_matvec(cuda_ctx *c, const cuda_qweight *w, const mv_segs &sg, 
         else MVF(QT_BF16);
         break;
     default:
-        return wk_fail(err, WK_EUNSUPPORTED, "cuda matvec: type %s", qt_type_name(w->type));
+        if (!with_qtype(w->type, c->mv_q4k_parts, mvq))
+            return wk_fail(err, WK_EUNSUPPORTED, "cuda matvec: type %s", qt_type_name(w->type));
     }
-#undef MVQ
 #undef MVF
     CU_CHECK_LAUNCH(err, "matvec");
     return 0;
@@ -672,20 +666,11 @@ extern "C" int cuda_matvec_nt(cuda_ctx *c, const cuda_qweight *w, const int8_t *
     if (cdiv(n, NT) > 65535) return wk_fail(err, WK_EINVAL, "cuda matvec: %lld rows is too many", (long long)n);
     dim3 grid(cdiv(w->rows, MV_WARPS), cdiv(n, NT)), block(MV_WARPS * 32);
     const uint8_t *W = (const uint8_t *)w->data;
-#define MVN(T) matvec_nt_kernel<T, NT><<<grid, block, 0, c->stream>>>(W, w->row_bytes, w->rows, w->cols, xq, xd, n, y)
-    switch (w->type) {
-    case QT_Q4_K:
-        if (c->mv_q4k_parts == 8) MVN(QT_Q4_K_8PARTS);
-        else MVN(QT_Q4_K);
-        break;
-    case QT_Q5_K: MVN(QT_Q5_K); break;
-    case QT_Q6_K: MVN(QT_Q6_K); break;
-    case QT_Q8_0: MVN(QT_Q8_0); break;
-    case QT_Q4_0: MVN(QT_Q4_0); break;
-    case QT_IQ4_NL: MVN(QT_IQ4_NL); break;
-    default: return wk_fail(err, WK_EUNSUPPORTED, "cuda matvec: type %s", qt_type_name(w->type));
-    }
-#undef MVN
+    const bool known = with_qtype(w->type, c->mv_q4k_parts, [&](auto tag) {
+        constexpr int T = decltype(tag)::value;
+        matvec_nt_kernel<T, NT><<<grid, block, 0, c->stream>>>(W, w->row_bytes, w->rows, w->cols, xq, xd, n, y);
+    });
+    if (!known) return wk_fail(err, WK_EUNSUPPORTED, "cuda matvec: type %s", qt_type_name(w->type));
     CU_CHECK_LAUNCH(err, "matvec (several rows)");
     return 0;
 }

@@ -351,15 +351,10 @@ extern "C" int cuda_mmq(cuda_ctx *c, const cuda_qweight *w, int64_t mat, const i
         return wk_fail(err, WK_EINVAL, "cuda mmq: %lld x %lld by %lld rows", (long long)M, (long long)K, (long long)n);
     const uint8_t *W = (const uint8_t *)w->data + mat * w->mat_bytes;
     dim3 grid(cdiv(M, MMQ_BM), cdiv(n, MMQ_BN));
-    switch (w->type) {
-    case QT_Q4_K: mmq_launch<QT_Q4_K>(c, grid, W, w->row_bytes, M, K, xq, xd, n, y); break;
-    case QT_Q5_K: mmq_launch<QT_Q5_K>(c, grid, W, w->row_bytes, M, K, xq, xd, n, y); break;
-    case QT_Q6_K: mmq_launch<QT_Q6_K>(c, grid, W, w->row_bytes, M, K, xq, xd, n, y); break;
-    case QT_Q8_0: mmq_launch<QT_Q8_0>(c, grid, W, w->row_bytes, M, K, xq, xd, n, y); break;
-    case QT_Q4_0: mmq_launch<QT_Q4_0>(c, grid, W, w->row_bytes, M, K, xq, xd, n, y); break;
-    case QT_IQ4_NL: mmq_launch<QT_IQ4_NL>(c, grid, W, w->row_bytes, M, K, xq, xd, n, y); break;
-    default: return wk_fail(err, WK_EUNSUPPORTED, "cuda mmq: type %s", qt_type_name(w->type));
-    }
+    const bool known = with_qtype<false>(w->type, 0, [&](auto tag) { /* the decoders take whole Q4_K blocks */
+        mmq_launch<decltype(tag)::value>(c, grid, W, w->row_bytes, M, K, xq, xd, n, y);
+    });
+    if (!known) return wk_fail(err, WK_EUNSUPPORTED, "cuda mmq: type %s", qt_type_name(w->type));
     CU_CHECK_LAUNCH(err, "mmq");
     return 0;
 }

@@ -358,4 +358,32 @@ template <> __device__ __forceinline__ void dq_group<QT_BF16>(const uint8_t *row
     for (int i = 0; i < 32; i++) y[i] = __uint_as_float((uint32_t)p[i] << 16);
 }
 
+/* The quantized types with dot-product kernels, as a compile-time tag for the launchers:
+ * calls f(qtag<T>{}) for `type` (Q4_K as its 8-part split when q4k_parts is 8, unless
+ * Q4K_PARTS is false: whole blocks only) and returns true; false for any other type. One
+ * switch for the matvec, several-row and MMQ launches. */
+template <int T> struct qtag {
+    static constexpr int value = T;
+};
+template <bool Q4K_PARTS = true, typename F> static inline bool with_qtype(uint32_t type, int q4k_parts, F &&f)
+{
+    switch (type) {
+    case QT_Q4_K:
+        if constexpr (Q4K_PARTS) {
+            if (q4k_parts == 8) {
+                f(qtag<QT_Q4_K_8PARTS>{});
+                return true;
+            }
+        }
+        f(qtag<QT_Q4_K>{});
+        return true;
+    case QT_Q5_K: f(qtag<QT_Q5_K>{}); return true;
+    case QT_Q6_K: f(qtag<QT_Q6_K>{}); return true;
+    case QT_Q8_0: f(qtag<QT_Q8_0>{}); return true;
+    case QT_Q4_0: f(qtag<QT_Q4_0>{}); return true;
+    case QT_IQ4_NL: f(qtag<QT_IQ4_NL>{}); return true;
+    default: return false;
+    }
+}
+
 #endif
