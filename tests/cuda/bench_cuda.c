@@ -1,7 +1,7 @@
 /* CUDA kernel benchmarks: the two ceilings (device copy bandwidth, cuBLAS
  * BF16 rate) and each kernel against them. Times are medians of CUDA-event
  * timings over rotating buffers larger than the L2 (weights never hit in L2).
- * usage: bench_cuda [quick]  — prints a table last. */
+ * usage: bench_cuda [quick | gdn]  — prints a table last (gdn: the Gated DeltaNet rows only). */
 #include <cublas_v2.h>
 #include <math.h>
 #include <string.h>
@@ -282,15 +282,9 @@ __attribute__((weak)) void bench_attention_all(void (*add)(const char *, double,
 __attribute__((weak)) void bench_gdn_all(void (*add)(const char *, double, double, double),
                                          double (*tm)(bench_fn, void *, int, int));
 
-int main(int argc, char **argv)
+/* matvec variants, several-row products and prefill matmuls */
+static void bench_matmuls(int quick)
 {
-    int quick = argc > 1 && strcmp(argv[1], "quick") == 0;
-    wk_error err = {0};
-    if (cuda_ctx_init(&g_ctx, 0, &err)) {
-        fprintf(stderr, "bench_cuda: %s\n", err.msg);
-        return 2;
-    }
-    bench_ceilings();
     /* Qwen3.5-27B shapes: ffn up/gate 5120->17408, ffn down 17408->5120, vocab 5120->248320 */
     static const uint32_t types[] = {QT_Q4_K, QT_Q5_K, QT_Q6_K, QT_Q8_0, QT_Q4_0, QT_IQ4_NL, QT_F16};
     /* matvec launch variants on two types (rows per warp, grid cap per SM) */
@@ -361,7 +355,22 @@ int main(int argc, char **argv)
     bench_matmul(QT_Q4_K, 17408, 5120, 512);
     bench_matmul(QT_Q4_K, 17408, 5120, 4096);
     if (!quick) bench_matmul(QT_Q6_K, 5120, 17408, 4096);
-    if (bench_attention_all) bench_attention_all(add_row, time_ms);
+}
+
+int main(int argc, char **argv)
+{
+    int quick = argc > 1 && strcmp(argv[1], "quick") == 0;
+    int only_gdn = argc > 1 && strcmp(argv[1], "gdn") == 0; /* bench_cuda gdn: the Gated DeltaNet rows only */
+    wk_error err = {0};
+    if (cuda_ctx_init(&g_ctx, 0, &err)) {
+        fprintf(stderr, "bench_cuda: %s\n", err.msg);
+        return 2;
+    }
+    bench_ceilings();
+    if (!only_gdn) {
+        bench_matmuls(quick);
+        if (bench_attention_all) bench_attention_all(add_row, time_ms);
+    }
     if (bench_gdn_all) bench_gdn_all(add_row, time_ms);
 
     printf("\n%-56s %9s %10s %9s %6s\n", "kernel", "ms", "GB/s", "TFLOP/s", "%ceil");

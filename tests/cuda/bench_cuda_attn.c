@@ -97,23 +97,25 @@ void bench_attention_all(add_fn add, time_fn tm)
     }
 }
 
-typedef struct { cuda_gdn g; } gd_ctx;
+typedef struct { cuda_gdn g; int path; } gd_ctx;
 static void gd_fn(void *p, int i)
 {
     (void)i;
     wk_error err;
-    if (cuda_gdn_scan(&g_ctx, &((gd_ctx *)p)->g, &err)) {
+    if (cuda_gdn_scan_path(&g_ctx, &((gd_ctx *)p)->g, ((gd_ctx *)p)->path, &err)) {
         fprintf(stderr, "%s\n", err.msg);
         exit(2);
     }
 }
 
-static void bench_gdn_case(add_fn add, time_fn tm, const char *label, int n_t)
+/* path: as cuda_gdn_scan_path (0 auto, 2 token scan, 3 chunked, 4 chunked with 32-column state blocks) */
+static void bench_gdn_case(add_fn add, time_fn tm, const char *label, int n_t, int path)
 {
     const int n_hk = 16, n_hv = 48, d = 128;
     const size_t stride = (size_t)2 * n_hk * d + (size_t)n_hv * d;
     gd_ctx c;
     memset(&c, 0, sizeof c);
+    c.path = path;
     uint64_t rng = 3;
     float *conv = malloc(sizeof(float) * n_t * stride);
     for (size_t i = 0; i < n_t * stride; i++) conv[i] = ref_randn(&rng);
@@ -143,7 +145,10 @@ static void bench_gdn_case(add_fn add, time_fn tm, const char *label, int n_t)
 
 void bench_gdn_all(add_fn add, time_fn tm)
 {
-    bench_gdn_case(add, tm, "gdn decode 27B layer (state GB/s)", 1);
-    bench_gdn_case(add, tm, "gdn prefill 27B layer 512 tok", 512);
-    bench_gdn_case(add, tm, "gdn prefill 27B layer 4096 tok", 4096);
+    bench_gdn_case(add, tm, "gdn decode 27B layer (state GB/s)", 1, 0);
+    bench_gdn_case(add, tm, "gdn prefill 27B layer 512 tok, token scan", 512, 2);
+    bench_gdn_case(add, tm, "gdn prefill 27B layer 512 tok, chunked", 512, 3);
+    bench_gdn_case(add, tm, "gdn prefill 27B layer 4096 tok, token scan", 4096, 2);
+    bench_gdn_case(add, tm, "gdn prefill 27B layer 4096 tok, chunked", 4096, 3);
+    bench_gdn_case(add, tm, "gdn prefill 27B layer 4096 tok, chunked/32", 4096, 4);
 }

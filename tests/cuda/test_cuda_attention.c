@@ -204,7 +204,11 @@ void test_attention_all(void)
     g_cpu = NULL;
 }
 
-static void run_gdn_case(int n_t, int n_hk, int n_hv, int d_k, int d_v, uint64_t seed)
+/* path: 0 auto, 2 token scan, 3 chunked, 4 chunked with 32-column state blocks (cuda_gdn_scan_path); a_scale scales the log-decay
+ * (1: g ≈ −1 per token, the state forgets within a few tokens; 0.02: close to real models,
+ * which keep most of it across a 64-token chunk) */
+static void run_gdn_case(int n_t, int n_hk, int n_hv, int d_k, int d_v, uint64_t seed, int path, float a_scale,
+                         double tol)
 {
     uint64_t rng = seed;
     const size_t qk_stride = (size_t)2 * n_hk * d_k + (size_t)n_hv * d_v; /* as in the conv output */
@@ -218,7 +222,7 @@ static void run_gdn_case(int n_t, int n_hk, int n_hv, int d_k, int d_v, uint64_t
     }
     float ssm_a[64], dt[64];
     for (int j = 0; j < n_hv; j++) {
-        ssm_a[j] = -expf(ref_randf(&rng));
+        ssm_a[j] = -a_scale * expf(ref_randf(&rng));
         dt[j] = ref_randf(&rng);
     }
     const size_t st_n = (size_t)n_hv * d_k * d_v;
@@ -236,7 +240,7 @@ static void run_gdn_case(int n_t, int n_hk, int n_hv, int d_k, int d_v, uint64_t
     cuda_gdn g = {dconv, dconv + n_hk * d_k, dconv + 2 * n_hk * d_k, qk_stride, v_stride, dal, dbe, da, ddt,
                   n_t, n_hk, n_hv, d_k, d_v, 1e-6f, dst, dout, out_stride};
     wk_error err = {0};
-    if (cuda_gdn_scan(&g_ctx, &g, &err)) {
+    if (cuda_gdn_scan_path(&g_ctx, &g, path, &err)) {
         fprintf(stderr, "gdn: %s\n", err.msg);
         exit(2);
     }
@@ -248,10 +252,12 @@ static void run_gdn_case(int n_t, int n_hk, int n_hv, int d_k, int d_v, uint64_t
         memcpy(o2 + (size_t)t * n_hv * d_v, ref + t * out_stride, sizeof(float) * n_hv * d_v);
     }
     char name[128];
-    snprintf(name, sizeof name, "gdn scan outputs n_t=%d heads %d/%d d_k=%d d_v=%d", n_t, n_hk, n_hv, d_k, d_v);
-    check_err(name, ref_rel_err(o1, o2, (int64_t)n_t * n_hv * d_v), 2e-5);
-    snprintf(name, sizeof name, "gdn scan state n_t=%d", n_t);
-    check_err(name, ref_rel_err(st_gpu, st_ref, st_n), 2e-5);
+    const char *pn = path == 4 ? "chunked/32" : path == 3 ? "chunked" : path == 2 ? "scan" : "auto";
+    snprintf(name, sizeof name, "gdn %s outputs n_t=%d heads %d/%d d_k=%d d_v=%d a×%g", pn, n_t, n_hk, n_hv, d_k, d_v,
+             a_scale);
+    check_err(name, ref_rel_err(o1, o2, (int64_t)n_t * n_hv * d_v), tol);
+    snprintf(name, sizeof name, "gdn %s state n_t=%d", pn, n_t);
+    check_err(name, ref_rel_err(st_gpu, st_ref, st_n), tol);
     cudaFree(dconv); cudaFree(dal); cudaFree(dbe); cudaFree(da); cudaFree(ddt); cudaFree(dst); cudaFree(dout);
     free(conv); free(alpha); free(beta); free(st); free(st_ref); free(st_gpu); free(ref); free(out); free(o1); free(o2);
 }
@@ -308,9 +314,16 @@ void test_gdn_all(void)
 {
     run_gdn_fused_case(16, 48, 128, 128, 11); /* Qwen3.5-27B heads */
     run_gdn_fused_case(2, 4, 64, 64, 12);     /* the golden tiny qwen35 shape */
-    run_gdn_case(1, 16, 48, 128, 128, 1); /* decode, Qwen3.5-27B heads */
-    run_gdn_case(2, 2, 6, 128, 128, 2);
-    run_gdn_case(77, 4, 8, 128, 128, 3);  /* prefill across staging rounds */
-    run_gdn_case(300, 2, 2, 128, 64, 4);
-    run_gdn_case(45, 2, 4, 64, 64, 5);    /* the golden tiny qwen35 shape */
+    run_gdn_case(1, 16, 48, 128, 128, 1, 0, 1.0f, 2e-5); /* decode, Qwen3.5-27B heads */
+    run_gdn_case(2, 2, 6, 128, 128, 2, 0, 1.0f, 2e-5);
+    for (int path = 2; path <= 4; path++) { /* the token scan and the chunked form (16 or 32 columns) */
+        const double tol = path >= 3 ? 5e-5 : 2e-5;
+        run_gdn_case(77, 4, 8, 128, 128, 3, path, 1.0f, tol);  /* across staging rounds; a partial chunk */
+        run_gdn_case(300, 2, 2, 128, 64, 4, path, 1.0f, tol);  /* d_v < d_k */
+        run_gdn_case(45, 2, 4, 64, 64, 5, path, 1.0f, tol);    /* the golden tiny qwen35 shape */
+        run_gdn_case(64, 2, 4, 64, 192, 6, path, 0.02f, tol);  /* one full chunk; d_v > d_k, not a multiple of 64 */
+        run_gdn_case(200, 16, 48, 128, 128, 7, path, 0.02f, tol); /* Qwen3.5-27B heads, slow decay */
+        run_gdn_case(2100, 2, 4, 64, 64, 8, path, 0.02f, tol); /* more than one run of 32 chunks */
+        run_gdn_case(130, 1, 2, 128, 32, 9, path, 0.002f, tol); /* nearly no decay */
+    }
 }
