@@ -18,13 +18,14 @@
  *
  * Every kernel stages its inputs with cp.async, all copies of a step in flight
  * at once (a loop of loads to registers and stores to shared memory exposed one
- * memory latency per iteration: 2.87 ms against 2.11 below).
+ * memory latency per iteration: 2.87 ms against 2.11 for the same kernels).
  *
  * All F32 on the CUDA cores (not tensor cores yet), with the operations of the
  * CPU's chunked form (cpu_gdn.c), so the result equals the token scan to float
  * rounding. Measured against the token scan on one H200 (bench_cuda gdn,
- * Qwen3.5-27B heads, 4096 tokens): 2.11 vs 2.80 ms. The state kernel is most of
- * it (latency-bound: few warps, two dependent products per chunk). A chunk
+ * Qwen3.5-27B heads, 4096 tokens): 1.79 vs 2.80 ms; ncu per 2048 tokens: prep
+ * 417 µs, state 498 µs (latency-bound: few warps, two dependent products per
+ * chunk), out 212 µs. A chunk
  * that runs past the last token is padded with k = q = v = 0, β = 0 and g = 0:
  * its padded rows of T are unit rows, of W, U and V' zero, and G stays at
  * G_{L−1}, so the state leaves it as the unpadded chunk would. */
@@ -249,14 +250,16 @@ __global__ void __launch_bounds__(256) gdn_chunk_prep_kernel(const cuda_gdn a, c
 template <int DK, int CB>
 struct state_smem {
     static constexpr int KS = DK + 4;
-    static constexpr size_t BYTES =
-        ((size_t)GC * KS + (size_t)GC * DK + (size_t)DK * CB + (size_t)GC * CB) * sizeof(float);
+    static constexpr size_t BYTES = ((size_t)GC * KS + (size_t)DK * CB + (size_t)GC * CB) * sizeof(float);
 };
 
 /* The chunks of one run in order, for value head blockIdx.x and its CB value
  * columns from blockIdx.y · CB. DK · CB / 16 threads, each holding 16 columns of one
  * key row of the state. A chunk's W, k, G and U do not depend on the state: they are
- * all requested at the chunk's start, so one memory latency is exposed per chunk. */
+ * all requested at the chunk's start, so one memory latency is exposed per chunk.
+ * A thread's 64 k values (its state row of the chunk's keys) wait in registers, not
+ * shared memory: that leaves 46 KiB of shared memory per block (16 columns), three
+ * blocks per multiprocessor, so the 384 blocks of a 27B layer run in one wave. */
 template <int DK, int CB>
 __global__ void __launch_bounds__(DK * CB / 16) gdn_chunk_state_kernel(const cuda_gdn a, const gdn_chunk_bufs b)
 {
@@ -267,8 +270,7 @@ __global__ void __launch_bounds__(DK * CB / 16) gdn_chunk_state_kernel(const cud
     constexpr int VTR = CB / VC;    /* threads per V' row */
     extern __shared__ __align__(16) float sm[];
     float *Ws = sm;                 /* [GC][KS] */
-    float *Ks = Ws + GC * KS;       /* [GC][DK] k (conflict-free: a row's threads read consecutive floats) */
-    float *Ss = Ks + GC * DK;       /* [DK][CB] the state slice entering the chunk */
+    float *Ss = Ws + GC * KS;       /* [DK][CB] the state slice entering the chunk */
     float *Vs = Ss + DK * CB;       /* [GC][CB] V' */
     __shared__ float Gs[GC], Es[GC];
     const int j = blockIdx.x, c0 = blockIdx.y * CB, hk = j % a.n_hk, tid = threadIdx.x;
@@ -288,14 +290,17 @@ __global__ void __launch_bounds__(DK * CB / 16) gdn_chunk_state_kernel(const cud
         const size_t hc = (size_t)j * b.nc + ci;
         float *Sc = b.S + hc * DK * a.d_v + (size_t)si * a.d_v + c0 + sc;
         float *Ug = b.U + hc * GC * a.d_v + (size_t)vn * a.d_v + c0 + vc;
-        __syncthreads(); /* the previous chunk is done with Ws, Ks, Ss, Vs */
+        __syncthreads(); /* the previous chunk is done with Ws, Ss, Vs */
         const float *Wg = b.W + hc * GC * DK;
         for (int idx = tid; idx < GC * DK / 4; idx += NT) { /* all copies in flight at once */
             const int n = idx / (DK / 4), i = 4 * (idx % (DK / 4));
             cp_async16(&Ws[n * KS + i], Wg + n * DK + i, true);
-            cp_async16(&Ks[n * DK + i], b.kn + ((size_t)(tc + (n < L ? n : 0)) * a.n_hk + hk) * DK + i, n < L);
         }
         cp_async_commit();
+        float kr[GC]; /* k_m[si] (0 past the last token) */
+        const float *kg = b.kn + ((size_t)tc * a.n_hk + hk) * DK + si;
+#pragma unroll
+        for (int m = 0; m < GC; m++) kr[m] = m < L ? kg[(size_t)m * a.n_hk * DK] : 0.0f;
         if (tid < GC) { /* G_{GC−1} = G_{L−1}: padding has g = 0 */
             const float g = b.G[hc * GC + tid], glast = b.G[hc * GC + GC - 1];
             Gs[tid] = g;
@@ -343,9 +348,9 @@ __global__ void __launch_bounds__(DK * CB / 16) gdn_chunk_state_kernel(const cud
         const float dl = expf(Gs[GC - 1]);
 #pragma unroll
         for (int c = 0; c < 16; c++) s[c] *= dl;
-#pragma unroll 4
-        for (int m = 0; m < L; m++) {
-            const float km = Ks[m * DK + si] * Es[m];
+#pragma unroll
+        for (int m = 0; m < GC; m++) { /* past the last token k and v' are 0 */
+            const float km = kr[m] * Es[m];
 #pragma unroll
             for (int c = 0; c < 16; c += 4) {
                 const float4 v = *(const float4 *)&Vs[m * CB + sc + c];
