@@ -6,9 +6,9 @@
  * GDN_SEG_CHUNKS chunks, after deltanet.cu's q/k L2 norm pass:
  *
  *  prep  (chunk × value head, all in parallel): cumulative log-decay G, the
- *        intra-chunk matrices A and P, T = (I + A)⁻¹ by forward substitution
- *        (each column on four lanes of one warp), W = T diag(β e^G) K and
- *        U = T diag(β) V.
+ *        intra-chunk matrices A and P, T = (I + A)⁻¹ in 16 × 16 blocks (forward
+ *        substitution in the diagonal ones, each column on four lanes of one
+ *        warp; products below them), W = T diag(β e^G) K and U = T diag(β) V.
  *  state (value head × column slice, chunks in order; the only sequential
  *        part): saves the state entering the chunk, forms V' = U − W S (over
  *        U) and S ← e^{G_last} S + Σ_m e^{G_last − G_m} k_m v'_mᵀ; each thread
@@ -107,6 +107,29 @@ __device__ void tri_mm(const float *Ts, const float *X, int ldx, float *out, siz
                 make_float4(acc[r][4 * c4], acc[r][4 * c4 + 1], acc[r][4 * c4 + 2], acc[r][4 * c4 + 3]);
 }
 
+/* The value slice [c0, c0 + DK) of a chunk's rows into Xs (zeros past the last token and
+ * column), as cp.async copies; the caller commits and waits. */
+template <int DK>
+__device__ __forceinline__ void copy_v_slice(const cuda_gdn &a, const gdn_chunk_bufs &b, float *Xs, int j, int tc,
+                                             int L, int c0)
+{
+    constexpr int KS = DK + 4;
+    const int ncols = min(DK, a.d_v - c0);
+    const float *vg = a.v + (size_t)j * a.d_v + c0;
+    if (b.v16)
+        for (int idx = threadIdx.x; idx < GC * DK / 4; idx += blockDim.x) {
+            const int n = idx / (DK / 4), c = 4 * (idx % (DK / 4));
+            const bool ok = n < L && c < ncols;
+            cp_async16(&Xs[n * KS + c], vg + (ok ? (size_t)(tc + n) * a.v_stride + c : 0), ok);
+        }
+    else
+        for (int idx = threadIdx.x; idx < GC * DK; idx += blockDim.x) {
+            const int n = idx / DK, c = idx % DK;
+            const bool ok = n < L && c < ncols;
+            cp_async4(&Xs[n * KS + c], vg + (ok ? (size_t)(tc + n) * a.v_stride + c : 0), ok);
+        }
+}
+
 template <int DK>
 struct prep_smem {
     static constexpr int KS = DK + 4; /* padded row: rows 1 apart start 4 banks apart */
@@ -125,6 +148,7 @@ __global__ void __launch_bounds__(256) gdn_chunk_prep_kernel(const cuda_gdn a, c
     float *As = Xs + GC * KS;       /* [GC][GC + 1] */
     float *Ts = As + GC * (GC + 1); /* [GC][GC + 1] */
     __shared__ float Gs[GC], Bs[GC];
+    __shared__ float Xt[3 * 256]; /* the blocked solve's products (up to three 16 × 16 blocks) */
     const int ci = blockIdx.x, j = blockIdx.y, hk = j % a.n_hk, tid = threadIdx.x;
     const int tc = b.t0 + ci * GC;                 /* first token of the chunk */
     const int L = min(GC, b.t0 + b.n_seg - tc);    /* its tokens */
@@ -190,6 +214,9 @@ __global__ void __launch_bounds__(256) gdn_chunk_prep_kernel(const cuda_gdn a, c
                     qk[r][s] += dot4(qr[r], km[s]);
                 }
         }
+        __syncthreads(); /* q is read: the first value slice lands in Xs while T is solved */
+        copy_v_slice<DK>(a, b, Xs, j, tc, L, 0);
+        cp_async_commit();
         float *Pg = b.P + hc * GC * GC;
 #pragma unroll
         for (int r = 0; r < 4; r++)
@@ -203,12 +230,14 @@ __global__ void __launch_bounds__(256) gdn_chunk_prep_kernel(const cuda_gdn a, c
     }
     __syncthreads();
 
-    { /* T = (I + A)⁻¹, column m on lanes 4m..4m+3: T[n][m] = −Σ_{m ≤ p < n} A[n][p] T[p][m] */
-        const int m = tid / 4, part = tid % 4;
+    { /* T = (I + A)⁻¹ in 16 × 16 blocks. The diagonal blocks D_b = (I + A_bb)⁻¹ first, column m
+       * on lanes 4m..4m+3 (a warp's 8 columns share a block): T[n][m] = −Σ_{m ≤ p < n} A[n][p] T[p][m]
+       * for n in the block, a chain of 15 steps where the whole matrix would take 63 */
+        const int m = tid / 4, part = tid % 4, b0 = m & ~15;
         if (part == 0)
-            for (int n = 0; n <= m; n++) Ts[n * (GC + 1) + m] = n == m ? 1.0f : 0.0f;
+            for (int n = 0; n < GC; n++) Ts[n * (GC + 1) + m] = n == m ? 1.0f : 0.0f;
         __syncwarp();
-        for (int n = 1; n < GC; n++) { /* every lane runs every n: the shuffles need the whole warp */
+        for (int n = b0 + 1; n < b0 + 16; n++) { /* every lane runs every n: the shuffles need the whole warp */
             float acc = 0.0f;
             for (int p = m + part; p < n; p += 4) acc += As[n * (GC + 1) + p] * Ts[p * (GC + 1) + m];
             acc += __shfl_xor_sync(0xffffffffu, acc, 1);
@@ -217,29 +246,36 @@ __global__ void __launch_bounds__(256) gdn_chunk_prep_kernel(const cuda_gdn a, c
             __syncwarp();
         }
     }
+    /* then the blocks below the diagonal by their distance d from it:
+     * T_ij = −D_i Σ_{j ≤ k < i} A_ik T_kj, i = j + d (T_kj for k − j < d is known by then) */
+    for (int d = 1; d < 4; d++) {
+        __syncthreads();
+        for (int e = tid; e < (4 - d) * 256; e += blockDim.x) { /* X_ij = Σ_k A_ik T_kj */
+            const int jb = e / 256, r = (e / 16) % 16, c = e % 16, ib = jb + d;
+            float acc = 0.0f;
+            for (int p = 16 * jb; p < 16 * ib; p++) acc += As[(16 * ib + r) * (GC + 1) + p] * Ts[p * (GC + 1) + 16 * jb + c];
+            Xt[e] = acc;
+        }
+        __syncthreads();
+        for (int e = tid; e < (4 - d) * 256; e += blockDim.x) { /* T_ij = −D_i X_ij */
+            const int jb = e / 256, r = (e / 16) % 16, c = e % 16, ib = jb + d;
+            float acc = 0.0f;
+            for (int q = 0; q <= r; q++) acc += Ts[(16 * ib + r) * (GC + 1) + 16 * ib + q] * Xt[jb * 256 + q * 16 + c];
+            Ts[(16 * ib + r) * (GC + 1) + 16 * jb + c] = -acc;
+        }
+    }
     __syncthreads();
     /* as the CPU: T[n][m] β_m times v_m, then that times e^{G_m} times k_m */
     for (int idx = tid; idx < GC * GC; idx += blockDim.x) Ts[(idx / GC) * (GC + 1) + idx % GC] *= Bs[idx % GC];
     for (int c0 = 0; c0 < a.d_v; c0 += DK) { /* U = T diag(β) V, DK value columns at a time */
-        const int ncols = min(DK, a.d_v - c0);
-        __syncthreads(); /* Xs: q (A, P) or the previous slice is read; T scaled */
-        const float *vg = a.v + (size_t)j * a.d_v + c0;
-        if (b.v16)
-            for (int idx = tid; idx < GC * DK / 4; idx += blockDim.x) {
-                const int n = idx / (DK / 4), c = 4 * (idx % (DK / 4));
-                const bool ok = n < L && c < ncols;
-                cp_async16(&Xs[n * KS + c], vg + (ok ? (size_t)(tc + n) * a.v_stride + c : 0), ok);
-            }
-        else
-            for (int idx = tid; idx < GC * DK; idx += blockDim.x) {
-                const int n = idx / DK, c = idx % DK;
-                const bool ok = n < L && c < ncols;
-                cp_async4(&Xs[n * KS + c], vg + (ok ? (size_t)(tc + n) * a.v_stride + c : 0), ok);
-            }
-        cp_async_commit();
+        if (c0) { /* the first slice was requested before the solve */
+            __syncthreads(); /* the previous slice is read */
+            copy_v_slice<DK>(a, b, Xs, j, tc, L, c0);
+            cp_async_commit();
+        }
         cp_async_wait_all();
-        __syncthreads();
-        tri_mm<DK>(Ts, Xs, KS, b.U + hc * GC * a.d_v + c0, a.d_v, ncols);
+        __syncthreads(); /* the slice landed; T scaled */
+        tri_mm<DK>(Ts, Xs, KS, b.U + hc * GC * a.d_v + c0, a.d_v, min(DK, a.d_v - c0));
     }
     __syncthreads();
     for (int idx = tid; idx < GC * GC; idx += blockDim.x) Ts[(idx / GC) * (GC + 1) + idx % GC] *= expf(Gs[idx % GC]);
