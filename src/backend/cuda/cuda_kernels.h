@@ -330,15 +330,13 @@ typedef struct cuda_gdn {
  * or from 64 tokens on the chunked form (deltanet_chunked.cu). */
 int cuda_gdn_scan(cuda_ctx *c, const cuda_gdn *a, wk_error *err);
 /* Forces a path for tests (0 = auto, 1 = the fused one-token kernel: n_t must be 1,
- * 2 = prepare + token scan, 3 = prepare + chunked, 4 = the same with 32 value columns
- * per block of its sequential kernel); 1 and 2 give bit-identical results, 3 and 4
- * equal to float rounding. */
+ * 2 = prepare + token scan, 3 = prepare + chunked); 1 and 2 give bit-identical
+ * results, 3 equal to float rounding. */
 int cuda_gdn_scan_path(cuda_ctx *c, const cuda_gdn *a, int path, wk_error *err);
 /* The chunked form after the prepare pass (deltanet.cu): qn, kn normalized q/k of all
- * tokens; scratch of cuda_gdn_chunked_scratch_floats(a) floats, 16-byte aligned; cb
- * value columns per block of the sequential kernel (16, or 32). */
+ * tokens; scratch of cuda_gdn_chunked_scratch_floats(a) floats, 16-byte aligned. */
 size_t cuda_gdn_chunked_scratch_floats(const cuda_gdn *a);
-int cuda_gdn_chunked(cuda_ctx *c, const cuda_gdn *a, const float *qn, const float *kn, float *scratch, int cb,
+int cuda_gdn_chunked(cuda_ctx *c, const cuda_gdn *a, const float *qn, const float *kn, float *scratch,
                      wk_error *err);
 
 /* ---- MoE ----------------------------------------------------------------------------- */

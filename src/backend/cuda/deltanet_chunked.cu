@@ -36,8 +36,12 @@
 #include "backend/cuda/deltanet.cuh"
 
 #define GC 64              /* chunk length, as llama.cpp's fallback graph and the CPU */
-#define GDN_SEG_CHUNKS 32  /* chunks per run of the three kernels: bounds the scratch */
+#define GDN_SEG_CHUNKS 16  /* chunks per run of the three kernels: bounds the scratch (113 MB for a 27B layer) */
 #define GDN_OUT_COLS 64    /* value columns per block of the out kernel */
+/* value columns per block of the state kernel: 384 blocks for a 27B layer, three per
+ * multiprocessor (32 columns measured no faster before k moved to registers; with
+ * it a 256-thread block no longer fits twice) */
+#define GDN_STATE_COLS 16
 
 typedef struct gdn_chunk_bufs {
     const float *qn, *kn; /* [n_t][n_hk][d_k], normalized (deltanet.cu's first pass) */
@@ -283,9 +287,9 @@ __global__ void __launch_bounds__(256) gdn_chunk_prep_kernel(const cuda_gdn a, c
     tri_mm<DK>(Ts, Ks, KS, b.W + hc * GC * DK, DK, DK); /* W = T diag(β e^G) K */
 }
 
-template <int DK, int CB>
+template <int DK>
 struct state_smem {
-    static constexpr int KS = DK + 4;
+    static constexpr int KS = DK + 4, CB = GDN_STATE_COLS;
     static constexpr size_t BYTES = ((size_t)GC * KS + (size_t)DK * CB + (size_t)GC * CB) * sizeof(float);
 };
 
@@ -296,10 +300,11 @@ struct state_smem {
  * A thread's 64 k values (its state row of the chunk's keys) wait in registers, not
  * shared memory: that leaves 46 KiB of shared memory per block (16 columns), three
  * blocks per multiprocessor, so the 384 blocks of a 27B layer run in one wave. */
-template <int DK, int CB>
-__global__ void __launch_bounds__(DK * CB / 16) gdn_chunk_state_kernel(const cuda_gdn a, const gdn_chunk_bufs b)
+template <int DK>
+__global__ void __launch_bounds__(DK * GDN_STATE_COLS / 16) gdn_chunk_state_kernel(const cuda_gdn a,
+                                                                                   const gdn_chunk_bufs b)
 {
-    constexpr int KS = state_smem<DK, CB>::KS;
+    constexpr int KS = state_smem<DK>::KS, CB = GDN_STATE_COLS;
     constexpr int NT = DK * CB / 16;
     constexpr int TPR = CB / 16;    /* threads per state row */
     constexpr int VC = 1024 / DK;   /* V' columns per thread: GC · CB values over NT threads */
@@ -500,22 +505,22 @@ __global__ void __launch_bounds__(256) gdn_chunk_out_kernel(const cuda_gdn a, co
     }
 }
 
-template <int DK, int CB>
+template <int DK>
 static int launch_runs(cuda_ctx *c, const cuda_gdn *a, gdn_chunk_bufs b, wk_error *err)
 {
     static int raised[16];
     const int dev = c->device < 16 && c->device >= 0 ? c->device : 15;
-    if (!(raised[dev] & (1 << (DK / 64 + 2 * (CB / 32))))) {
+    if (!(raised[dev] & DK / 64)) {
         cudaError_t e = cudaFuncSetAttribute(gdn_chunk_prep_kernel<DK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              (int)prep_smem<DK>::BYTES);
         if (e == cudaSuccess)
-            e = cudaFuncSetAttribute(gdn_chunk_state_kernel<DK, CB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     (int)state_smem<DK, CB>::BYTES);
+            e = cudaFuncSetAttribute(gdn_chunk_state_kernel<DK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     (int)state_smem<DK>::BYTES);
         if (e == cudaSuccess)
             e = cudaFuncSetAttribute(gdn_chunk_out_kernel<DK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      (int)out_smem<DK>::BYTES);
         if (e != cudaSuccess) return cu_fail(err, e, "gdn (chunked): shared memory limit");
-        raised[dev] |= 1 << (DK / 64 + 2 * (CB / 32));
+        raised[dev] |= DK / 64;
     }
     float *base = b.G;
     for (int t0 = 0; t0 < a->n_t; t0 += GDN_SEG_CHUNKS * GC) {
@@ -530,8 +535,8 @@ static int launch_runs(cuda_ctx *c, const cuda_gdn *a, gdn_chunk_bufs b, wk_erro
         b.S = b.P + hc * GC * GC;
         launch_k(c, gdn_chunk_prep_kernel<DK>, dim3(b.nc, a->n_hv), 256, prep_smem<DK>::BYTES, *a, b);
         CU_CHECK_LAUNCH(err, "gdn (chunk prepare)");
-        launch_k(c, gdn_chunk_state_kernel<DK, CB>, dim3(a->n_hv, a->d_v / CB), DK * CB / 16,
-                 state_smem<DK, CB>::BYTES, *a, b);
+        launch_k(c, gdn_chunk_state_kernel<DK>, dim3(a->n_hv, a->d_v / GDN_STATE_COLS), DK * GDN_STATE_COLS / 16,
+                 state_smem<DK>::BYTES, *a, b);
         CU_CHECK_LAUNCH(err, "gdn (chunk state)");
         launch_k(c, gdn_chunk_out_kernel<DK>, dim3(b.nc, a->n_hv, cdiv(a->d_v, GDN_OUT_COLS)), 256,
                  out_smem<DK>::BYTES, *a, b);
@@ -541,10 +546,9 @@ static int launch_runs(cuda_ctx *c, const cuda_gdn *a, gdn_chunk_bufs b, wk_erro
 }
 
 /* qn, kn: deltanet.cu's normalized q and k of all n_t tokens; scratch:
- * cuda_gdn_chunked_scratch_floats(a) floats, 16-byte aligned. cb: value columns
- * per block of the state kernel (16, or 32 when d_k is 128 and d_v allows). */
+ * cuda_gdn_chunked_scratch_floats(a) floats, 16-byte aligned. */
 extern "C" int cuda_gdn_chunked(cuda_ctx *c, const cuda_gdn *a, const float *qn, const float *kn, float *scratch,
-                                int cb, wk_error *err)
+                                wk_error *err)
 {
     gdn_chunk_bufs b;
     memset(&b, 0, sizeof b);
@@ -552,7 +556,5 @@ extern "C" int cuda_gdn_chunked(cuda_ctx *c, const cuda_gdn *a, const float *qn,
     b.kn = kn;
     b.G = scratch;
     b.v16 = !((uintptr_t)a->v & 15) && a->v_stride % 4 == 0 && a->d_v % 4 == 0;
-    if (a->d_k == 128)
-        return cb == 32 && a->d_v % 32 == 0 ? launch_runs<128, 32>(c, a, b, err) : launch_runs<128, 16>(c, a, b, err);
-    return launch_runs<64, 16>(c, a, b, err); /* small heads: 16 columns (32 would spill) */
+    return a->d_k == 128 ? launch_runs<128>(c, a, b, err) : launch_runs<64>(c, a, b, err);
 }
