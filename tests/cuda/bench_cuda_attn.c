@@ -108,7 +108,7 @@ static void gd_fn(void *p, int i)
     }
 }
 
-/* path: as cuda_gdn_scan_path (0 auto, 2 token scan, 3 chunked) */
+/* path: as cuda_gdn_scan_path (0 auto, 2 token scan, 3 chunked, 4 chunked with the F32 state kernel) */
 static void bench_gdn_case(add_fn add, time_fn tm, const char *label, int n_t, int path)
 {
     const int n_hk = 16, n_hv = 48, d = 128;
@@ -150,4 +150,5 @@ void bench_gdn_all(add_fn add, time_fn tm)
     bench_gdn_case(add, tm, "gdn prefill 27B layer 512 tok, chunked", 512, 3);
     bench_gdn_case(add, tm, "gdn prefill 27B layer 4096 tok, token scan", 4096, 2);
     bench_gdn_case(add, tm, "gdn prefill 27B layer 4096 tok, chunked", 4096, 3);
+    bench_gdn_case(add, tm, "gdn prefill 27B layer 4096 tok, chunked, F32 state kernel", 4096, 4);
 }

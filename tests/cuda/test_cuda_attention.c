@@ -204,7 +204,7 @@ void test_attention_all(void)
     g_cpu = NULL;
 }
 
-/* path: 0 auto, 2 token scan, 3 chunked (cuda_gdn_scan_path); a_scale scales the log-decay
+/* path: 0 auto, 2 token scan, 3 chunked, 4 chunked with the F32 state kernel (cuda_gdn_scan_path); a_scale scales the log-decay
  * (1: g ≈ −1 per token, the state forgets within a few tokens; 0.02: close to real models,
  * which keep most of it across a 64-token chunk) */
 static int g_gdn_pad; /* floats added to the row stride: 1 leaves v rows off 16-byte alignment */
@@ -253,7 +253,7 @@ static void run_gdn_case(int n_t, int n_hk, int n_hv, int d_k, int d_v, uint64_t
         memcpy(o2 + (size_t)t * n_hv * d_v, ref + t * out_stride, sizeof(float) * n_hv * d_v);
     }
     char name[128];
-    const char *pn = path == 3 ? "chunked" : path == 2 ? "scan" : "auto";
+    const char *pn = path == 4 ? "chunked/simt" : path == 3 ? "chunked" : path == 2 ? "scan" : "auto";
     snprintf(name, sizeof name, "gdn %s outputs n_t=%d heads %d/%d d_k=%d d_v=%d a×%g", pn, n_t, n_hk, n_hv, d_k, d_v,
              a_scale);
     check_err(name, ref_rel_err(o1, o2, (int64_t)n_t * n_hv * d_v), tol);
@@ -317,8 +317,9 @@ void test_gdn_all(void)
     run_gdn_fused_case(2, 4, 64, 64, 12);     /* the golden tiny qwen35 shape */
     run_gdn_case(1, 16, 48, 128, 128, 1, 0, 1.0f, 2e-5); /* decode, Qwen3.5-27B heads */
     run_gdn_case(2, 2, 6, 128, 128, 2, 0, 1.0f, 2e-5);
-    for (int path = 2; path <= 3; path++) { /* the token scan and the chunked form on the same inputs */
-        const double tol = path == 3 ? 5e-5 : 2e-5;
+    for (int path = 2; path <= 4; path++) { /* the token scan, the chunked form with its state kernel on
+                                              * tensor cores (3) and on the CUDA cores (4), same inputs */
+        const double tol = path >= 3 ? 5e-5 : 2e-5;
         run_gdn_case(77, 4, 8, 128, 128, 3, path, 1.0f, tol);  /* across staging rounds; a partial chunk */
         run_gdn_case(300, 2, 2, 128, 64, 4, path, 1.0f, tol);  /* d_v < d_k */
         run_gdn_case(45, 2, 4, 64, 64, 5, path, 1.0f, tol);    /* the golden tiny qwen35 shape */

@@ -330,13 +330,15 @@ typedef struct cuda_gdn {
  * or from 64 tokens on the chunked form (deltanet_chunked.cu). */
 int cuda_gdn_scan(cuda_ctx *c, const cuda_gdn *a, wk_error *err);
 /* Forces a path for tests (0 = auto, 1 = the fused one-token kernel: n_t must be 1,
- * 2 = prepare + token scan, 3 = prepare + chunked); 1 and 2 give bit-identical
- * results, 3 equal to float rounding. */
+ * 2 = prepare + token scan, 3 = prepare + chunked (its state kernel on tensor cores
+ * unless WICK_CUDA_GDN_MMA=0), 4 = chunked with the state kernel on the CUDA cores);
+ * 1 and 2 give bit-identical results, 3 and 4 equal to float rounding. */
 int cuda_gdn_scan_path(cuda_ctx *c, const cuda_gdn *a, int path, wk_error *err);
 /* The chunked form after the prepare pass (deltanet.cu): qn, kn normalized q/k of all
- * tokens; scratch of cuda_gdn_chunked_scratch_floats(a) floats, 16-byte aligned. */
+ * tokens; scratch of cuda_gdn_chunked_scratch_floats(a) floats, 16-byte aligned; mma:
+ * the sequential state kernel on tensor cores (3×TF32) rather than F32 CUDA cores. */
 size_t cuda_gdn_chunked_scratch_floats(const cuda_gdn *a);
-int cuda_gdn_chunked(cuda_ctx *c, const cuda_gdn *a, const float *qn, const float *kn, float *scratch,
+int cuda_gdn_chunked(cuda_ctx *c, const cuda_gdn *a, const float *qn, const float *kn, float *scratch, int mma,
                      wk_error *err);
 
 /* ---- MoE ----------------------------------------------------------------------------- */
