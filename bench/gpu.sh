@@ -6,7 +6,9 @@
 #   bench/gpu.sh            build + tests + full benchmarks
 #   bench/gpu.sh quick      fewer benchmark shapes
 #   bench/gpu.sh test       build + tests only
-#   bench/gpu.sh build      build only (build-cuda-gpu/: test_cuda, bench_cuda, golden_cuda, e2e_cuda)
+#   bench/gpu.sh build      build only (build-cuda-gpu/: test_cuda, bench_cuda, golden_cuda, e2e_cuda;
+#                           `build-cuda-gpu/bench_cuda gdn` times the Gated DeltaNet paths alone,
+#                           `build-cuda-gpu/test_cuda gdn` tests them)
 #   bench/gpu.sh prepare-golden   (on the build machine) copy ../shared/golden's tiny
 #                           models and 64-token logits into .golden/ to carry along
 #   WICK_E2E="32768" bench/gpu.sh quick
