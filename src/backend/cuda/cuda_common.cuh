@@ -100,6 +100,14 @@ static inline void launch_k(cuda_ctx *c, void (*kernel)(P...), dim3 grid, dim3 b
     launch_attr(c, c->pdl >= 2, kernel, grid, block, smem, args...);
 }
 
+/* Lets a kernel take `bytes` of dynamic shared memory (past the 48 KiB default); a host-side
+ * attribute, cheap enough to set before every prefill launch. */
+template <typename... P>
+static inline cudaError_t smem_allow(void (*kernel)(P...), size_t bytes)
+{
+    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+}
+
 __device__ __forceinline__ float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 
 /* Switches from the environment (for comparisons): a default-on one is off when set to

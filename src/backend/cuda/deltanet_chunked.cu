@@ -371,17 +371,9 @@ __global__ void __launch_bounds__(256) gdn_chunk_out_kernel(const cuda_gdn a, co
 template <int DK>
 static int launch_runs(cuda_ctx *c, const cuda_gdn *a, gdn_chunk_bufs b, bool mma, wk_error *err)
 {
-    static int raised[16];
-    const int dev = c->device < 16 && c->device >= 0 ? c->device : 15;
-    if (!(raised[dev] & DK / 64)) {
-        cudaError_t e = cudaFuncSetAttribute(gdn_chunk_prep_kernel<DK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             (int)prep_smem<DK>::BYTES);
-        if (e == cudaSuccess)
-            e = cudaFuncSetAttribute(gdn_chunk_out_kernel<DK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     (int)out_smem<DK>::BYTES);
-        if (e != cudaSuccess) return cu_fail(err, e, "gdn (chunked): shared memory limit");
-        raised[dev] |= DK / 64;
-    }
+    cudaError_t e = smem_allow(gdn_chunk_prep_kernel<DK>, prep_smem<DK>::BYTES);
+    if (e == cudaSuccess) e = smem_allow(gdn_chunk_out_kernel<DK>, out_smem<DK>::BYTES);
+    if (e != cudaSuccess) return cu_fail(err, e, "gdn (chunked): shared memory limit");
     float *base = b.G;
     for (int t0 = 0; t0 < a->n_t; t0 += GDN_SEG_CHUNKS * GC) {
         b.t0 = t0;

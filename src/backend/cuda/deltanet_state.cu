@@ -327,20 +327,13 @@ __global__ void __launch_bounds__(128) gdn_chunk_state_mma_kernel(const cuda_gdn
 template <int DK>
 static int launch_state(cuda_ctx *c, const cuda_gdn *a, const gdn_chunk_bufs &b, bool mma, wk_error *err)
 {
-    static int raised[16];
-    const int dev = c->device < 16 && c->device >= 0 ? c->device : 15;
-    if (!(raised[dev] & DK / 64)) {
-        cudaError_t e = cudaFuncSetAttribute(gdn_chunk_state_kernel<DK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             (int)state_smem<DK>::BYTES);
-        if (e == cudaSuccess)
-            e = cudaFuncSetAttribute(gdn_chunk_state_mma_kernel<DK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     (int)state_mma_smem<DK>::BYTES);
-        if (e != cudaSuccess) return cu_fail(err, e, "gdn (chunk state): shared memory limit");
-        raised[dev] |= DK / 64;
-    }
     const dim3 grid(a->n_hv, a->d_v / GDN_STATE_COLS);
-    if (mma) launch_k(c, gdn_chunk_state_mma_kernel<DK>, grid, 128, state_mma_smem<DK>::BYTES, *a, b);
-    else launch_k(c, gdn_chunk_state_kernel<DK>, grid, DK * GDN_STATE_COLS / 16, state_smem<DK>::BYTES, *a, b);
+    const size_t smem = mma ? state_mma_smem<DK>::BYTES : state_smem<DK>::BYTES;
+    const cudaError_t e =
+        mma ? smem_allow(gdn_chunk_state_mma_kernel<DK>, smem) : smem_allow(gdn_chunk_state_kernel<DK>, smem);
+    if (e != cudaSuccess) return cu_fail(err, e, "gdn (chunk state): shared memory limit");
+    if (mma) launch_k(c, gdn_chunk_state_mma_kernel<DK>, grid, 128, smem, *a, b);
+    else launch_k(c, gdn_chunk_state_kernel<DK>, grid, DK * GDN_STATE_COLS / 16, smem, *a, b);
     CU_CHECK_LAUNCH(err, "gdn (chunk state)");
     return 0;
 }
