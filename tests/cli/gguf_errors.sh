@@ -7,7 +7,7 @@ GOLDEN=${WICK_GOLDEN:-$(dirname "$0")/../../../shared/golden}
 MODELS=$GOLDEN/models
 if [ ! -d "$MODELS" ]; then
     if [ "${CI:-}" = true ]; then echo "golden models missing at $MODELS" >&2; exit 1; fi
-    echo "skip: golden models missing at $MODELS"; exit 0
+    echo "skip: golden models missing at $MODELS"; exit 77
 fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/wick-gguf-errors.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT

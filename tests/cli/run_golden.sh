@@ -8,7 +8,7 @@ WICK=${WICK_BIN:-build/wick}
 GOLDEN=${WICK_GOLDEN:-$(dirname "$0")/../../../shared/golden}
 if [ ! -f "$GOLDEN/MANIFEST.json" ]; then
     if [ "${CI:-}" = true ]; then echo "golden data missing at $GOLDEN" >&2; exit 1; fi
-    echo "skip: golden data missing at $GOLDEN"; exit 0
+    echo "skip: golden data missing at $GOLDEN"; exit 77
 fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/wick-run-golden.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT

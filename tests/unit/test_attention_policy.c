@@ -436,7 +436,7 @@ static void test_q8_0_row_decoders_agree(void **state)
 {
     (void)state;
     const wk_cpu_features *f = wk_cpu();
-    if (!f->avx2 || !f->f16c) skip();
+    if (!f->avx2 || !f->f16c) WK_SKIP();
     be_backend *be = new_backend(1);
     const int32_t d = 256;
     float x[256], a[256], b[256];
@@ -597,5 +597,5 @@ int main(void)
         cmocka_unit_test(test_engine_decodes_densely_under_the_approximate_policy),
         cmocka_unit_test(test_fingerprint_covers_every_policy_field),
     };
-    return cmocka_run_group_tests(tests, NULL, teardown_store);
+    return WK_RUN_GROUP_TESTS(tests, NULL, teardown_store);
 }

@@ -693,5 +693,5 @@ int main(void)
         cmocka_unit_test(test_matmul_and_bias_match_naive),
         cmocka_unit_test(test_get_rows_dequantizes_embedding_rows),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return WK_RUN_GROUP_TESTS(tests, NULL, NULL);
 }

@@ -65,7 +65,7 @@ static void close_model(fixture *f)
     do {                                                                               \
         if (open_model(&f, name)) {                                                    \
             if (golden_required()) fail_msg("golden data missing (CI requires it)");   \
-            skip();                                                                    \
+            WK_SKIP();                                                                    \
         }                                                                              \
     } while (0)
 
@@ -859,5 +859,5 @@ int main(void)
         cmocka_unit_test(test_archive_rejects_corrupted_header),
         cmocka_unit_test(test_archive_rejects_truncated_file),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return WK_RUN_GROUP_TESTS(tests, NULL, NULL);
 }

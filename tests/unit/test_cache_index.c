@@ -150,5 +150,5 @@ int main(void)
         cmocka_unit_test(test_put_replaces_and_remove_prunes),
         cmocka_unit_test(test_random_operations_agree_with_brute_force),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return WK_RUN_GROUP_TESTS(tests, NULL, NULL);
 }

@@ -589,5 +589,5 @@ int main(void)
         cmocka_unit_test(test_tojson_writes_numbers_and_strings_like_python),
         cmocka_unit_test(test_json_loader_survives_mutated_input),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return WK_RUN_GROUP_TESTS(tests, NULL, NULL);
 }

@@ -447,5 +447,5 @@ int main(void)
         cmocka_unit_test(test_stop_strings_are_found_across_pieces),
         cmocka_unit_test(test_stop_holds_back_only_possible_prefixes),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return WK_RUN_GROUP_TESTS(tests, NULL, NULL);
 }

@@ -135,5 +135,5 @@ int main(void)
         cmocka_unit_test(test_cuda_context_is_refused_or_made),
         cmocka_unit_test(test_staged_positions_give_the_logits_of_one_batch),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return WK_RUN_GROUP_TESTS(tests, NULL, NULL);
 }

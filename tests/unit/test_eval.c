@@ -263,5 +263,5 @@ int main(void)
         cmocka_unit_test(test_longbench_file_loads_and_renders_the_template),
         cmocka_unit_test(test_kl_is_zero_for_equal_and_positive_for_different_distributions),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return WK_RUN_GROUP_TESTS(tests, NULL, NULL);
 }

@@ -1103,5 +1103,5 @@ int main(void)
         cmocka_unit_test(test_cache_sizes_match_published_qwen35_27b_numbers),
         cmocka_unit_test(test_summary_rejects_inconsistent_layer_keys),
     };
-    return cmocka_run_group_tests(tests, make_tmpdir, remove_tmpdir);
+    return WK_RUN_GROUP_TESTS(tests, make_tmpdir, remove_tmpdir);
 }

@@ -128,5 +128,5 @@ int main(void)
         cmocka_unit_test(test_q8_0_kv_logits_stay_close_to_f16_kv_on_golden_models),
         cmocka_unit_test(test_unknown_kv_type_is_refused),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return WK_RUN_GROUP_TESTS(tests, NULL, NULL);
 }

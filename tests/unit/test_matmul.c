@@ -297,5 +297,5 @@ int main(void)
         cmocka_unit_test(test_amx_and_vnni_panel_kernels_agree_bit_for_bit),
         cmocka_unit_test(test_matmul_rejects_bad_weights),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return WK_RUN_GROUP_TESTS(tests, NULL, NULL);
 }

@@ -415,5 +415,5 @@ int main(void)
         cmocka_unit_test(test_hybrid_truncate_is_refused),
         cmocka_unit_test(test_every_logit_case_matches_llama_cpp),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return WK_RUN_GROUP_TESTS(tests, NULL, NULL);
 }

@@ -319,5 +319,5 @@ int main(void)
         cmocka_unit_test(test_dot_kernels_match_dequantized_reference_and_each_other),
         cmocka_unit_test(test_rows_of_wrong_length_or_type_are_rejected),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return WK_RUN_GROUP_TESTS(tests, NULL, NULL);
 }

@@ -362,5 +362,5 @@ int main(void)
         cmocka_unit_test(test_logit_bias_can_ban_tokens),
         cmocka_unit_test(test_bad_parameters_are_rejected),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return WK_RUN_GROUP_TESTS(tests, NULL, NULL);
 }

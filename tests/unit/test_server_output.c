@@ -145,5 +145,5 @@ int main(void)
         cmocka_unit_test(test_completion_text_is_content_verbatim),
         cmocka_unit_test(test_boundaries_map_to_segment_token_positions),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return WK_RUN_GROUP_TESTS(tests, NULL, NULL);
 }

@@ -324,5 +324,5 @@ int main(void)
         cmocka_unit_test(test_auth_accepts_only_the_exact_key),
         cmocka_unit_test(test_loopback_hosts_are_recognised),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return WK_RUN_GROUP_TESTS(tests, NULL, NULL);
 }

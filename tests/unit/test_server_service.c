@@ -255,5 +255,5 @@ int main(void)
         cmocka_unit_test(test_reset_and_reload_drop_the_cache_and_keep_serving),
         cmocka_unit_test(test_reuse_decision_attention_vs_hybrid),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return WK_RUN_GROUP_TESTS(tests, NULL, NULL);
 }

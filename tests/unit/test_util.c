@@ -142,5 +142,5 @@ int main(void)
         cmocka_unit_test(test_error_prefix_keeps_code_and_message),
         cmocka_unit_test(test_argmax_matches_the_reference),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return WK_RUN_GROUP_TESTS(tests, NULL, NULL);
 }
