@@ -72,6 +72,8 @@ void slot_remove_ckpt(cache_slot *s, int i)
 void slot_release(ckpt_cache *c, int i)
 {
     cache_slot *s = &c->slots[i];
+    if (s->dirty) cache_disk_flush_slot(c, i); /* its state reaches the archive first: nothing is lost */
+    cache_disk_release_slot(c, i);
     for (int k = 0; k < s->n_ck; k++) ckpt_free(&s->ck[k]);
     free(s->ck);
     if (s->seq) eng_seq_free(s->seq);
@@ -82,6 +84,7 @@ void slot_release(ckpt_cache *c, int i)
 void ckpt_cache_free(ckpt_cache *c)
 {
     if (!c) return;
+    if (c->slots) ckpt_cache_archive_flush(c);
     for (int i = 0; i < c->cfg.max_slots && c->slots; i++) slot_release(c, i);
     free(c->slots);
     cache_disk_free(c);
@@ -96,6 +99,14 @@ void ckpt_cache_clear(ckpt_cache *c)
 }
 
 int32_t ckpt_cache_n_ctx(const ckpt_cache *c) { return c->n_ctx; }
+
+void ckpt_cache_set_n_ctx(ckpt_cache *c, int32_t n_ctx)
+{
+    if (n_ctx == c->n_ctx) return;
+    ckpt_cache_clear(c);
+    c->n_ctx = n_ctx;
+    c->kv_bytes_per_slot = model_kv_elems_per_layer(c->m, c->n_ctx) * 2 * c->m->hp.n_attn_layers;
+}
 
 /* Inserts a checkpoint keeping the list sorted by position; one per position
  * (a later one at the same position replaces it). Takes ownership of *k. */
@@ -188,15 +199,67 @@ static bool better(const choice *a, const choice *b)
     return a->match > b->match;
 }
 
-/* Free slot if any, else the least recently used one (never `keep`). */
-static int pick_victim(ckpt_cache *c)
+/* Free slot if any, else the least recently used one; never `keep` (-1
+ * when keep is the only slot). */
+static int pick_victim(ckpt_cache *c, int keep)
 {
     int best = -1;
     for (int i = 0; i < c->cfg.max_slots; i++) {
+        if (i == keep) continue;
         if (!c->slots[i].seq) return i;
         if (best < 0 || c->slots[i].last_used_ms < c->slots[best].last_used_ms) best = i;
     }
     return best;
+}
+
+/* A cut of a cached conversation that would drop more than it reuses
+ * (and at least this many tokens) goes to another slot instead. */
+#define CUT_MIN_LOSS 256
+
+/* Whether reusing best in place would cut a long conversation for a short
+ * match: what is lost (the slot's tokens past the reuse point) outweighs
+ * what is gained (the reused prefix). A side request that shares only a
+ * chat header with the main conversation must not destroy it. */
+static bool cut_costs_more_than_it_gives(const ckpt_cache *c, const choice *best)
+{
+    const cache_slot *s = &c->slots[best->slot];
+    int32_t lost = eng_seq_pos(s->seq) - best->start;
+    return lost >= CUT_MIN_LOSS && lost > best->start;
+}
+
+/* Empties slot si for a new conversation: archives what it holds first
+ * (nothing is lost), drops its checkpoints and index entry. */
+static void slot_reset(ckpt_cache *c, int si)
+{
+    cache_slot *s = &c->slots[si];
+    if (s->dirty) cache_disk_flush_slot(c, si);
+    cache_disk_release_slot(c, si);
+    for (int i = 0; i < s->n_ck; i++) ckpt_free(&s->ck[i]);
+    s->n_ck = 0;
+    if (s->seq) eng_seq_clear(s->seq);
+    s->conv = c->next_conv++;
+    s->live_ok = false;
+}
+
+/* Makes slot dst hold the first best->start tokens of slot best->slot (its
+ * KV, and for recurrent models the checkpoint there) without touching the
+ * source. 0 on success, else dst is left cold. */
+static int copy_prefix(ckpt_cache *c, int dst, const choice *best)
+{
+    cache_slot *from = &c->slots[best->slot], *to = &c->slots[dst];
+    wk_error err = {0};
+    int rc = eng_seq_copy_prefix(to->seq, from->seq, best->start, &err);
+    if (!rc && c->recurrent) {
+        ckpt k;
+        rc = ckpt_copy(&k, &from->ck[best->ck_index], &err);
+        if (!rc && (rc = seq_restore(to->seq, &k.snap, &err)) == 0 && slot_add_ckpt(to, &k)) ckpt_free(&k);
+        else if (rc) ckpt_free(&k);
+    }
+    if (rc) {
+        WK_WARN("cache: copying %d tokens from slot %d: %s; prefilling from scratch", best->start, best->slot, err.msg);
+        eng_seq_clear(to->seq);
+    }
+    return rc;
 }
 
 /* Marks worth a checkpoint in (start, n): essential boundaries always, the
@@ -231,6 +294,29 @@ static int plan_marks(ckpt_cache *c, const ckpt_mark *marks, int n_marks, int32_
     return 0;
 }
 
+/* The slot's sequence, allocated if needed; when no memory is left for
+ * another sequence, the least recently used allocated slot instead. -1 if
+ * not even that exists. */
+static int slot_with_sequence(ckpt_cache *c, int si, int keep, wk_error *err)
+{
+    if (c->slots[si].seq) return si;
+    wk_error aerr = {0};
+    int rc = eng_seq_new(&c->slots[si].seq, c->ctx, c->n_ctx, &aerr);
+    if (rc == 0) {
+        c->slots[si].conv = c->next_conv++;
+        return si;
+    }
+    int lru = -1;
+    for (int i = 0; i < c->cfg.max_slots; i++)
+        if (i != keep && c->slots[i].seq && (lru < 0 || c->slots[i].last_used_ms < c->slots[lru].last_used_ms)) lru = i;
+    if (lru < 0) {
+        wk_fail(err, rc, "%s", aerr.msg);
+        return -1;
+    }
+    WK_WARN("cache: %s; reusing slot %d", aerr.msg, lru);
+    return lru;
+}
+
 int ckpt_cache_begin(ckpt_cache *c, const int32_t *ids, int32_t n, const ckpt_mark *marks, int n_marks, bool fresh,
                      ckpt_plan *plan, wk_error *err)
 {
@@ -251,31 +337,51 @@ int ckpt_cache_begin(ckpt_cache *c, const int32_t *ids, int32_t n, const ckpt_ma
             if (better(&ch, &best)) best = ch;
         }
     }
-    int si = best.start > 0 && best.slot >= 0 ? best.slot : pick_victim(c);
+    /* Where the request runs: the matching slot itself, or (cold, from the
+     * archive, or when cutting the match would cost more than it gives) a
+     * free or least-recently-used one, seeded with a copy of the shared prefix. */
+    bool in_place = best.start > 0 && best.slot >= 0 && !cut_costs_more_than_it_gives(c, &best);
+    bool copy = best.start > 0 && best.slot >= 0 && !in_place;
+    int si = in_place ? best.slot : pick_victim(c, copy ? best.slot : -1);
+    if (si < 0) { /* one slot only: the cut is the lesser evil */
+        si = best.slot;
+        in_place = true;
+        copy = false;
+    }
+    si = slot_with_sequence(c, si, copy ? best.slot : -1, err);
+    if (si < 0) return err->code;
+    if (si == best.slot && copy) { /* no memory for a second sequence: cut in place after all */
+        in_place = true;
+        copy = false;
+    }
     cache_slot *s = &c->slots[si];
-    if (!s->seq) {
-        wk_error aerr = {0};
-        int rc = eng_seq_new(&s->seq, c->ctx, c->n_ctx, &aerr);
-        if (rc) {
-            /* no memory for another sequence: reuse the least recently used one */
-            int lru = -1;
-            for (int i = 0; i < c->cfg.max_slots; i++)
-                if (c->slots[i].seq && (lru < 0 || c->slots[i].last_used_ms < c->slots[lru].last_used_ms)) lru = i;
-            if (lru < 0) return wk_fail(err, rc, "%s", aerr.msg);
-            WK_WARN("cache: %s; reusing slot %d", aerr.msg, lru);
-            si = lru; /* best is cold or an archive entry here: both load into any slot */
-            s = &c->slots[si];
-        }
-        s->conv = c->next_conv++;
-    }
-    if (best.start > 0 && best.disk >= 0) {
-        if (cache_disk_load(c, best.disk, si, &best, ids, n)) best.start = 0;
-        else plan->from_disk = true;
-    }
+    cache_disk_release_slot(c, si);
     wk_error rerr = {0};
-    if (best.start > 0 && best.kind == CKPT_KV_PREFIX) {
+    if (!in_place) {
+        slot_reset(c, si);
+        if (copy) {
+            if (copy_prefix(c, si, &best)) best.start = 0;
+            else {
+                c->st.copies++;
+                if (!c->recurrent) best.kind = CKPT_KV_PREFIX;
+            }
+        } else if (best.start > 0 && best.disk >= 0) {
+            if (cache_disk_load(c, best.disk, si, &best, ids, n)) best.start = 0;
+            else plan->from_disk = true;
+        } else {
+            best.start = 0;
+        }
+        if (best.start > 0 && plan->from_disk && !c->recurrent) {
+            if (kv_truncate(s->seq, best.start, &rerr)) best.start = 0;
+        } else if (best.start > 0 && plan->from_disk) {
+            if (ckpt_restore(&s->ck[best.ck_index], c->ctx, s->seq, ids, n, &rerr)) {
+                c->st.refused++;
+                best.start = 0;
+            }
+        }
+    } else if (best.kind == CKPT_KV_PREFIX) {
         if (kv_truncate(s->seq, best.start, &rerr)) best.start = 0;
-    } else if (best.start > 0 && best.kind != CKPT_LIVE) {
+    } else if (best.kind != CKPT_LIVE) {
         if (ckpt_restore(&s->ck[best.ck_index], c->ctx, s->seq, ids, n, &rerr)) {
             c->st.refused++;
             best.start = 0;
@@ -286,7 +392,7 @@ int ckpt_cache_begin(ckpt_cache *c, const int32_t *ids, int32_t n, const ckpt_ma
         eng_seq_clear(s->seq);
         for (int i = 0; i < s->n_ck; i++) ckpt_free(&s->ck[i]);
         s->n_ck = 0;
-        if (!plan->from_disk) s->conv = c->next_conv++;
+        if (in_place || plan->from_disk) s->conv = c->next_conv++;
         plan->from_disk = false;
     }
     slot_drop_ckpts_after(s, best.start);
@@ -458,6 +564,6 @@ void ckpt_cache_end(ckpt_cache *c, ckpt_plan *plan, bool ok)
         WK_WARN("cache: %s", err.msg);
     cache_trim_slot(c, s);
     cache_enforce_budget(c);
-    if (ok && c->dir[0]) cache_disk_archive(c, plan->slot);
+    if (ok) cache_disk_mark_dirty(c, plan->slot);
     c->active = -1;
 }

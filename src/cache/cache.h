@@ -11,10 +11,18 @@
  *                         take checkpoints (pending until the prefill ends);
  *   ckpt_cache_decoded()  after each decoded token (interval checkpoints);
  *   ckpt_cache_end()      confirms (ok) or falls back to the last confirmed
- *                         checkpoint (cancelled / failed prefill), takes the
- *                         end-of-generation checkpoint, enforces the budget
- *                         and archives.
- * A prefill that was cancelled or failed never leaves a checkpoint behind.
+ *                         checkpoint (cancelled or failed prefill or decode),
+ *                         takes the end-of-generation checkpoint, enforces
+ *                         the budget and marks the slot for the archive;
+ *   ckpt_cache_archive_step()  when the engine is idle (after the response
+ *                         went out): writes the archive in bounded steps.
+ * A prefill or decode that was cancelled or failed never leaves a
+ * checkpoint behind.
+ *
+ * Slot choice weighs what a reuse gains against what it destroys: a short
+ * match (a side request sharing only a chat header) never cuts a long
+ * cached conversation; it runs in a free or least-recently-used slot seeded
+ * with a copy of the shared prefix.
  *
  * Reuse requires, for every checkpoint: same model identity, same attention
  * policy fingerprint, complete, prefix hash equal to the new prompt's. */
@@ -106,11 +114,30 @@ void ckpt_cache_decoded(ckpt_cache *c, ckpt_plan *plan);
  * checkpoint. */
 void ckpt_cache_end(ckpt_cache *c, ckpt_plan *plan, bool ok);
 
-/* Drops every slot and checkpoint in RAM (the archive stays). */
+/* Drops every slot and checkpoint in RAM (what the archive does not hold
+ * yet is written to it first). */
 void ckpt_cache_clear(ckpt_cache *c);
+
+/* Sequences of n_ctx positions from now on (the slots are dropped as by
+ * ckpt_cache_clear). For in-process users whose prompts grow. */
+void ckpt_cache_set_n_ctx(ckpt_cache *c, int32_t n_ctx);
+
+/* Whether archive work is pending (a write in progress or a slot whose
+ * state the archive does not hold yet). */
+bool ckpt_cache_archive_pending(const ckpt_cache *c);
+
+/* Does about max_bytes of pending archive work; true while more remains.
+ * Any other cache call may abandon an unfinished write of a slot it
+ * changes (the file keeps its last whole state; the slot is written again
+ * later). */
+bool ckpt_cache_archive_step(ckpt_cache *c, size_t max_bytes);
+
+/* Finishes all pending archive work (shutdown). ckpt_cache_free does it too. */
+void ckpt_cache_archive_flush(ckpt_cache *c);
 
 typedef struct ckpt_cache_stats {
     uint64_t hits, misses;           /* requests that reused something / nothing */
+    uint64_t copies;                 /* hits served from a copy of another slot's prefix */
     uint64_t evictions;              /* checkpoints + slots evicted for the budget */
     uint64_t refused;                /* checkpoints that failed validation */
     uint64_t disk_loads, disk_writes, disk_corrupt;

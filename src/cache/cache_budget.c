@@ -78,6 +78,8 @@ void cache_enforce_budget(ckpt_cache *c)
         if (vs >= 0) {
             WK_DEBUG("cache: evicting checkpoint at %d (%s) of slot %d", c->slots[vs].ck[vi].snap.pos,
                      ckpt_kind_name(c->slots[vs].ck[vi].kind), vs);
+            if (c->slots[vs].dirty) cache_disk_flush_slot(c, vs); /* the archive gets it before RAM lets go */
+            cache_disk_release_slot(c, vs);
             slot_remove_ckpt(&c->slots[vs], vi);
             c->st.evictions++;
             continue;

@@ -1,7 +1,10 @@
 /* The cache's side of the disk archive: scanning the folder at start,
- * choosing an archived entry, loading it lazily into a slot, archiving a
- * slot after a request and keeping the folder under its size cap. */
+ * choosing an archived entry, loading it lazily into a slot, archiving
+ * slots after their requests (in bounded steps, when the engine is idle:
+ * the reply never waits for the disk; a follow-up turn appends to its
+ * conversation's file) and keeping the folder under its size cap. */
 #include <dirent.h>
+#include <signal.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,10 +15,14 @@
 #include "cache/cache_impl.h"
 #include "util/log.h"
 
-/* Checkpoints one archive file keeps: the newest few, which are the ones the
- * next turn of a conversation resumes from (generation start, prompt end,
- * end of generation, last user turn). */
+/* Checkpoints one write adds: the newest few, which are the ones the next
+ * turn of a conversation resumes from (generation start, prompt end, end of
+ * generation, last user turn). */
 #define ARCHIVE_CKPTS 4
+/* A file holding more checkpoints than this is rewritten with the newest
+ * ARCHIVE_CKPTS instead of appended to: older turns' states are dead
+ * weight once newer ones exist. */
+#define FILE_CKPTS_MAX (2 * ARCHIVE_CKPTS)
 
 static int find_disk(const ckpt_cache *c, int64_t key)
 {
@@ -64,6 +71,22 @@ static bool has_suffix(const char *s, const char *suf)
     return n >= k && !strcmp(s + n - k, suf);
 }
 
+/* "<conv>.wkc.tmp.<pid>" left by a process that died mid-write: deleted
+ * unless that process still runs (another server writing it now). True
+ * when name is such a file. */
+static bool remove_stale_tmp(const char *name, const char *path)
+{
+    const char *t = strstr(name, CKPT_ARCHIVE_EXT ".tmp.");
+    if (!t) return false;
+    char *end;
+    long pid = strtol(t + strlen(CKPT_ARCHIVE_EXT ".tmp."), &end, 10);
+    if (*end || pid <= 0) return true;
+    if (kill((pid_t)pid, 0) == 0 || errno == EPERM) return true;
+    WK_INFO("cache: deleting %s (left by an interrupted write)", path);
+    unlink(path);
+    return true;
+}
+
 int cache_disk_scan(ckpt_cache *c, wk_error *err)
 {
     if (mkdir(c->dir, 0755) && errno != EEXIST)
@@ -71,14 +94,20 @@ int cache_disk_scan(ckpt_cache *c, wk_error *err)
     DIR *d = opendir(c->dir);
     if (!d) return wk_fail(err, WK_EIO, "cache folder %s: %s", c->dir, strerror(errno));
     struct dirent *de;
-    int rc = 0;
+    int rc = 0, other_version = 0;
+    wk_error version_msg = {0};
     while (!rc && (de = readdir(d))) {
-        if (!has_suffix(de->d_name, CKPT_ARCHIVE_EXT)) continue;
         char path[4096 + 256];
         snprintf(path, sizeof path, "%s/%s", c->dir, de->d_name);
+        if (remove_stale_tmp(de->d_name, path)) continue;
+        if (!has_suffix(de->d_name, CKPT_ARCHIVE_EXT)) continue;
         ckpt_archive_info info;
         wk_error e = {0};
         int r = ckpt_archive_scan(path, &info, &e);
+        if (r == WK_EUNSUPPORTED) { /* another wick build may share the folder: leave its files alone */
+            if (!other_version++) version_msg = e;
+            continue;
+        }
         if (r == WK_EFORMAT) {
             WK_WARN("cache: %s; deleted", e.msg);
             unlink(path);
@@ -89,6 +118,9 @@ int cache_disk_scan(ckpt_cache *c, wk_error *err)
             WK_WARN("cache: %s; skipped", e.msg);
             continue;
         }
+        if (info.torn_bytes)
+            WK_WARN("cache: %s: %zu bytes after its last whole record (an interrupted write) are ignored", path,
+                    info.torn_bytes);
         if (info.model_id != c->m->model_id) { /* another model's file: leave it alone */
             ckpt_archive_info_free(&info);
             continue;
@@ -97,6 +129,9 @@ int cache_disk_scan(ckpt_cache *c, wk_error *err)
         ckpt_archive_info_free(&info);
     }
     closedir(d);
+    if (other_version)
+        WK_WARN("cache: %d file(s) in %s are of another archive format version (%s); skipped, not deleted",
+                other_version, c->dir, version_msg.msg);
     if (!rc && c->n_disk) WK_INFO("cache: %d archived conversation(s) in %s", c->n_disk, c->dir);
     return rc;
 }
@@ -191,10 +226,13 @@ int cache_disk_load(ckpt_cache *c, int di, int si, choice *ch, const int32_t *id
             WK_WARN("cache: deleting %s", in->path);
             c->st.disk_corrupt++;
             remove_disk(c, di, true);
+        } else if (rc != WK_ENOTFOUND) {
+            /* unusable here (another shape, too long, unreadable): forget it rather than retry it on every request */
+            remove_disk(c, di, false);
         }
         free(loaded);
         eng_seq_clear(s->seq);
-        return rc ? rc : WK_ENOMEM;
+        return rc;
     }
     const int32_t want = ch->start;
     ch->slot = si;
@@ -229,35 +267,139 @@ static void enforce_disk_cap(ckpt_cache *c, uint64_t keep)
     }
 }
 
-void cache_disk_archive(ckpt_cache *c, int si)
+static int find_conv(const ckpt_cache *c, uint64_t conv)
+{
+    for (int i = 0; i < c->n_disk; i++)
+        if (c->disk[i].info.conversation == conv) return i;
+    return -1;
+}
+
+static bool in_file(const ckpt_archive_info *in, const ckpt *k)
+{
+    for (int32_t i = 0; i < in->n_ckpt; i++)
+        if (in->ckpts[i].pos == k->snap.pos && in->ckpts[i].kind == k->kind) return true;
+    return false;
+}
+
+/* Starts the writer for slot si: an append when its file holds a prefix of
+ * the slot's tokens and few checkpoints, else a whole new file. 0 and
+ * c->writer set, 1 when there is nothing to write, < 0 on error. */
+static int start_writer(ckpt_cache *c, int si, wk_error *err)
 {
     cache_slot *s = &c->slots[si];
-    if (!s->seq || eng_seq_pos(s->seq) == 0) return;
+    int32_t pos = s->seq ? eng_seq_pos(s->seq) : 0;
+    if (pos == 0) return 1;
+    int di = find_conv(c, s->conv);
+    const ckpt_archive_info *in = di >= 0 ? &c->disk[di].info : NULL;
+    bool append = in && in->n_tokens < pos && in->n_ckpt < FILE_CKPTS_MAX &&
+                  in->policy_fp == eng_seq_policy_fp(s->seq) &&
+                  !memcmp(in->tokens, eng_seq_tokens(s->seq), sizeof(int32_t) * (size_t)in->n_tokens);
+    if (in && in->n_tokens == pos && !memcmp(in->tokens, eng_seq_tokens(s->seq), sizeof(int32_t) * (size_t)pos)) {
+        bool news = false;
+        for (int i = 0; i < s->n_ck && !news; i++)
+            news = s->ck[i].complete && s->ck[i].snap.pos > 0 && s->ck[i].kind < CKPT_KIND_COUNT && !in_file(in, &s->ck[i]);
+        if (!news) return 1; /* the file already holds this state */
+    }
     const ckpt *pick[ARCHIVE_CKPTS];
     int n = 0;
-    for (int i = s->n_ck - 1; i >= 0 && n < ARCHIVE_CKPTS; i--)
-        if (s->ck[i].complete && s->ck[i].snap.pos > 0 && s->ck[i].kind < CKPT_KIND_COUNT) pick[n++] = &s->ck[i];
+    for (int i = s->n_ck - 1; i >= 0 && n < ARCHIVE_CKPTS; i--) {
+        const ckpt *k = &s->ck[i];
+        if (!k->complete || k->snap.pos <= 0 || k->kind >= CKPT_KIND_COUNT) continue;
+        if (append && in_file(in, k)) continue;
+        pick[n++] = k;
+    }
     /* oldest first in the file */
     for (int i = 0; i < n / 2; i++) {
         const ckpt *t = pick[i];
         pick[i] = pick[n - 1 - i];
         pick[n - 1 - i] = t;
     }
-    wk_error err = {0};
-    size_t bytes = 0;
-    if (ckpt_archive_write(c->dir, s->conv, c->ctx, s->seq, pick, n, &bytes, &err)) {
-        WK_WARN("cache: %s", err.msg);
-        return;
-    }
+    int rc = ckpt_archive_writer_start(&c->writer, c->dir, s->conv, c->ctx, s->seq, append ? in->n_tokens : 0,
+                                       append ? in->file_bytes : 0, pick, n, err);
+    if (rc) return rc;
+    ckpt_archive_writer_set_tag(c->writer, si);
+    return 0;
+}
+
+/* The writer finished slot si's file: index what the file now holds. */
+static void writer_done(ckpt_cache *c, int si)
+{
+    cache_slot *s = &c->slots[si];
     c->st.disk_writes++;
     char path[4096 + 64];
     ckpt_archive_path(path, sizeof path, c->dir, s->conv);
     ckpt_archive_info info;
-    if (ckpt_archive_scan(path, &info, &err) || add_disk(c, &info, &err)) {
+    wk_error err = {0};
+    if (ckpt_archive_scan(path, &info, &err) || add_disk(c, &info, &err))
         WK_WARN("cache: re-reading %s: %s", path, err.msg);
-        ckpt_archive_info_free(&info);
-        return;
-    }
     ckpt_archive_info_free(&info);
     enforce_disk_cap(c, s->conv);
+}
+
+void cache_disk_mark_dirty(ckpt_cache *c, int si)
+{
+    if (c->dir[0] && c->slots[si].seq) c->slots[si].dirty = true;
+}
+
+void cache_disk_release_slot(ckpt_cache *c, int si)
+{
+    if (!c->writer || ckpt_archive_writer_tag(c->writer) != si) return;
+    ckpt_archive_writer_free(c->writer); /* the file goes back to its last whole state */
+    c->writer = NULL;
+}
+
+bool ckpt_cache_archive_pending(const ckpt_cache *c)
+{
+    if (c->writer) return true;
+    for (int i = 0; i < c->cfg.max_slots; i++)
+        if (c->slots[i].dirty) return true;
+    return false;
+}
+
+/* Most recently used dirty slot, or -1. */
+static int next_dirty(const ckpt_cache *c)
+{
+    int best = -1;
+    for (int i = 0; i < c->cfg.max_slots; i++)
+        if (c->slots[i].dirty && (best < 0 || c->slots[i].last_used_ms > c->slots[best].last_used_ms)) best = i;
+    return best;
+}
+
+/* One step of archiving slot si (or of whichever slot is due when si < 0). */
+static bool archive_step(ckpt_cache *c, int si, size_t max_bytes)
+{
+    wk_error err = {0};
+    if (!c->writer) {
+        if (si < 0) si = next_dirty(c);
+        if (si < 0) return false;
+        int rc = start_writer(c, si, &err);
+        if (rc) {
+            if (rc < 0) WK_WARN("cache: %s", err.msg);
+            c->slots[si].dirty = false; /* nothing to write, or it cannot be: not retried on every idle step */
+            return ckpt_cache_archive_pending(c);
+        }
+    }
+    int tag = ckpt_archive_writer_tag(c->writer);
+    int rc = ckpt_archive_writer_step(c->writer, max_bytes, &err);
+    if (rc > 0) return true;
+    ckpt_archive_writer_free(c->writer);
+    c->writer = NULL;
+    c->slots[tag].dirty = false;
+    if (rc == 0) writer_done(c, tag);
+    else WK_WARN("cache: %s", err.msg);
+    return ckpt_cache_archive_pending(c);
+}
+
+bool ckpt_cache_archive_step(ckpt_cache *c, size_t max_bytes) { return archive_step(c, -1, max_bytes); }
+
+void cache_disk_flush_slot(ckpt_cache *c, int si)
+{
+    if (c->writer && ckpt_archive_writer_tag(c->writer) != si) /* finish the other slot first */
+        while (c->writer && archive_step(c, ckpt_archive_writer_tag(c->writer), SIZE_MAX)) {}
+    while (c->slots[si].dirty && archive_step(c, si, SIZE_MAX)) {}
+}
+
+void ckpt_cache_archive_flush(ckpt_cache *c)
+{
+    while (archive_step(c, -1, SIZE_MAX)) {}
 }

@@ -16,6 +16,7 @@ typedef struct cache_slot {
     ckpt *ck;              /* sorted by position */
     int n_ck, cap_ck;
     bool live_ok;          /* the live state is confirmed (a request ended here) */
+    bool dirty;            /* holds state the disk archive does not have yet */
     double last_used_ms;
     uint64_t conv;         /* conversation id (archive file name) */
 } cache_slot;
@@ -48,6 +49,7 @@ struct ckpt_cache {
     ckpt_mark *marks;      /* checkpoint positions of the request in progress */
     int n_marks;
     uint64_t next_conv;
+    ckpt_archive_writer *writer; /* archiving in progress (its tag: the slot), or NULL */
     disk_entry *disk;
     int n_disk, cap_disk;
     int64_t next_disk_key;
@@ -70,7 +72,13 @@ int cache_disk_scan(ckpt_cache *c, wk_error *err);
 void cache_disk_free(ckpt_cache *c);
 choice cache_disk_usable(ckpt_cache *c, int64_t key, const int32_t *ids, int32_t n, int32_t match);
 int cache_disk_load(ckpt_cache *c, int disk_index, int slot, choice *ch, const int32_t *ids, int32_t n);
-void cache_disk_archive(ckpt_cache *c, int slot);
+/* After a request ended on slot: archive it when the engine is idle. */
+void cache_disk_mark_dirty(ckpt_cache *c, int slot);
+/* Before anything changes slot's sequence or checkpoints: abandons a write
+ * in progress that reads them (the slot stays dirty, written again later). */
+void cache_disk_release_slot(ckpt_cache *c, int slot);
+/* Writes slot's pending state now (before it is evicted: nothing is lost). */
+void cache_disk_flush_slot(ckpt_cache *c, int slot);
 size_t cache_disk_bytes(const ckpt_cache *c);
 
 #endif

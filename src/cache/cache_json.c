@@ -48,6 +48,8 @@ json_t *ckpt_cache_json(const ckpt_cache *c)
     json_object_set_new(o, "disk_budget", json_integer((json_int_t)st.disk_budget));
     json_object_set_new(o, "disk_dir", c->dir[0] ? json_string(c->dir) : json_null());
     json_object_set_new(o, "hits", json_integer((json_int_t)st.hits));
+    json_object_set_new(o, "copies", json_integer((json_int_t)st.copies));
+    json_object_set_new(o, "archive_pending", json_boolean(ckpt_cache_archive_pending(c)));
     json_object_set_new(o, "misses", json_integer((json_int_t)st.misses));
     json_object_set_new(o, "evictions", json_integer((json_int_t)st.evictions));
     json_object_set_new(o, "refused", json_integer((json_int_t)st.refused));

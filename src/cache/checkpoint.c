@@ -1,4 +1,5 @@
 /* Checkpoints: take, validate, restore. */
+#include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
 
@@ -66,6 +67,21 @@ int ckpt_restore(const ckpt *c, const eng_ctx *ctx, eng_seq *s, const int32_t *t
     int rc = ckpt_validate(c, tokens, n, eng_ctx_model(ctx)->model_id, eng_seq_policy_fp(s), err);
     if (rc) return rc;
     return seq_restore(s, &c->snap, err);
+}
+
+int ckpt_copy(ckpt *dst, const ckpt *src, wk_error *err)
+{
+    *dst = *src;
+    dst->snap.state = NULL;
+    if (src->snap.state_bytes) {
+        dst->snap.state = malloc(src->snap.state_bytes);
+        if (!dst->snap.state) {
+            memset(dst, 0, sizeof *dst);
+            return wk_fail(err, WK_ENOMEM, "checkpoint copy: out of memory (%zu bytes)", src->snap.state_bytes);
+        }
+        memcpy(dst->snap.state, src->snap.state, src->snap.state_bytes);
+    }
+    return 0;
 }
 
 size_t ckpt_bytes(const ckpt *c) { return c->snap.state_bytes; }

@@ -66,6 +66,9 @@ int ckpt_validate(const ckpt *c, const int32_t *tokens, int32_t n, uint64_t mode
  * re-checks against the live tokens). On refusal the sequence is untouched. */
 int ckpt_restore(const ckpt *c, const eng_ctx *ctx, eng_seq *s, const int32_t *tokens, int32_t n, wk_error *err);
 
+/* A deep copy of src into dst (dst's old contents are not freed). WK_ENOMEM. */
+int ckpt_copy(ckpt *dst, const ckpt *src, wk_error *err);
+
 /* Bytes of recurrent state held (0 for pure-attention models). */
 size_t ckpt_bytes(const ckpt *c);
 

@@ -9,12 +9,8 @@
 
 #include "cli/cli_policy.h"
 #include "cli/commands.h"
-#include "engine/context.h"
 #include "engine/sampler.h"
-#include "engine/sequence.h"
-#include "model/model.h"
-#include "tokenizer/tokenizer.h"
-#include "util/threadpool.h"
+#include "pipeline/pipeline.h"
 #include "util/timeutil.h"
 
 typedef struct run_opts {
@@ -276,6 +272,43 @@ static int write_logits(const char *path, const float *rows, int32_t n_rows, int
     return (w == n && rc == 0) ? 0 : -1;
 }
 
+/* What `wick run` does with the pipeline's output. */
+typedef struct run_out {
+    const run_opts *o;
+    bool has_vocab;
+    int32_t n_ids;        /* token ids printed (a file without a tokenizer) */
+    int dump_rc;          /* --dump-logits: 0, or -1 when writing failed */
+    int32_t dump_rows;
+} run_out;
+
+static void on_event(void *user, eng_event *ev)
+{
+    (void)user;
+    if (ev->type == ENG_EV_DELTA && ev->text) {
+        fputs(ev->text, stdout);
+        fflush(stdout);
+    }
+    eng_event_clear(ev);
+}
+
+static void on_token(void *user, int32_t id)
+{
+    run_out *r = user;
+    if (r->has_vocab) return; /* text comes through on_event */
+    printf("%s%d", r->n_ids++ ? "," : "", id);
+    fflush(stdout);
+}
+
+static void on_prefilled(void *user, eng_ctx *ctx)
+{
+    run_out *r = user;
+    if (!r->o->dump_logits) return;
+    int32_t rows = 0;
+    const float *all = eng_logits_all(ctx, &rows);
+    r->dump_rows = rows;
+    r->dump_rc = write_logits(r->o->dump_logits, all, rows, eng_n_vocab(ctx));
+}
+
 int cmd_run(int argc, char **argv)
 {
     run_opts o;
@@ -287,36 +320,39 @@ int cmd_run(int argc, char **argv)
     if (prc) return 1;
 
     wk_error err = {0};
-    model *m = NULL;
-    tok_vocab *vocab = NULL;
-    eng_ctx *ctx = NULL;
-    eng_seq *seq = NULL;
-    eng_sampler *sampler = NULL;
-    tok_decoder *dec = NULL;
+    pl_engine *pe = NULL;
     int32_t *prompt = NULL, n_prompt = 0;
     char *file_text = NULL;
     int status = 1;
+    eng_request req = {0};
 
+    if (o.tokens_arg && parse_tokens(o.tokens_arg, &prompt, &n_prompt)) {
+        fprintf(stderr, "wick run: --tokens wants comma-separated non-negative ids, got '%s'\n", o.tokens_arg);
+        return 1;
+    }
     double t_load = wk_now_ms();
-    if (model_load(&m, o.model_path, &err)) {
+    pl_config cfg;
+    pl_config_default(&cfg);
+    cfg.model_path = o.model_path;
+    cfg.need_template = false;
+    cfg.need_tokenizer = !o.tokens_arg; /* --tokens works without a tokenizer */
+    cfg.eng.n_threads = o.n_threads;
+    cfg.eng.policy = o.policy;
+    cfg.eng.kv_type = o.kv_type;
+    cfg.eng.device = o.device;
+    cfg.eng.gpu = o.gpu;
+    /* --tokens is one batch by contract (the golden logits are made that way) */
+    cfg.eng.n_ubatch = o.tokens_arg ? n_prompt : o.n_ubatch;
+    /* text prompts are tokenized once the vocabulary is loaded; the context grows to fit them below */
+    int64_t known = (int64_t)n_prompt + o.n_predict;
+    cfg.eng.n_ctx = o.n_ctx ? o.n_ctx : (int32_t)(known > 512 ? known : 512);
+    if (pl_engine_open(&pe, &cfg, &err)) {
         fprintf(stderr, "wick run: %s\n", err.msg);
         goto done;
     }
-    /* the tokenizer is needed for text prompts and for printing; --tokens works without it */
-    if (tok_load_from_gguf(&vocab, m->file, &err)) {
-        if (!o.tokens_arg) {
-            fprintf(stderr, "wick run: %s: %s\n", o.model_path, err.msg);
-            goto done;
-        }
-        vocab = NULL;
-    }
-
-    if (o.tokens_arg) {
-        if (parse_tokens(o.tokens_arg, &prompt, &n_prompt)) {
-            fprintf(stderr, "wick run: --tokens wants comma-separated non-negative ids, got '%s'\n", o.tokens_arg);
-            goto done;
-        }
-    } else {
+    const tok_vocab *vocab = pl_engine_vocab(pe);
+    const model *m = pl_engine_model(pe);
+    if (!o.tokens_arg) {
         const char *text = o.prompt;
         if (o.prompt_file) {
             file_text = read_text_file(o.prompt_file);
@@ -348,128 +384,63 @@ int cmd_run(int argc, char **argv)
             fprintf(stderr, "wick run: token id %d is outside the vocabulary (%u)\n", prompt[i], m->hp.n_vocab);
             goto done;
         }
-
-    eng_options eo;
-    eng_options_default(&eo);
-    eo.n_threads = o.n_threads;
-    eo.policy = o.policy;
-    eo.kv_type = o.kv_type;
-    eo.device = o.device;
-    eo.gpu = o.gpu;
+    /* room for the prompt and what is generated after it (the last token is not fed back) */
     int64_t need = (int64_t)n_prompt + o.n_predict;
-    eo.n_ctx = o.n_ctx ? o.n_ctx : (int32_t)(need > 512 ? need : 512);
-    if (need > eo.n_ctx) {
+    if (o.n_ctx && need > o.n_ctx) {
         fprintf(stderr, "wick run: prompt (%d tokens) + %d to generate exceed the context of %d (-c)\n", n_prompt,
-                o.n_predict, eo.n_ctx);
+                o.n_predict, o.n_ctx);
         goto done;
     }
-    /* --tokens is one batch by contract (the golden logits are made that way) */
-    eo.n_ubatch = o.tokens_arg ? n_prompt : o.n_ubatch;
-    if (eng_ctx_new(&ctx, m, &eo, &err) || eng_seq_new(&seq, ctx, eo.n_ctx, &err)) {
-        fprintf(stderr, "wick run: %s\n", err.msg);
-        goto done;
-    }
+    if (!o.n_ctx) pl_engine_reserve(pe, (int32_t)(need > 512 ? need : 512));
     t_load = wk_now_ms() - t_load;
-    const int32_t n_vocab = eng_n_vocab(ctx);
 
-    eng_prefill_opts po = {0};
-    po.all_logits = o.dump_logits != NULL;
-    double t0 = wk_now_ms();
-    if (eng_prefill(ctx, seq, prompt, n_prompt, &po, &err)) {
-        fprintf(stderr, "wick run: prefill: %s\n", err.msg);
-        goto done;
-    }
-    double prefill_ms = wk_now_ms() - t0;
-    if (o.dump_logits) {
-        int32_t rows = 0;
-        const float *all = eng_logits_all(ctx, &rows);
-        if (write_logits(o.dump_logits, all, rows, n_vocab)) {
-            fprintf(stderr, "wick run: cannot write %s: %s\n", o.dump_logits, strerror(errno));
-            goto done;
-        }
-    }
-
-    if (eng_sampler_new(&sampler, &o.sp, n_vocab, &err)) {
-        fprintf(stderr, "wick run: sampler: %s\n", err.msg);
-        goto done;
-    }
-    for (int32_t i = 0; i < n_prompt; i++) eng_sampler_accept(sampler, prompt[i]);
-    if (vocab) {
-        dec = tok_decoder_new(vocab, o.show_special ? TOK_DECODE_SPECIAL : 0);
-        if (!dec) {
-            fprintf(stderr, "wick run: out of memory\n");
-            goto done;
-        }
-    }
-
-    int32_t n_gen = 0;
-    double decode_ms = 0.0;
-    /* plain greedy: each next token is picked by the backend (-2: sample from eng_logits) */
-    const bool device_pick = eng_sampler_is_plain_greedy(sampler);
-    int32_t picked = -2;
-    for (; n_gen < o.n_predict; n_gen++) {
-        int32_t id = picked >= -1 ? picked : eng_sampler_sample(sampler, eng_logits(ctx), NULL);
-        if (id < 0) {
-            fprintf(stderr, "wick run: every logit is -inf or NaN; stopping\n");
-            break;
-        }
-        eng_sampler_accept(sampler, id);
-        bool eog = vocab && tok_is_eog(vocab, id);
-        if (dec) {
-            const char *piece;
-            size_t len;
-            if (!eog || o.show_special) {
-                if (tok_decoder_feed(dec, id, &piece, &len) == 0 && len) fwrite(piece, 1, len, stdout);
-            }
-        } else {
-            printf("%s%d", n_gen ? "," : "", id);
-        }
-        fflush(stdout);
-        if (eog && !o.ignore_eos) {
-            n_gen++;
-            break;
-        }
-        if (n_gen + 1 >= o.n_predict) {
-            n_gen++;
-            break;
-        }
-        double t1 = wk_now_ms();
-        if (device_pick ? eng_decode_greedy(ctx, seq, id, &picked, &err) : eng_decode(ctx, seq, id, &err)) {
-            fprintf(stderr, "\nwick run: decode: %s\n", err.msg);
-            goto done;
-        }
-        decode_ms += wk_now_ms() - t1;
-    }
-    if (dec) {
-        const char *piece;
-        size_t len;
-        tok_decoder_flush(dec, &piece, &len);
-        if (len) fwrite(piece, 1, len, stdout);
-    }
-    if (n_gen) printf("\n");
+    req.kind = ENG_REQ_COMPLETION;
+    req.prompt_ids = prompt;
+    req.n_prompt_ids = n_prompt;
+    prompt = NULL; /* the request owns it now */
+    req.max_tokens = o.n_predict;
+    req.sampling.temperature = o.sp.temperature;
+    req.sampling.top_k = o.sp.top_k;
+    req.sampling.top_p = o.sp.top_p;
+    req.sampling.min_p = o.sp.min_p;
+    req.sampling.repeat_penalty = o.sp.repeat_penalty;
+    req.sampling.seed = o.sp.seed;
+    req.sampling.has_seed = true;
+    req.ignore_eos = o.ignore_eos;
+    req.emit_special = o.show_special;
+    req.all_logits = o.dump_logits != NULL;
+    req.fresh = true;
+    snprintf(req.id, sizeof req.id, "run");
+    run_out out = {.o = &o, .has_vocab = vocab != NULL};
+    pl_sink sink = {.user = &out, .event = on_event, .token = on_token, .prefilled = on_prefilled};
+    eng_event final = {0};
+    int rc = pl_run(pe, &req, &sink, &final);
+    if (out.n_ids || final.counters.completion_tokens) printf("\n");
     fflush(stdout);
-
-    /* decode steps: every generated token but the last was fed back */
-    int32_t n_decoded = n_gen > 0 ? n_gen - 1 : 0;
+    if (out.dump_rc) {
+        fprintf(stderr, "wick run: cannot write %s: %s\n", o.dump_logits, strerror(errno));
+        goto done;
+    }
+    if (rc) {
+        fprintf(stderr, "wick run: %s\n", final.message);
+        goto done;
+    }
+    const eng_counters *c = &final.counters;
     char where[32];
     if (o.device == ENG_DEVICE_CUDA)
         snprintf(where, sizeof where, "cuda:%d", (int)o.gpu);
     else
-        snprintf(where, sizeof where, "%d threads", (int)eng_ctx_options(ctx)->n_threads);
+        snprintf(where, sizeof where, "%d threads", (int)eng_ctx_options(pl_engine_ctx(pe))->n_threads);
     fprintf(stderr, "\nmodel:     %s (%s, %u layers, %s), loaded in %.0f ms\n", o.model_path,
             model_arch_name(m->arch), m->hp.n_layer, where, t_load);
-    fprintf(stderr, "prompt:    %d tokens in %.1f ms (%.1f tok/s)\n", n_prompt, prefill_ms,
-            prefill_ms > 0 ? n_prompt * 1000.0 / prefill_ms : 0.0);
-    fprintf(stderr, "generated: %d tokens, %d decode steps in %.1f ms (%.1f tok/s)\n", n_gen, n_decoded, decode_ms,
-            decode_ms > 0 ? n_decoded * 1000.0 / decode_ms : 0.0);
+    fprintf(stderr, "prompt:    %d tokens in %.1f ms (%.1f tok/s)\n", c->prompt_tokens, c->prefill_ms,
+            c->prefill_tok_per_s);
+    fprintf(stderr, "generated: %d tokens, %d decode steps in %.1f ms (%.1f tok/s)\n", c->completion_tokens,
+            c->completion_tokens > 1 ? c->completion_tokens - 1 : 0, c->decode_ms, c->decode_tok_per_s);
     status = 0;
 done:
-    tok_decoder_free(dec);
-    eng_sampler_free(sampler);
-    eng_seq_free(seq);
-    eng_ctx_free(ctx);
-    tok_free(vocab);
-    model_free(m);
+    eng_request_clear(&req);
+    pl_engine_close(pe);
     free(prompt);
     free(file_text);
     return status;

@@ -15,9 +15,8 @@
 #include "chat/chat.h"
 #include "cli/cli_policy.h"
 #include "cli/commands.h"
-#include "engine/service.h"
+#include "pipeline/service.h"
 #include "model/synth.h"
-#include "server/prefix_cache.h"
 #include "server/server.h"
 #include "util/log.h"
 
@@ -61,7 +60,7 @@ static void usage(FILE *out)
             "      --cache-slots N     conversations kept in RAM (4)\n"
             "      --cache-dir DIR     archive conversations on disk; a restarted server resumes them\n"
             "      --cache-disk SIZE   cap of the archive folder (8G)\n"
-            "      --no-cache-checkpoints  one sequence, longest-common-prefix reuse only\n"
+
             "  -v, --verbose           debug logging\n"
             "  -h, --help              this help\n\n"
             "attention (server default; a request may override):\n" CLI_POLICY_HELP CLI_KV_TYPE_HELP "\n"
@@ -164,7 +163,7 @@ static int parse_int(const char *s, const char *what, long lo, long hi, long *ou
 int cmd_serve(int argc, char **argv)
 {
     enum { O_HOST = 1000, O_PORT, O_KEY, O_TMPL, O_QUEUE, O_PAR, O_BODY, O_TIMEOUT, O_RTIMEOUT, O_KA, O_ALIAS,
-           O_CMEM, O_CSLOTS, O_CDIR, O_CDISK, O_NOCK };
+           O_CMEM, O_CSLOTS, O_CDIR, O_CDISK };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},   {"host", required_argument, 0, O_HOST},
         {"port", required_argument, 0, O_PORT}, {"api-key", required_argument, 0, O_KEY},
@@ -175,19 +174,21 @@ int cmd_serve(int argc, char **argv)
         {"keepalive-ms", required_argument, 0, O_KA}, {"alias", required_argument, 0, O_ALIAS},
         {"cache-mem", required_argument, 0, O_CMEM}, {"cache-slots", required_argument, 0, O_CSLOTS},
         {"cache-dir", required_argument, 0, O_CDIR}, {"cache-disk", required_argument, 0, O_CDISK},
-        {"no-cache-checkpoints", no_argument, 0, O_NOCK}, CLI_POLICY_LONG_OPTIONS, CLI_KV_TYPE_OPTION,
+        CLI_POLICY_LONG_OPTIONS, CLI_KV_TYPE_OPTION,
         CLI_DEVICE_OPTION,                      {"verbose", no_argument, 0, 'v'},       {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     srv_config sc;
     srv_config_default(&sc);
-    eng_service_config ec = {0};
+    pl_service_config ec = {0};
+    pl_config_default(&ec.pipeline);
+    ec.pipeline.need_template = false; /* /v1/completions works without one */
     ec.max_queue = 64;
-    cli_policy_init(&ec.policy);
+    eng_options *eo = &ec.pipeline.eng;
+    cli_policy_init(&eo->policy);
     const char *model_path = NULL;
     const char *api_key = getenv("WICK_API_KEY");
-    ckpt_cache_config cache_cfg;
-    ckpt_cache_config_default(&cache_cfg);
-    bool use_cache = true;
+    ckpt_cache_config *cache_cfg = &ec.pipeline.cache;
+    cache_cfg->max_slots = 0; /* the cache's default */
     long v;
     int c;
     optind = 1;
@@ -202,13 +203,13 @@ int cmd_serve(int argc, char **argv)
         case O_KEY: api_key = optarg; break;
         case 't':
             if (parse_int(optarg, "--threads", 0, 1024, &v)) return 2;
-            ec.n_threads = (int)v;
+            eo->n_threads = (int)v;
             break;
         case 'c':
             if (parse_int(optarg, "--ctx", 16, 1 << 24, &v)) return 2;
-            ec.n_ctx = (int)v;
+            eo->n_ctx = (int)v;
             break;
-        case O_TMPL: ec.chat_template = optarg; break;
+        case O_TMPL: ec.pipeline.chat_template = optarg; break;
         case O_QUEUE:
             if (parse_int(optarg, "--max-queue", 1, 100000, &v)) return 2;
             ec.max_queue = (int)v;
@@ -238,27 +239,26 @@ int cmd_serve(int argc, char **argv)
             break;
         case O_ALIAS: ec.model_id = optarg; break;
         case O_CMEM:
-            if (parse_size(optarg, "--cache-mem", &cache_cfg.mem_bytes)) return 2;
+            if (parse_size(optarg, "--cache-mem", &cache_cfg->mem_bytes)) return 2;
             break;
         case O_CSLOTS:
             if (parse_int(optarg, "--cache-slots", 1, 256, &v)) return 2;
-            cache_cfg.max_slots = (int)v;
+            cache_cfg->max_slots = (int)v;
             break;
-        case O_CDIR: cache_cfg.dir = optarg; break;
+        case O_CDIR: cache_cfg->dir = optarg; break;
         case O_CDISK:
-            if (parse_size(optarg, "--cache-disk", &cache_cfg.disk_bytes)) return 2;
+            if (parse_size(optarg, "--cache-disk", &cache_cfg->disk_bytes)) return 2;
             break;
-        case O_NOCK: use_cache = false; break;
         case 'v': wk_log_set_level(WK_LOG_DEBUG); break;
         case 'h': usage(stdout); return 0;
         default: {
-            int32_t kv = ec.kv_type;
-            int pr = cli_policy_option(c, optarg, &ec.policy, "wick serve");
-            if (pr == 0 && (pr = cli_kv_type_option(c, optarg, &kv, "wick serve")) == 1) ec.kv_type = kv;
-            int32_t dev = ec.device, gpu = ec.gpu;
+            int32_t kv = eo->kv_type;
+            int pr = cli_policy_option(c, optarg, &eo->policy, "wick serve");
+            if (pr == 0 && (pr = cli_kv_type_option(c, optarg, &kv, "wick serve")) == 1) eo->kv_type = kv;
+            int32_t dev = eo->device, gpu = eo->gpu;
             if (pr == 0 && (pr = cli_device_option(c, optarg, &dev, &gpu, "wick serve")) == 1) {
-                ec.device = dev;
-                ec.gpu = gpu;
+                eo->device = dev;
+                eo->gpu = gpu;
             }
             if (pr <= 0) {
                 if (pr == 0) usage(stderr);
@@ -286,14 +286,10 @@ int cmd_serve(int argc, char **argv)
         ec.synthetic = true;
         if (!ec.model_id) ec.model_id = "wick-demo-tiny-synthetic";
     }
-    ec.model_path = model_path;
-    if (use_cache) {
-        if (cache_cfg.dir && mkdir_p(cache_cfg.dir)) {
-            fprintf(stderr, "wick serve: cannot create --cache-dir %s: %s\n", cache_cfg.dir, strerror(errno));
-            return 1;
-        }
-        ec.store_factory = srv_prefix_cache_factory;
-        ec.store_user = &cache_cfg;
+    ec.pipeline.model_path = model_path;
+    if (cache_cfg->dir && mkdir_p(cache_cfg->dir)) {
+        fprintf(stderr, "wick serve: cannot create --cache-dir %s: %s\n", cache_cfg->dir, strerror(errno));
+        return 1;
     }
 
     /* Signals are taken by sigwait below; every thread inherits the mask. */
@@ -305,9 +301,9 @@ int cmd_serve(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     wk_error err = {0};
-    eng_service *svc = NULL;
+    pl_service *svc = NULL;
     fprintf(stderr, "wick: loading %s\n", model_path);
-    if (eng_service_start(&ec, &svc, &err)) {
+    if (pl_service_start(&ec, &svc, &err)) {
         fprintf(stderr, "wick serve: %s\n", err.msg);
         return 1;
     }
@@ -317,12 +313,12 @@ int cmd_serve(int argc, char **argv)
     srv_server *srv = NULL;
     if (srv_start(&sc, svc, &srv, &err)) {
         fprintf(stderr, "wick serve: %s\n", err.msg);
-        eng_service_stop(svc);
+        pl_service_stop(svc);
         return 1;
     }
     const char *h = sc.host;
     bool v6 = strchr(h, ':') && h[0] != '[';
-    fprintf(stderr, "wick: model '%s', context %d tokens\n", eng_service_model_id(svc), eng_service_n_ctx(svc));
+    fprintf(stderr, "wick: model '%s', context %d tokens\n", pl_service_model_id(svc), pl_service_n_ctx(svc));
     fprintf(stderr, "wick: listening on http://%s%s%s:%d (monitor: /monitor, metrics: /metrics)%s\n", v6 ? "[" : "", h,
             v6 ? "]" : "", srv_port(srv), sc.api_key ? ", API key required" : "");
     if (!srv_host_is_loopback(h))
@@ -334,6 +330,6 @@ int cmd_serve(int argc, char **argv)
     sigwait(&set, &sig);
     fprintf(stderr, "wick: %s received, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
     srv_stop(srv);
-    eng_service_stop(svc);
+    pl_service_stop(svc);
     return 0;
 }

@@ -245,13 +245,20 @@ static int prefill_run(eng_ctx *c, eng_seq *s, const int32_t *tokens, int32_t n,
         const bool step = decode && nt == 1;
         if (step) be_step_begin(c->be, s, pos);
         int rc = model_forward(c->m, c->be, c->scratch, &s->st, tokens + done, nt, mode, dst, pol, err);
+        if (c->fail_after > 0 && --c->fail_after == 0 && !rc)
+            rc = wk_fail(err, WK_EIO, "injected failure (eng_ctx_fail_after) at position %d", pos);
         if (step && be_step_end(c->be, rc) > 0) { /* the recording could not run it: op by op */
             s->st.n_past = pos;
             rc = model_forward(c->m, c->be, c->scratch, &s->st, tokens + done, nt, mode, dst, pol, err);
         }
         /* asynchronous backends keep the first error of their void ops (norms, copies) */
         if (!rc) rc = be_status(c->be, err);
-        if (rc) return rc;
+        if (rc) {
+            /* the chunk did not happen as far as the position goes; what it wrote into the KV and
+             * the recurrent state is not to be trusted (callers fall back to a checkpoint) */
+            s->st.n_past = pos;
+            return rc;
+        }
         memcpy(s->tokens + pos, tokens + done, sizeof(int32_t) * (size_t)nt);
         done += nt;
         if (all) c->logits_all_rows = done;
@@ -284,6 +291,8 @@ int eng_decode_greedy(eng_ctx *c, eng_seq *s, int32_t token, int32_t *next, wk_e
 }
 
 const float *eng_logits(const eng_ctx *c) { return c->logits; }
+
+void eng_ctx_fail_after(eng_ctx *c, int32_t n) { c->fail_after = n > 0 ? n : 0; }
 
 const float *eng_logits_all(const eng_ctx *c, int32_t *n_rows)
 {

@@ -128,6 +128,11 @@ int eng_decode(eng_ctx *c, eng_seq *s, int32_t token, wk_error *err);
  * vocabulary's logits. eng_logits() is undefined afterwards. */
 int eng_decode_greedy(eng_ctx *c, eng_seq *s, int32_t token, int32_t *next, wk_error *err);
 
+/* For tests of error paths: the n-th forward call from now (prefill chunk
+ * or decode step, counting from 1) fails with WK_EIO as a backend error
+ * would, leaving the sequence as a failed step does. 0 turns it off. */
+void eng_ctx_fail_after(eng_ctx *c, int32_t n);
+
 /* Logits (n_vocab floats) after the last token of the latest prefill/decode.
  * Valid until the next call on this context. */
 const float *eng_logits(const eng_ctx *c);

@@ -16,6 +16,7 @@ struct eng_ctx {
     float *logits_all;       /* host [logits_all_cap][n_vocab] */
     int32_t logits_all_rows, logits_all_cap;
     uint64_t policy_fp;
+    int32_t fail_after;      /* eng_ctx_fail_after: forward calls left before an injected failure, 0 = off */
 };
 
 struct eng_seq {

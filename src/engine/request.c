@@ -1,9 +1,10 @@
-/* Plain data of the engine service: requests, events and counters. Kept apart
- * from the engine thread so the server's parsing code links without a model. */
+/* Plain data of a request: clearing, the sampling defaults, the counters'
+ * JSON (engine/request.h). */
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/service.h"
+#include "engine/request.h"
+#include "engine/sampler.h"
 
 void eng_request_clear(eng_request *req)
 {
@@ -15,6 +16,20 @@ void eng_request_clear(eng_request *req)
     free(req->bias_values);
     for (int i = 0; i < req->n_stop; i++) free(req->stop[i]);
     memset(req, 0, sizeof *req);
+}
+
+void eng_sampling_default(eng_sampling *s)
+{
+    eng_sampler_params p;
+    eng_sampler_params_default(&p);
+    memset(s, 0, sizeof *s);
+    s->temperature = p.temperature;
+    s->top_p = p.top_p;
+    s->top_k = p.top_k;
+    s->min_p = p.min_p;
+    s->repeat_penalty = p.repeat_penalty;
+    s->presence_penalty = p.presence_penalty;
+    s->frequency_penalty = p.frequency_penalty;
 }
 
 void eng_event_clear(eng_event *ev)

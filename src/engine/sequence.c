@@ -110,6 +110,37 @@ void eng_seq_clear(eng_seq *s)
     s->policy_fp = s->ctx->policy_fp;
 }
 
+int eng_seq_copy_prefix(eng_seq *dst, const eng_seq *src, int32_t n, wk_error *err)
+{
+    if (n < 0 || n > src->st.n_past || n > dst->st.n_ctx || dst->ctx != src->ctx)
+        return wk_fail(err, WK_ERANGE, "copy prefix: %d tokens from a sequence of %d into one of capacity %d", n,
+                       src->st.n_past, dst->st.n_ctx);
+    eng_seq_clear(dst);
+    const model *m = src->ctx->m;
+    be_backend *be = src->ctx->be;
+    size_t dmax = m->hp.d_k > m->hp.d_v ? m->hp.d_k : m->hp.d_v;
+    size_t row_units = be_kv_row_units(src->ctx->opt.kv_type, dmax);
+    /* one head's rows at a time: a few MB even for long prefixes of wide heads */
+    uint16_t *buf = n ? malloc(sizeof(uint16_t) * row_units * (size_t)n) : NULL;
+    if (n && !buf) return wk_fail(err, WK_ENOMEM, "copy prefix: out of memory for %d positions", n);
+    for (uint32_t il = 0; il < m->hp.n_layer && n; il++) {
+        const model_layer_state *ls = &src->layers[il], *ld = &dst->layers[il];
+        if (!ls->k) continue;
+        for (int kv = 0; kv < 2; kv++) {
+            size_t bytes = sizeof(uint16_t) * (size_t)n * be_kv_row_units(ls->kv_type, kv ? m->hp.d_v : m->hp.d_k);
+            for (uint32_t g = 0; g < m->hp.n_head_kv; g++) {
+                be_to_host(be, buf, (kv ? ls->v : ls->k) + (size_t)g * ls->kv_head_stride, bytes);
+                be_from_host(be, (kv ? ld->v : ld->k) + (size_t)g * ld->kv_head_stride, buf, bytes);
+            }
+        }
+    }
+    free(buf);
+    if (n) memcpy(dst->tokens, src->tokens, sizeof(int32_t) * (size_t)n);
+    dst->st.n_past = n;
+    dst->policy_fp = src->policy_fp;
+    return 0;
+}
+
 int kv_truncate(eng_seq *s, int32_t n_pos, wk_error *err)
 {
     if (n_pos < 0 || n_pos > s->st.n_past)

@@ -34,6 +34,14 @@ model_state *eng_seq_state(eng_seq *s);
 /* Empties the sequence (position 0, recurrent state zeroed). */
 void eng_seq_clear(eng_seq *s);
 
+/* Makes dst hold the first n tokens of src: their ids and KV (copied
+ * through a host buffer), position n, src's policy fingerprint. The
+ * recurrent state of dst is zeroed: for models with recurrent layers restore
+ * a snapshot taken at n next (seq_restore). Both sequences belong to the
+ * same context. WK_ERANGE if n exceeds src's position or dst's capacity,
+ * WK_ENOMEM. dst is cleared on failure. */
+int eng_seq_copy_prefix(eng_seq *dst, const eng_seq *src, int32_t n, wk_error *err);
+
 /* Drops positions >= n_pos from the KV. Fine for any n_pos <= pos when the
  * model has no recurrent layers; with recurrent layers only n_pos == pos
  * (no-op) or 0 (clear) are possible — anything else returns WK_EUNSUPPORTED

@@ -4,20 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chat/chat.h"
-#include "engine/sequence.h"
 #include "eval/eval_local.h"
-#include "model/model.h"
-#include "tokenizer/tokenizer.h"
-#include "util/argmax.h"
-#include "util/timeutil.h"
+#include "pipeline/pipeline.h"
 
 struct ev_local {
-    model *m;
-    tok_vocab *vocab;
-    chat_template tmpl;
-    eng_ctx *ctx;
-    eng_seq *seq;
+    pl_engine *pe;
+    const tok_vocab *vocab;
     char desc[96];
 };
 
@@ -26,17 +18,20 @@ int ev_local_open(ev_local **out, const char *path, const eng_options *o, const 
     *out = NULL;
     ev_local *l = calloc(1, sizeof *l);
     if (!l) return wk_fail(err, WK_ENOMEM, "out of memory");
-    int rc = model_load(&l->m, path, err);
-    if (!rc) rc = tok_load_from_gguf(&l->vocab, l->m->file, err);
-    if (!rc) rc = chat_template_from_gguf(&l->tmpl, l->m->file, tmpl_name, err);
-    if (!rc) rc = eng_ctx_new(&l->ctx, l->m, o, err);
-    if (!rc) rc = eng_seq_new(&l->seq, l->ctx, 0, err);
+    pl_config cfg;
+    pl_config_default(&cfg);
+    cfg.model_path = path;
+    cfg.chat_template = tmpl_name;
+    cfg.eng = *o;
+    int rc = pl_engine_open(&l->pe, &cfg, err);
     if (rc) {
-        ev_local_close(l);
+        free(l);
         return rc;
     }
-    snprintf(l->desc, sizeof l->desc, "%s%s", chat_template_name(l->tmpl.kind),
-             l->tmpl.supports_thinking ? " (enable_thinking=false)" : "");
+    l->vocab = pl_engine_vocab(l->pe);
+    const chat_template *t = pl_engine_template(l->pe);
+    snprintf(l->desc, sizeof l->desc, "%s%s", chat_template_name(t->kind),
+             t->supports_thinking ? " (enable_thinking=false)" : "");
     *out = l;
     return 0;
 }
@@ -44,16 +39,13 @@ int ev_local_open(ev_local **out, const char *path, const eng_options *o, const 
 void ev_local_close(ev_local *l)
 {
     if (!l) return;
-    eng_seq_free(l->seq);
-    eng_ctx_free(l->ctx);
-    tok_free(l->vocab);
-    model_free(l->m);
+    pl_engine_close(l->pe);
     free(l);
 }
 
 const char *ev_local_template_desc(const ev_local *l) { return l->desc; }
-int32_t ev_local_n_ctx_train(const ev_local *l) { return (int32_t)l->m->hp.n_ctx_train; }
-eng_ctx *ev_local_ctx(ev_local *l) { return l->ctx; }
+int32_t ev_local_n_ctx_train(const ev_local *l) { return (int32_t)pl_engine_model(l->pe)->hp.n_ctx_train; }
+eng_ctx *ev_local_ctx(ev_local *l) { return pl_engine_ctx(l->pe); }
 bool ev_local_is_eog(const ev_local *l, int32_t id) { return tok_is_eog(l->vocab, id); }
 
 int ev_local_count(void *user, const char *text, size_t len, int32_t *n_tokens, wk_error *err)
@@ -85,37 +77,36 @@ int ev_local_chat_ids(ev_local *l, const char *user_text, int32_t **ids, int32_t
 {
     *ids = NULL;
     *n = 0;
-    json_t *msgs = json_pack("[{s:s, s:s}]", "role", "user", "content", user_text);
-    if (!msgs) return wk_fail(err, WK_ENOMEM, "out of memory (prompt is not valid UTF-8?)");
-    chat_options co;
-    chat_options_default(&co);
-    co.enable_thinking = l->tmpl.supports_thinking ? 0 : -1; /* short, direct answers */
-    chat_prompt p = {0};
-    int rc = chat_render(&l->tmpl, msgs, NULL, &co, &p, err);
-    json_decref(msgs);
-    if (rc) return rc;
-    size_t nn = 0, cap = 0;
-    int32_t bos = tok_bos(l->vocab);
-    if (!p.starts_with_bos && tok_add_bos(l->vocab) && bos != TOK_NULL) {
-        *ids = malloc(16 * sizeof **ids);
-        if (!*ids) {
-            chat_prompt_free(&p);
-            return wk_fail(err, WK_ENOMEM, "out of memory");
-        }
-        cap = 16;
-        (*ids)[nn++] = bos;
-    }
-    for (size_t i = 0; i < p.n_segs && !rc; i++)
-        rc = tok_encode_append(l->vocab, p.text + p.segs[i].offset, p.segs[i].len, false,
-                               p.segs[i].special ? TOK_SPECIAL_ALL : TOK_SPECIAL_NONE, ids, &nn, &cap, err);
-    chat_prompt_free(&p);
-    if (rc) {
-        free(*ids);
-        *ids = NULL;
-        return rc;
-    }
-    *n = (int32_t)nn;
-    return 0;
+    json_t *body = json_pack("{s:[{s:s, s:s}]}", "messages", "role", "user", "content", user_text);
+    if (!body) return wk_fail(err, WK_ENOMEM, "out of memory (prompt is not valid UTF-8?)");
+    /* short, direct answers: thinking off where the template has it */
+    if (pl_engine_template(l->pe)->supports_thinking)
+        json_object_set_new(body, "chat_template_kwargs", json_pack("{s:b}", "enable_thinking", 0));
+    int rc = pl_chat_tokens(l->pe, body, ids, n, err);
+    json_decref(body);
+    return rc;
+}
+
+/* The answer as the pipeline produces it: token ids, the caller's step hook. */
+typedef struct gen_out {
+    int32_t *ids;
+    int32_t n, cap;
+    ev_step_fn step;
+    void *step_user;
+    const tok_vocab *vocab;
+} gen_out;
+
+static void on_token(void *user, int32_t id)
+{
+    gen_out *g = user;
+    if (tok_is_eog(g->vocab, id) || g->n >= g->cap) return;
+    g->ids[g->n++] = id;
+}
+
+static int32_t on_step(void *user, int32_t step, const float *logits, int32_t n_vocab, int32_t chosen)
+{
+    gen_out *g = user;
+    return g->step ? g->step(g->step_user, step, logits, n_vocab, chosen) : -1;
 }
 
 int ev_local_generate(ev_local *l, const int32_t *ids, int32_t n, int32_t max_tokens, const be_attn_policy *policy,
@@ -129,35 +120,38 @@ int ev_local_generate(ev_local *l, const int32_t *ids, int32_t n, int32_t max_to
     if (max_tokens < 0) max_tokens = 0;
     int64_t need = (int64_t)n + max_tokens + 1;
     if (need > INT32_MAX) return wk_fail(err, WK_ERANGE, "generate: %d prompt tokens is too many", n);
-    if (eng_seq_capacity(l->seq) < need) { /* grow the sequence to fit */
-        eng_seq_free(l->seq);
-        l->seq = NULL;
-        int rc = eng_seq_new(&l->seq, l->ctx, (int32_t)need, err);
-        if (rc) return wk_fail_prefix(err, "sequence for %lld positions", (long long)need);
+    pl_engine_reserve(l->pe, (int32_t)need);
+    eng_request req = {0};
+    req.kind = ENG_REQ_COMPLETION;
+    req.prompt_ids = malloc(sizeof(int32_t) * (size_t)n);
+    gen_out g = {.ids = malloc(sizeof(int32_t) * (size_t)(max_tokens + 1)), .cap = max_tokens, .step = step_logits,
+                 .step_user = step_user, .vocab = l->vocab};
+    if (!req.prompt_ids || !g.ids) {
+        free(req.prompt_ids);
+        free(g.ids);
+        return wk_fail(err, WK_ENOMEM, "out of memory");
     }
-    eng_ctx_set_policy(l->ctx, policy);
-    eng_seq_clear(l->seq);
-    int32_t *ans = malloc(sizeof(int32_t) * (size_t)(max_tokens + 1));
-    if (!ans) return wk_fail(err, WK_ENOMEM, "out of memory");
-    double t0 = wk_now_ms();
-    int rc = eng_prefill(l->ctx, l->seq, ids, n, NULL, err);
-    if (prefill_ms) *prefill_ms = wk_now_ms() - t0;
-    int32_t got = 0;
-    const int32_t V = eng_n_vocab(l->ctx);
-    for (int32_t step = 0; !rc && step < max_tokens; step++) {
-        const float *lg = eng_logits(l->ctx);
-        int32_t next = wk_argmax_f32(lg, V);
-        if (step_logits) {
-            int32_t forced = step_logits(step_user, step, lg, V, next);
-            if (forced >= 0) next = forced;
-        }
-        if (tok_is_eog(l->vocab, next)) break;
-        ans[got++] = next;
-        if (step + 1 < max_tokens) rc = eng_decode(l->ctx, l->seq, next, err);
-    }
-    if (!rc && text) rc = tok_decode(l->vocab, ans, (size_t)got, 0, text, &(size_t){0}, err);
-    if (rc || !out_ids) free(ans);
-    else *out_ids = ans;
-    if (!rc && n_out) *n_out = got;
+    memcpy(req.prompt_ids, ids, sizeof(int32_t) * (size_t)n);
+    req.n_prompt_ids = n;
+    req.max_tokens = max_tokens;
+    req.sampling.temperature = 0; /* greedy */
+    req.sampling.repeat_penalty = 1;
+    req.sampling.top_p = 1;
+    req.sampling.has_seed = true;
+    req.has_policy = true; /* NULL: dense */
+    if (policy) req.policy = *policy;
+    req.fresh = true; /* every sample is a cold prefill: measurements must not depend on the order */
+    snprintf(req.id, sizeof req.id, "eval");
+    pl_sink sink = {.user = &g, .token = on_token, .step_logits = step_logits ? on_step : NULL};
+    eng_event final = {0};
+    int status = pl_run(l->pe, &req, &sink, &final);
+    eng_request_clear(&req);
+    int rc = 0;
+    if (status) rc = wk_fail(err, status == 400 ? WK_EINVAL : WK_EIO, "generate: %s", final.message);
+    if (prefill_ms) *prefill_ms = final.counters.prefill_ms;
+    if (!rc && text) rc = tok_decode(l->vocab, g.ids, (size_t)g.n, 0, text, &(size_t){0}, err);
+    if (rc || !out_ids) free(g.ids);
+    else *out_ids = g.ids;
+    if (!rc && n_out) *n_out = g.n;
     return rc;
 }

@@ -1,7 +1,8 @@
-/* A model file driven directly for the evaluations (no server): model,
- * vocabulary, chat template, one context and one sequence. Prompts are one
- * user message rendered with the model's chat template (thinking off where
- * the template has it), answers are greedy. */
+/* A model file driven directly for the evaluations (no server), through
+ * the request pipeline every other front end uses (a pl_engine with one
+ * cache slot; every sample is a cold prefill). Prompts are one user message
+ * rendered with the model's chat template (thinking off where the template
+ * has it), answers are greedy. */
 #ifndef WICK_EVAL_EVAL_LOCAL_H
 #define WICK_EVAL_EVAL_LOCAL_H
 

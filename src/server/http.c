@@ -33,7 +33,7 @@ struct srv_server {
     srv_config cfg;
     char host[256];
     char api_key[256];
-    eng_service *svc;
+    pl_service *svc;
     struct MHD_Daemon *daemon;
     int port;
     bool loopback;
@@ -55,7 +55,7 @@ typedef struct conn_ctx {
 typedef struct stream_ctx {
     srv_server *srv;
     struct MHD_Connection *conn;
-    eng_job *job;
+    pl_job *job;
     srv_resp_meta meta;
     srv_resp_opts ro;
     srv_buf out;
@@ -180,7 +180,7 @@ static void finish_stream_event(stream_ctx *st, const eng_event *ev)
     } else if (ev->type == ENG_EV_ERROR) {
         /* After the stream started, errors travel as one data event; no [DONE]. */
         srv_error e;
-        srv_fail(&e, ev->http_status ? ev->http_status : 500, NULL, NULL, "%s", ev->message);
+        srv_fail(&e, ev->http_status ? ev->http_status : 500, NULL, ev->error_code, "%s", ev->message);
         json_t *body = srv_error_json(&e, ev->error_type[0] ? ev->error_type : NULL);
         srv_sse_data(&st->out, body);
         json_decref(body);
@@ -201,7 +201,7 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
         if (st->finished) return MHD_CONTENT_READER_END_OF_STREAM;
         if (atomic_load(&s->stopping)) return MHD_CONTENT_READER_END_WITH_ERROR;
         eng_event ev = {0};
-        int got = eng_job_next_event(st->job, WAIT_SLICE_MS, &ev);
+        int got = pl_job_next_event(st->job, WAIT_SLICE_MS, &ev);
         if (got == 1) {
             finish_stream_event(st, &ev);
             eng_event_clear(&ev);
@@ -213,11 +213,11 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
         }
         double now = wk_now_ms();
         if (!client_alive(st->conn)) {
-            eng_job_cancel(st->job);
+            pl_job_cancel(st->job);
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }
         if (st->deadline_ms > 0 && now > st->deadline_ms) {
-            eng_job_cancel(st->job); /* the ERROR event that follows ends the stream */
+            pl_job_cancel(st->job); /* the ERROR event that follows ends the stream */
             st->deadline_ms = 0;
         }
         if (now - st->last_write_ms >= s->cfg.keepalive_ms) srv_sse_comment(&st->out, "keep-alive");
@@ -227,27 +227,27 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
 static void stream_free(void *cls)
 {
     stream_ctx *st = cls;
-    if (!st->finished) eng_job_cancel(st->job);
-    eng_job_release(st->job);
+    if (!st->finished) pl_job_cancel(st->job);
+    pl_job_release(st->job);
     srv_buf_free(&st->out);
     free(st);
 }
 
 /* Waits for the job's next event while watching the client. Returns 1 with
  * an event, 0 if the client left or the deadline passed (job cancelled). */
-static int wait_event(srv_server *s, struct MHD_Connection *c, eng_job *job, double deadline_ms,
+static int wait_event(srv_server *s, struct MHD_Connection *c, pl_job *job, double deadline_ms,
                       eng_event *ev, bool *timed_out)
 {
     for (;;) {
-        int got = eng_job_next_event(job, WAIT_SLICE_MS, ev);
+        int got = pl_job_next_event(job, WAIT_SLICE_MS, ev);
         if (got == 1) return 1;
         if (got < 0) return 0;
         if (!client_alive(c) || atomic_load(&s->stopping)) {
-            eng_job_cancel(job);
+            pl_job_cancel(job);
             return 0;
         }
         if (deadline_ms > 0 && wk_now_ms() > deadline_ms) {
-            eng_job_cancel(job);
+            pl_job_cancel(job);
             *timed_out = true;
             deadline_ms = 0; /* keep reading: the cancellation error event follows */
         }
@@ -262,7 +262,7 @@ static enum MHD_Result send_event_error(srv_server *s, struct MHD_Connection *c,
         srv_fail(&e, 503, NULL, "timeout", "request exceeded the server's time limit of %d s",
                  s->cfg.request_timeout_s);
     else
-        srv_fail(&e, ev->http_status ? ev->http_status : 500, NULL, NULL, "%s", ev->message);
+        srv_fail(&e, ev->http_status ? ev->http_status : 500, NULL, ev->error_code, "%s", ev->message);
     return send_json(s, c, route, e.status, srv_error_json(&e, timed_out ? NULL : ev->error_type));
 }
 
@@ -270,13 +270,13 @@ static enum MHD_Result handle_generate(srv_server *s, struct MHD_Connection *c, 
 {
     const char *route = route_label(chat);
     srv_limits lim = s->cfg.limits;
-    lim.n_ctx = eng_service_n_ctx(s->svc);
+    lim.n_ctx = pl_service_n_ctx(s->svc);
     json_t *root = NULL;
     srv_error e;
     if (srv_parse_body(cc->body.data, cc->body.len, &lim, &root, &e)) return send_error(s, c, route, &e);
     eng_request req;
     srv_resp_opts ro;
-    const char *model_id = eng_service_model_id(s->svc);
+    const char *model_id = pl_service_model_id(s->svc);
     int rc = chat ? srv_parse_chat(root, &lim, model_id, &req, &ro, &e)
                   : srv_parse_completion(root, &lim, model_id, &req, &ro, &e);
     json_decref(root);
@@ -285,9 +285,9 @@ static enum MHD_Result handle_generate(srv_server *s, struct MHD_Connection *c, 
     srv_resp_meta meta;
     srv_resp_meta_init(&meta, chat, model_id);
     snprintf(req.id, sizeof req.id, "%s", meta.id);
-    eng_job *job = NULL;
+    pl_job *job = NULL;
     wk_error werr = {0};
-    rc = eng_service_submit(s->svc, &req, &job, &werr);
+    rc = pl_service_submit(s->svc, &req, &job, &werr);
     eng_request_clear(&req);
     if (rc == WK_EBUSY) return send_errorf(s, c, route, 429, "queue_full", werr.msg);
     if (rc) return send_errorf(s, c, route, 503, "unavailable", werr.msg[0] ? werr.msg : "engine unavailable");
@@ -297,14 +297,14 @@ static enum MHD_Result handle_generate(srv_server *s, struct MHD_Connection *c, 
     eng_event ev = {0};
     /* Admission: the engine renders and tokenizes, and says whether it fits. */
     if (!wait_event(s, c, job, deadline, &ev, &timed_out)) {
-        eng_job_release(job);
+        pl_job_release(job);
         srv_metrics_count_request(&s->metrics, route, 499);
         return MHD_NO; /* client gone: close */
     }
     if (ev.type == ENG_EV_ERROR) {
         enum MHD_Result r = send_event_error(s, c, route, &ev, timed_out);
         eng_event_clear(&ev);
-        eng_job_release(job);
+        pl_job_release(job);
         return r;
     }
     eng_event_clear(&ev);
@@ -312,8 +312,8 @@ static enum MHD_Result handle_generate(srv_server *s, struct MHD_Connection *c, 
     if (ro.stream) {
         stream_ctx *st = calloc(1, sizeof *st);
         if (!st) {
-            eng_job_cancel(job);
-            eng_job_release(job);
+            pl_job_cancel(job);
+            pl_job_release(job);
             return send_errorf(s, c, route, 500, "oom", "out of memory");
         }
         st->srv = s;
@@ -367,7 +367,7 @@ static enum MHD_Result handle_generate(srv_server *s, struct MHD_Connection *c, 
         break;
     }
     srv_accum_free(&acc);
-    eng_job_release(job);
+    pl_job_release(job);
     return result;
 }
 
@@ -375,8 +375,8 @@ static enum MHD_Result handle_generate(srv_server *s, struct MHD_Connection *c, 
 
 static enum MHD_Result handle_models(srv_server *s, struct MHD_Connection *c, const char *one)
 {
-    json_t *info = eng_service_model_info(s->svc);
-    const char *id = eng_service_model_id(s->svc);
+    json_t *info = pl_service_model_info(s->svc);
+    const char *id = pl_service_model_id(s->svc);
     if (one && strcmp(one, id) != 0) {
         json_decref(info);
         srv_error e;
@@ -431,7 +431,7 @@ static enum MHD_Result handle_tokenize(srv_server *s, struct MHD_Connection *c, 
     int32_t *ids = NULL;
     int n = 0;
     wk_error werr = {0};
-    int rc = eng_service_tokenize(s->svc, json_string_value(content), parse_special, &ids, &n, &werr);
+    int rc = pl_service_tokenize(s->svc, json_string_value(content), parse_special, &ids, &n, &werr);
     json_decref(root);
     if (rc) return send_errorf(s, c, "tokenize", rc == WK_EINVAL ? 400 : 503, NULL, werr.msg);
     json_t *toks = json_array();
@@ -441,7 +441,7 @@ static enum MHD_Result handle_tokenize(srv_server *s, struct MHD_Connection *c, 
             continue;
         }
         char *piece = NULL;
-        eng_service_detokenize(s->svc, &ids[i], 1, &piece, &werr);
+        pl_service_detokenize(s->svc, &ids[i], 1, &piece, &werr);
         json_t *o = json_object();
         json_object_set_new(o, "id", json_integer(ids[i]));
         json_object_set_new(o, "piece", srv_json_text(piece ? piece : "", (size_t)-1));
@@ -482,7 +482,7 @@ static enum MHD_Result handle_detokenize(srv_server *s, struct MHD_Connection *c
     json_decref(root);
     char *text = NULL;
     wk_error werr = {0};
-    int rc = eng_service_detokenize(s->svc, ids, (int)n, &text, &werr);
+    int rc = pl_service_detokenize(s->svc, ids, (int)n, &text, &werr);
     free(ids);
     if (rc) return send_errorf(s, c, "detokenize", rc == WK_EINVAL || rc == WK_ERANGE ? 400 : 503, NULL, werr.msg);
     json_t *out = json_object();
@@ -494,10 +494,10 @@ static enum MHD_Result handle_detokenize(srv_server *s, struct MHD_Connection *c
 static enum MHD_Result handle_metrics(srv_server *s, struct MHD_Connection *c)
 {
     srv_gauges g = {0};
-    eng_service_load(s->svc, &g.queue_depth, &g.busy);
-    eng_service_cache_stats(s->svc, &g.cache_hits, &g.cache_misses);
+    pl_service_load(s->svc, &g.queue_depth, &g.busy);
+    pl_service_cache_stats(s->svc, &g.cache_hits, &g.cache_misses);
     g.connections = atomic_load(&s->connections);
-    json_t *store = eng_service_store_state(s->svc);
+    json_t *store = pl_service_cache_state(s->svc);
     g.store = store;
     srv_buf b = {0};
     srv_metrics_render(&s->metrics, &g, &b);
@@ -510,7 +510,7 @@ static enum MHD_Result handle_metrics(srv_server *s, struct MHD_Connection *c)
 
 static enum MHD_Result handle_monitor_state(srv_server *s, struct MHD_Connection *c)
 {
-    json_t *st = eng_service_state(s->svc);
+    json_t *st = pl_service_state(s->svc);
     json_t *srv = json_object();
     json_object_set_new(srv, "connections", json_integer(atomic_load(&s->connections)));
     json_object_set_new(srv, "host", json_string(s->host));
@@ -523,7 +523,7 @@ static enum MHD_Result handle_monitor_state(srv_server *s, struct MHD_Connection
 static enum MHD_Result handle_monitor_action(srv_server *s, struct MHD_Connection *c, bool reload)
 {
     wk_error werr = {0};
-    int rc = reload ? eng_service_reload(s->svc, &werr) : eng_service_reset_cache(s->svc, &werr);
+    int rc = reload ? pl_service_reload(s->svc, &werr) : pl_service_reset_cache(s->svc, &werr);
     if (rc) return send_errorf(s, c, "monitor", 500, NULL, werr.msg);
     json_t *o = json_object();
     json_object_set_new(o, "ok", json_true());
@@ -647,7 +647,7 @@ static enum MHD_Result dispatch(srv_server *s, struct MHD_Connection *c, conn_ct
     }
     switch (r) {
     case R_HEALTH:
-        if (!eng_service_ready(s->svc)) return send_errorf(s, c, "health", 503, "loading", "Loading model");
+        if (!pl_service_ready(s->svc)) return send_errorf(s, c, "health", 503, "loading", "Loading model");
         {
             json_t *o = json_object();
             json_object_set_new(o, "status", json_string("ok"));
@@ -747,7 +747,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     WK_DEBUG("http: %s", msg);
 }
 
-int srv_start(const srv_config *cfg, eng_service *svc, srv_server **out, wk_error *err)
+int srv_start(const srv_config *cfg, pl_service *svc, srv_server **out, wk_error *err)
 {
     *out = NULL;
     const char *host = cfg->host && *cfg->host ? cfg->host : "127.0.0.1";

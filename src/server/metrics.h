@@ -9,7 +9,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "engine/service.h"
+#include "engine/request.h"
 #include "server/sse.h"
 
 #define SRV_HIST_BUCKETS 15

@@ -1,6 +1,6 @@
 /* The monitor page's static files, embedded at build time from web/monitor/
  * (cmake/embed_assets.cmake → wk_assets[]). The page polls
- * /monitor/api/state, which the HTTP layer serves from eng_service_state(). */
+ * /monitor/api/state, which the HTTP layer serves from pl_service_state(). */
 #ifndef WICK_SERVER_MONITOR_H
 #define WICK_SERVER_MONITOR_H
 

@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "engine/service.h"
+#include "engine/request.h"
 #include "server/error.h"
 
 typedef struct srv_limits {

@@ -7,7 +7,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 
-#include "engine/service.h"
+#include "engine/request.h"
 #include "server/sse.h"
 
 typedef struct srv_resp_meta {

@@ -17,7 +17,7 @@
 
 #include <stdbool.h>
 
-#include "engine/service.h"
+#include "pipeline/service.h"
 #include "server/openai_request.h"
 #include "util/err.h"
 
@@ -42,7 +42,7 @@ typedef struct srv_server srv_server;
 
 /* Starts listening. Refuses (WK_EINVAL) a non-loopback host without an API
  * key. svc is borrowed and must outlive the server. */
-int srv_start(const srv_config *cfg, eng_service *svc, srv_server **out, wk_error *err);
+int srv_start(const srv_config *cfg, pl_service *svc, srv_server **out, wk_error *err);
 
 /* Port actually bound (useful with port 0). */
 int srv_port(const srv_server *s);

@@ -117,8 +117,10 @@ test('a prompt longer than the context is 400 with the sizes', async () => {
   });
   assert.equal(r.status, 400);
   const e = (await r.json()).error;
-  assert.equal(e.type, 'exceed_context_size_error');
-  assert.match(e.message, /exceeds the available context size \(512 tokens\)/);
+  // OpenAI's shape, which clients recognise to compact their history
+  assert.equal(e.type, 'invalid_request_error');
+  assert.equal(e.code, 'context_length_exceeded');
+  assert.match(e.message, /maximum context length is 512 tokens\. However, your messages resulted in \d+ tokens/);
   const big = await rawPost(srv.port, '/v1/chat/completions', chatBody({ max_tokens: 100000 }));
   assert.equal(big.status, 400);
 });

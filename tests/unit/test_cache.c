@@ -684,7 +684,12 @@ static void check_archive_round_trip(const char *name)
     make_tokens(t2 + fed, 120 - fed, 9);
     ckpt_cache_stats st;
     ckpt_cache_get_stats(c, &st);
+    assert_int_equal(st.disk_writes, 0); /* the request ended; its archive waits for idle time */
+    assert_true(ckpt_cache_archive_pending(c));
+    ckpt_cache_archive_flush(c);
+    ckpt_cache_get_stats(c, &st);
     assert_int_equal(st.disk_writes, 1);
+    assert_false(ckpt_cache_archive_pending(c));
     ckpt_cache_free(c);
 
     c = new_cache(&f, 0, dir);
@@ -764,6 +769,7 @@ static void check_archive_rejects(int damage)
     assert_false(p.from_disk);
     assert_int_equal(p.start, 0); /* never loaded: a cold start */
     assert_same_run(&f, &got, &ref);
+    ckpt_cache_archive_flush(c);
     ckpt_cache_get_stats(c, &st);
     assert_int_equal(st.disk_corrupt, 1);
     /* the damaged file is gone; the folder now holds the new request's file */
@@ -778,8 +784,8 @@ static void check_archive_rejects(int damage)
     close_model(&f);
 }
 
-/* Another server process rewrote the file after this cache scanned it: the
- * load notices, reads the newer file and resumes from it. */
+/* Another server process extended the file after this cache scanned it:
+ * the load notices, reads the newer file and resumes from it. */
 static void test_archive_replaced_since_scan_is_read_again(void **state)
 {
     (void)state;
@@ -790,6 +796,7 @@ static void test_archive_replaced_since_scan_is_read_again(void **state)
     make_tokens(t1, 96, 21);
     ckpt_plan p;
     run_cached(&f, a, t1, 96, k_marks, 4, &p, NULL);
+    ckpt_cache_archive_flush(a);
     int32_t fed1 = eng_seq_pos(p.seq);
     memcpy(t2, eng_seq_tokens(p.seq), sizeof(int32_t) * (size_t)fed1);
     make_tokens(t2 + fed1, 120 - fed1, 22);
@@ -799,7 +806,8 @@ static void test_archive_replaced_since_scan_is_read_again(void **state)
     ckpt_cache_get_stats(b, &st);
     assert_int_equal(st.n_disk, 1);
 
-    run_cached(&f, a, t2, 120, NULL, 0, &p, NULL); /* rewrites the same conversation's file */
+    run_cached(&f, a, t2, 120, NULL, 0, &p, NULL); /* appends to the same conversation's file */
+    ckpt_cache_archive_flush(a);
     int32_t fed2 = eng_seq_pos(p.seq);
     memcpy(t3, eng_seq_tokens(p.seq), sizeof(int32_t) * (size_t)fed2);
     make_tokens(t3 + fed2, 150 - fed2, 23);

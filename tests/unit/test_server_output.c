@@ -1,7 +1,7 @@
-/* From generated text to API output, without a model: the service's output
- * glue (engine/service_output.c) feeds the chat parser and turns its deltas
- * into job events, and the server's accumulator turns those into the
- * response message (reasoning_content, content, tool_calls). */
+/* From generated text to API output, without a model: the pipeline's output
+ * glue (pipeline/output.c) feeds the chat parser and turns its deltas into
+ * events, and the server's accumulator turns those into the response
+ * message (reasoning_content, content, tool_calls). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,15 +10,29 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/service_internal.h"
+#include "pipeline/pipeline_internal.h"
 #include "server/openai_response.h"
 #include "testutil.h"
+
+typedef struct collected {
+    eng_event ev[256];
+    int n;
+} collected;
+
+static void collect(void *user, eng_event *ev)
+{
+    collected *c = user;
+    assert_true(c->n < 256);
+    c->ev[c->n++] = *ev;
+}
 
 /* Feeds text in pieces of `step` bytes, finishes, and accumulates all events. */
 static json_t *run(chat_tool_format fmt, bool chat, const char *text, size_t step, int *n_calls_events)
 {
-    svc_output o = {.job = svc_job_new()};
-    assert_non_null(o.job);
+    static collected got;
+    got.n = 0;
+    pl_sink sink = {.user = &got, .event = collect};
+    pl_output o = {.sink = &sink};
     if (chat) {
         chat_parse_options opt = {0};
         opt.parse_reasoning = true;
@@ -28,14 +42,14 @@ static json_t *run(chat_tool_format fmt, bool chat, const char *text, size_t ste
         assert_int_equal(chat_parser_new(&o.parser, &opt, &err), 0);
     }
     size_t n = strlen(text);
-    for (size_t i = 0; i < n; i += step) svc_output_text(&o, text + i, i + step <= n ? step : n - i);
-    svc_output_finish(&o);
+    for (size_t i = 0; i < n; i += step) pl_output_text(&o, text + i, i + step <= n ? step : n - i);
+    pl_output_finish(&o);
     srv_resp_meta m;
     srv_resp_meta_init(&m, chat, "tiny");
     srv_accum acc = {0};
     *n_calls_events = 0;
-    eng_event ev;
-    while (eng_job_next_event(o.job, 0, &ev) == 1) {
+    for (int i = 0; i < got.n; i++) {
+        eng_event ev = got.ev[i];
         assert_int_equal(ev.type, ENG_EV_DELTA);
         if (ev.delta_kind == ENG_DELTA_TOOL_CALL) {
             (*n_calls_events)++;
@@ -52,7 +66,6 @@ static json_t *run(chat_tool_format fmt, bool chat, const char *text, size_t ste
     srv_accum_free(&acc);
     if (o.parser) chat_parser_free(o.parser);
     chat_delta_free(&o.delta);
-    eng_job_release(o.job);
     return resp;
 }
 
@@ -124,13 +137,15 @@ static void test_boundaries_map_to_segment_token_positions(void **state)
     p.bounds = bounds;
     p.n_bounds = 4;
     size_t seg_tok[4] = {1, 4, 9, 12}; /* BOS, then 3 + 5 + 3 tokens */
-    eng_mark *m = NULL;
+    ckpt_mark *m = NULL;
     int n = 0;
-    assert_int_equal(svc_map_boundaries(&p, seg_tok, &m, &n), 0);
+    assert_int_equal(pl_map_boundaries(&p, seg_tok, &m, &n), 0);
     assert_int_equal(n, 4);
     assert_int_equal(m[0].pos, 1);
-    assert_int_equal(m[0].kind, CHAT_B_USER_START);
-    assert_int_equal(m[0].flags, CHAT_BFLAG_LAST_USER);
+    assert_int_equal(m[0].kind, CKPT_LAST_USER_START);
+    assert_int_equal(m[1].kind, CKPT_GENERATION_START);
+    assert_int_equal(m[2].kind, CKPT_ASSISTANT_START);
+    assert_int_equal(m[3].kind, CKPT_SYSTEM_END);
     assert_int_equal(m[1].pos, 9);
     assert_int_equal(m[2].pos, 9);  /* inside a segment: its start (never later than the boundary) */
     assert_int_equal(m[3].pos, 12); /* end of the text */

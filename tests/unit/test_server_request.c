@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/service.h"
+#include "pipeline/service.h"
 #include "server/error.h"
 #include "server/openai_request.h"
 #include "server/server.h"

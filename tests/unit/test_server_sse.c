@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/service.h"
+#include "pipeline/service.h"
 #include "server/metrics.h"
 #include "server/openai_response.h"
 #include "server/sse.h"

@@ -1,32 +1,37 @@
-/* Generated text → events: content for completions; for chat, the
- * incremental parser splits reasoning, content and tool calls, and each
- * becomes DELTA events on the job's channel. */
+/* Generated text → DELTA events: content for completions; for chat, the
+ * incremental parser splits reasoning, content and tool calls. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/service_internal.h"
+#include "pipeline/pipeline_internal.h"
 
-static void push_text(eng_job *job, int kind, const char *t, size_t n)
+void pl_emit(const pl_sink *sink, eng_event *ev)
+{
+    if (sink->event) sink->event(sink->user, ev);
+    else eng_event_clear(ev);
+}
+
+static void push_text(pl_output *o, int kind, const char *t, size_t n)
 {
     if (!n) return;
     eng_event ev = {0};
     ev.type = ENG_EV_DELTA;
     ev.delta_kind = kind;
     ev.text = strndup(t, n);
-    if (ev.text) job_push(job, &ev);
+    if (ev.text) pl_emit(o->sink, &ev); /* out of memory: this piece is lost, never a crash */
 }
 
-static void emit_delta(svc_output *o)
+static void emit_delta(pl_output *o)
 {
     chat_delta *d = &o->delta;
     if (d->reasoning.len) {
         o->any_reasoning_this_token = true;
-        push_text(o->job, ENG_DELTA_REASONING, d->reasoning.data, d->reasoning.len);
+        push_text(o, ENG_DELTA_REASONING, d->reasoning.data, d->reasoning.len);
     }
     if (d->content.len) {
         o->any_content_this_token = true;
-        push_text(o->job, ENG_DELTA_CONTENT, d->content.data, d->content.len);
+        push_text(o, ENG_DELTA_CONTENT, d->content.data, d->content.len);
     }
     for (size_t i = 0; i < d->n_calls; i++) {
         eng_event ev = {0};
@@ -36,35 +41,33 @@ static void emit_delta(svc_output *o)
         snprintf(ev.tool_id, sizeof ev.tool_id, "%s", d->calls[i].id);
         snprintf(ev.tool_name, sizeof ev.tool_name, "%s", d->calls[i].name ? d->calls[i].name : "");
         ev.text = strdup("");
-        job_push(o->job, &ev);
+        if (ev.text) pl_emit(o->sink, &ev);
         const char *args = d->calls[i].arguments ? d->calls[i].arguments : "{}";
         memset(&ev, 0, sizeof ev);
         ev.type = ENG_EV_DELTA;
         ev.delta_kind = ENG_DELTA_TOOL_ARGS;
         ev.tool_index = o->n_calls;
         ev.text = strdup(args);
-        job_push(o->job, &ev);
+        if (ev.text) pl_emit(o->sink, &ev);
         o->n_calls++;
     }
 }
 
-/* Text that passed the stop-string filter goes through the parser. */
-void svc_output_text(svc_output *o, const char *t, size_t n)
+void pl_output_text(pl_output *o, const char *t, size_t n)
 {
     if (!n) return;
     if (!o->parser) {
         o->any_content_this_token = true;
-        push_text(o->job, ENG_DELTA_CONTENT, t, n);
+        push_text(o, ENG_DELTA_CONTENT, t, n);
         return;
     }
     wk_error err = {0};
     if (chat_parser_feed(o->parser, t, n, &o->delta, &err) == 0) emit_delta(o);
 }
 
-void svc_output_finish(svc_output *o)
+void pl_output_finish(pl_output *o)
 {
     if (!o->parser) return;
     wk_error err = {0};
     if (chat_parser_finish(o->parser, &o->delta, &err) == 0) emit_delta(o);
 }
-

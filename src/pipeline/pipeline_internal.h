@@ -1,0 +1,80 @@
+/* Internals shared by the pipeline's steps (admit.c, reuse.c, prefill.c,
+ * generate.c, output.c, run.c) and the engine (engine.c). */
+#ifndef WICK_PIPELINE_PIPELINE_INTERNAL_H
+#define WICK_PIPELINE_PIPELINE_INTERNAL_H
+
+#include "chat/chat_parse.h"
+#include "pipeline/pipeline.h"
+
+struct pl_engine {
+    pl_config cfg;               /* strings point into the buffers below */
+    char path[4096];
+    char tmpl_name[64];
+    char cache_dir[4096];
+    model *m;
+    tok_vocab *vocab;            /* NULL: the file has no usable tokenizer */
+    chat_template tmpl;
+    bool has_tmpl;
+    eng_ctx *ctx;
+    ckpt_cache *cache;
+};
+
+/* One request in flight: what the steps hand each other. */
+typedef struct pl_request {
+    pl_engine *pe;
+    const eng_request *req;
+    const pl_sink *sink;
+    double t0_ms;                /* start of processing (TTFT counts from here) */
+    eng_counters c;              /* one source of truth for every counter */
+    /* admit */
+    int32_t *ids;
+    int32_t n;
+    ckpt_mark *marks;
+    int n_marks;
+    bool chat;
+    chat_parse_options popt;
+    /* reuse */
+    ckpt_plan plan;
+    bool begun;                  /* the cache handed out plan.seq */
+    /* outcome */
+    eng_event final;             /* DONE or ERROR */
+} pl_request;
+
+/* Sets r->final to an ERROR and returns status. */
+int pl_fail(pl_request *r, int status, const char *type, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/* The steps, in order; each returns 0 or the HTTP status of a failure
+ * (r->final filled). */
+int pl_admit(pl_request *r);
+int pl_reuse(pl_request *r);
+int pl_prefill(pl_request *r);
+int pl_generate(pl_request *r);
+
+/* Cache kind of a chat boundary (chat_boundary_kind + CHAT_BFLAG_*). */
+int pl_ckpt_kind_of_boundary(int chat_kind, unsigned flags);
+
+/* Token positions of the prompt's chat boundaries: seg_tok[i] = tokens
+ * before segment i (a BOS put in front counts). Boundaries inside a segment
+ * map to that segment's start (earlier is always safe). *out malloc'd. */
+int pl_map_boundaries(const chat_prompt *p, const size_t *seg_tok, ckpt_mark **out, int *n_out);
+
+/* Generated text → DELTA events through the sink: content for
+ * completions; for chat, the incremental parser splits reasoning, content
+ * and tool calls. */
+typedef struct pl_output {
+    const pl_sink *sink;
+    chat_parser *parser;         /* NULL: completion (everything is content) */
+    chat_delta delta;
+    int n_calls;                 /* tool calls emitted so far */
+    bool any_reasoning_this_token;
+    bool any_content_this_token;
+} pl_output;
+
+void pl_output_text(pl_output *o, const char *t, size_t n);
+void pl_output_finish(pl_output *o);
+
+/* Pushes an event to the sink (or frees its text when there is no event callback). */
+void pl_emit(const pl_sink *sink, eng_event *ev);
+
+#endif
