@@ -12,6 +12,8 @@
 #     either runs (exit 0, generates) or exits 1 with one line, within
 #     `timeout 10`, never crashes; when it refuses, `wick info` refuses with the
 #     same message (one validation for both).
+#  A file of an architecture wick does not run still gets `wick info` (saying
+#  so), and `wick run` refuses it in one line.
 # Values are written into the stored integer type modulo its width, as a
 # hostile file's bytes would be (2^32-1 in an int32 slot reads as -1).
 set -u
@@ -134,6 +136,18 @@ for model, key, idx, value in REGRESSIONS:
     one_line_error(what, 'serve', rc, '\n'.join(logs) + '\n', 0, 'wick serve: ', key)
     if msg:
         print(f'ok   {what}: run {secs * 1000:.0f} ms, info {secs2 * 1000:.0f} ms: {msg}')
+
+# ---- an architecture wick does not run: info still shows the file and says so ----------
+buf = bytearray(open(f'{models}/tiny-qwen3-F32.gguf', 'rb').read())
+i = buf.find(b'qwen3', 0, 256)
+buf[i + 4:i + 5] = b'X'
+path = f'{tmp}/other-arch.gguf'
+open(path, 'wb').write(bytes(buf))
+rc, out, err, _ = run([wick, 'info', path])
+if rc != 0 or "wick runs it:   no: architecture 'qwenX' is not supported" not in out:
+    fail(f'info on an unsupported architecture: rc={rc}, stdout: {out[-400:]} stderr: {err[-400:]}')
+rc, _, err, secs = run([wick, 'run', '-m', path] + RUN)
+one_line_error('unsupported architecture', 'run', rc, err, secs, 'wick run: ', "architecture 'qwenX'")
 
 # ---- 2. every integer key, hostile values --------------------------------------------
 n_runs = n_refused = 0
