@@ -190,17 +190,11 @@ bool model_layer_is_recurrent(const gguf_file *f, enum model_arch arch, const mo
     return (il + 1) % hp->full_attention_interval != 0;
 }
 
-static bool is_int_type(enum gguf_value_type t)
-{
-    return t == GGUF_T_UINT8 || t == GGUF_T_INT8 || t == GGUF_T_UINT16 || t == GGUF_T_INT16 || t == GGUF_T_UINT32 ||
-           t == GGUF_T_INT32 || t == GGUF_T_UINT64 || t == GGUF_T_INT64 || t == GGUF_T_BOOL;
-}
-
 /* Which layers are Gated DeltaNet must agree with the tensors each block holds. */
 static int check_layer_kinds(hreader *R, const model_hparams *hp)
 {
     const gguf_kv *rec = gguf_find_kv(R->f, akey(R, "attention.recurrent_layers"));
-    if (rec && (rec->type != GGUF_T_ARRAY || !is_int_type(rec->arr_type) || rec->arr_count < hp->n_layer))
+    if (rec && (rec->type != GGUF_T_ARRAY || !gguf_type_is_integer(rec->arr_type) || rec->arr_count < hp->n_layer))
         return wk_fail(R->err, WK_EFORMAT, "key %s: expected an integer array with one entry per layer (%u)", R->key,
                        hp->n_layer);
     const char *decider = rec ? "attention.recurrent_layers" : "full_attention_interval";
@@ -310,7 +304,7 @@ static int read_rope(hreader *R, model_hparams *hp)
 
     /* IMROPE: sections count rotary pairs per position component (t, h, w, e) */
     const gguf_kv *kv = gguf_find_kv(R->f, akey(R, "rope.dimension_sections"));
-    if (!kv || kv->type != GGUF_T_ARRAY || !is_int_type(kv->arr_type) || kv->arr_count < 3 || kv->arr_count > 4)
+    if (!kv || kv->type != GGUF_T_ARRAY || !gguf_type_is_integer(kv->arr_type) || kv->arr_count < 3 || kv->arr_count > 4)
         return wk_fail(R->err, WK_EFORMAT, "key %s: missing or not an integer array of 3 or 4 entries", R->key);
     const int64_t pairs = n_rot / 2;
     int64_t s[4] = {0, 0, 0, 0}, sum = 0;

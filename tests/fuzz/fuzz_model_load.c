@@ -139,16 +139,8 @@ typedef struct slot {
     size_t width; /* 1, 2, 4 or 8 */
 } slot;
 
-static size_t width_of(enum gguf_value_type t)
-{
-    switch (t) {
-    case GGUF_T_UINT8: case GGUF_T_INT8: case GGUF_T_BOOL: return 1;
-    case GGUF_T_UINT16: case GGUF_T_INT16: return 2;
-    case GGUF_T_UINT32: case GGUF_T_INT32: return 4;
-    case GGUF_T_UINT64: case GGUF_T_INT64: return 8;
-    default: return 0;
-    }
-}
+/* Bytes of an integer value of type t, 0 for any other type. */
+static size_t int_width(enum gguf_value_type t) { return gguf_type_is_integer(t) ? gguf_scalar_size(t) : 0; }
 
 static uint64_t rnd(uint64_t *s)
 {
@@ -166,11 +158,11 @@ static size_t collect_slots(const gguf_file *f, const uint8_t *base, slot *out, 
         const gguf_kv *kv = gguf_kv_at(f, i);
         size_t key_end = (size_t)((const uint8_t *)kv->key.ptr - base) + kv->key.len;
         if (kv->type != GGUF_T_ARRAY) {
-            size_t w = width_of(kv->type);
+            size_t w = int_width(kv->type);
             if (w) out[n++] = (slot){key_end + 4, w};
             continue;
         }
-        size_t w = width_of(kv->arr_type);
+        size_t w = int_width(kv->arr_type);
         out[n++] = (slot){key_end + 8, 8}; /* the element count */
         for (uint64_t j = 0; w && j < kv->arr_count && j < 8 && n < cap; j++)
             out[n++] = (slot){(size_t)(kv->arr_data - base) + j * w, w};

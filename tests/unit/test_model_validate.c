@@ -36,15 +36,14 @@ static image golden_image(const char *dir, const char *name)
     return im;
 }
 
-static size_t int_width(enum gguf_value_type t)
+/* The record of key in the image (views into im->data); *f to close after use. */
+static const gguf_kv *find_key(image *im, const char *key, gguf_file **f)
 {
-    switch (t) {
-    case GGUF_T_UINT8: case GGUF_T_INT8: case GGUF_T_BOOL: return 1;
-    case GGUF_T_UINT16: case GGUF_T_INT16: return 2;
-    case GGUF_T_UINT32: case GGUF_T_INT32: return 4;
-    case GGUF_T_UINT64: case GGUF_T_INT64: return 8;
-    default: return 0;
-    }
+    wk_error err = {0};
+    if (gguf_open_buffer(f, im->data, im->size, &err)) fail_msg("%s", err.msg);
+    const gguf_kv *kv = gguf_find_kv(*f, key);
+    if (!kv) fail_msg("key %s: not in the golden file", key);
+    return kv;
 }
 
 /* Sets integer key `key` (entry idx of an array, or the scalar when idx < 0)
@@ -53,13 +52,10 @@ static size_t int_width(enum gguf_value_type t)
 static void patch_int(image *im, const char *key, int idx, uint64_t v)
 {
     gguf_file *f = NULL;
-    wk_error err = {0};
-    if (gguf_open_buffer(&f, im->data, im->size, &err)) fail_msg("%s", err.msg);
-    const gguf_kv *kv = gguf_find_kv(f, key);
-    if (!kv) fail_msg("key %s: not in the golden file", key);
+    const gguf_kv *kv = find_key(im, key, &f);
     enum gguf_value_type t = idx < 0 ? kv->type : kv->arr_type;
-    size_t w = int_width(t);
-    assert_true(w > 0);
+    assert_true(gguf_type_is_integer(t));
+    size_t w = gguf_scalar_size(t);
     /* the reader's views point into the buffer: a scalar's value follows its key and type */
     uint8_t *p = idx < 0 ? (uint8_t *)kv->key.ptr + kv->key.len + 4 : (uint8_t *)kv->arr_data + (size_t)idx * w;
     for (size_t i = 0; i < w; i++) p[i] = (uint8_t)(v >> (8 * i));
@@ -70,10 +66,7 @@ static void patch_int(image *im, const char *key, int idx, uint64_t v)
 static void drop_key(image *im, const char *key)
 {
     gguf_file *f = NULL;
-    wk_error err = {0};
-    if (gguf_open_buffer(&f, im->data, im->size, &err)) fail_msg("%s", err.msg);
-    const gguf_kv *kv = gguf_find_kv(f, key);
-    if (!kv) fail_msg("key %s: not in the golden file", key);
+    const gguf_kv *kv = find_key(im, key, &f);
     ((char *)kv->key.ptr)[kv->key.len - 1] = '~';
     gguf_close(f);
 }
