@@ -136,7 +136,7 @@ static int64_t block_index(const char *name)
     if (*p < '0' || *p > '9') return -1;
     for (; *p >= '0' && *p <= '9'; p++) {
         n = n * 10 + (*p - '0');
-        if (n > (int64_t)UINT32_MAX) return -1; /* no such block: names the tensors below */
+        if (n > (int64_t)UINT32_MAX) return -1; /* beyond any block_count: not a block of this model */
     }
     return *p == '.' ? n : -1;
 }
