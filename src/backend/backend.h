@@ -478,5 +478,8 @@ int be_cpu_new(be_backend **out, int n_threads, wk_error *err);
 
 /* Threads of a CPU backend (1 for others). */
 int be_cpu_threads(const be_backend *be);
+/* True for the CPU backend: its activation memory is host RAM (what callers
+ * check a planned allocation against, util/sysmem.h). */
+bool be_is_cpu(const be_backend *be);
 
 #endif

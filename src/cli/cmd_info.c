@@ -1,6 +1,7 @@
 /* `wick info FILE [--ctx N] [-v]`: what a GGUF model file holds, with
  * precision reported from the actual tensor bytes. Only prints; the numbers
- * come from gguf/gguf_stats.c. */
+ * come from gguf/gguf_stats.c, and a model of an architecture wick runs is
+ * first validated as model_load does (model/model_validate.c). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 #include "cli/commands.h"
 #include "gguf/gguf.h"
 #include "gguf/gguf_stats.h"
+#include "model/model.h"
 #include "quant/qtypes.h"
 
 /* Arrays longer than this are cut in -v dumps (vocabularies have 150k+ entries). */
@@ -29,8 +31,11 @@ static void info_usage(FILE *out)
             "            hybrid models (F32)\n"
             "  -v        also dump all metadata (long arrays cut) and every tensor\n"
             "  -h, --help  this text\n\n"
-            "Exit status: 0 on success, 1 if the file cannot be read or is not valid GGUF,\n"
-            "2 on bad usage.\n");
+            "A model of an architecture wick runs is checked as `wick run` checks it (every\n"
+            "hyper-parameter against the tensors and the other keys); a file that contradicts\n"
+            "itself is refused.\n\n"
+            "Exit status: 0 on success, 1 if the file cannot be read, is not valid GGUF or\n"
+            "contradicts itself, 2 on bad usage.\n");
 }
 
 /* "1.50 MiB" style; buf must hold 32 bytes. */
@@ -206,6 +211,19 @@ int cmd_info(int argc, char **argv)
         fprintf(stderr, "wick info: %s\n", err.msg);
         return 1;
     }
+    /* a model of an architecture wick runs gets the checks `wick run` makes:
+     * a file that contradicts itself is refused the same way by both */
+    char not_runnable[WK_ERROR_MSG_CAP] = "";
+    if (gguf_find_kv(f, "general.architecture")) {
+        int rc = model_check_file(f, &err);
+        if (rc == WK_EUNSUPPORTED) {
+            snprintf(not_runnable, sizeof not_runnable, "%s", err.msg);
+        } else if (rc) {
+            fprintf(stderr, "wick info: %s: %s\n", path, err.msg);
+            gguf_close(f);
+            return 1;
+        }
+    }
     gguf_model_summary s;
     if (gguf_model_summary_compute(f, &s, &err) != 0) {
         fprintf(stderr, "wick info: %s: %s\n", path, err.msg);
@@ -233,6 +251,7 @@ int cmd_info(int argc, char **argv)
     }
     print_precision(&ws);
     print_shape(&s);
+    if (not_runnable[0]) printf("%-15s no: %s\n", "wick runs it:", not_runnable);
     print_tokenizer(&s);
     if (want_ctx) print_cache(f, &s, n_ctx);
     if (verbose) print_verbose(f);

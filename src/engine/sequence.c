@@ -1,9 +1,12 @@
 /* Sequence state: allocation, truncation, snapshot and restore. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
 
 #include "engine/engine_impl.h"
+#include "util/checked.h"
+#include "util/sysmem.h"
 
 int eng_seq_new(eng_seq **out, eng_ctx *c, int32_t n_ctx, wk_error *err)
 {
@@ -11,26 +14,33 @@ int eng_seq_new(eng_seq **out, eng_ctx *c, int32_t n_ctx, wk_error *err)
     const model *m = c->m;
     const model_hparams *hp = &m->hp;
     if (n_ctx <= 0) n_ctx = c->opt.n_ctx;
+    /* K and V of a head are n_ctx rows of max(d_k, d_v): one stride serves both */
+    const size_t d = hp->d_k > hp->d_v ? hp->d_k : hp->d_v;
+    const int kv_type = c->opt.kv_type;
+    if (!be_kv_type_supported(c->be, kv_type))
+        return wk_fail(err, WK_EUNSUPPORTED, "sequence: the %s backend keeps no Q8_0 KV cache", c->be->ops->name);
+    const size_t head_stride = (size_t)n_ctx * be_kv_row_units(kv_type, d);
+    const size_t per_cache = head_stride * hp->n_head_kv;
+    const size_t conv = model_conv_elems(m), ssm = model_ssm_elems(m);
+    /* checked before allocating: n_ctx is the caller's, so the plan may exceed the machine */
+    const uint64_t kv_bytes = wk_sat_mul3(wk_sat_mul(head_stride, hp->n_head_kv), 2 * sizeof(uint16_t), hp->n_attn_layers);
+    const uint64_t rec_bytes = wk_sat_mul3(wk_sat_add(conv, ssm), hp->n_rec_layers, sizeof(float));
+    if (be_is_cpu(c->be)) {
+        char what[96];
+        snprintf(what, sizeof what, "the sequence state for %d positions", n_ctx);
+        int rc = wk_ram_check(wk_sat_add(kv_bytes, rec_bytes), what, err);
+        if (rc) return rc;
+    }
     eng_seq *s = calloc(1, sizeof *s);
     if (!s) return wk_fail(err, WK_ENOMEM, "sequence: out of memory");
     s->ctx = c;
     s->layers = calloc(hp->n_layer ? hp->n_layer : 1, sizeof *s->layers);
     s->tokens = malloc(sizeof(int32_t) * (size_t)n_ctx);
     if (!s->layers || !s->tokens) goto oom;
-    /* K and V of a head are n_ctx rows of max(d_k, d_v): one stride serves both */
-    const size_t d = hp->d_k > hp->d_v ? hp->d_k : hp->d_v;
-    const int kv_type = c->opt.kv_type;
-    if (!be_kv_type_supported(c->be, kv_type)) {
-        eng_seq_free(s);
-        return wk_fail(err, WK_EUNSUPPORTED, "sequence: the %s backend keeps no Q8_0 KV cache", c->be->ops->name);
-    }
-    const size_t head_stride = (size_t)n_ctx * be_kv_row_units(kv_type, d);
-    const size_t per_cache = head_stride * hp->n_head_kv;
     if (hp->n_attn_layers) {
         s->kv_mem = be_alloc(c->be, 2 * per_cache * hp->n_attn_layers * sizeof(uint16_t));
         if (!s->kv_mem) goto oom;
     }
-    const size_t conv = model_conv_elems(m), ssm = model_ssm_elems(m);
     s->rec_floats = (conv + ssm) * hp->n_rec_layers;
     if (s->rec_floats) {
         s->rec_mem = be_alloc(c->be, s->rec_floats * sizeof(float));

@@ -106,6 +106,12 @@ int gguf_get_str(const gguf_file *f, const char *key, gguf_str *out, wk_error *e
 int gguf_get_u64_or(const gguf_file *f, const char *key, uint64_t def, uint64_t *out, wk_error *err);
 int gguf_get_f64_or(const gguf_file *f, const char *key, double def, double *out, wk_error *err);
 
+/* Bytes of one stored scalar of type t; 0 for STRING, ARRAY and unknown ids. */
+size_t gguf_scalar_size(enum gguf_value_type t);
+/* True for the integer types (signed, unsigned and bool): what the integer
+ * getters and gguf_arr_i64 accept. */
+bool gguf_type_is_integer(enum gguf_value_type t);
+
 /* Array element access (kv->type must be ARRAY, i < arr_count). */
 int64_t gguf_arr_i64(const gguf_kv *kv, uint64_t i); /* any integer/bool element type */
 double gguf_arr_f64(const gguf_kv *kv, uint64_t i);  /* float or integer element types */

@@ -16,6 +16,8 @@ static int is_signed(enum gguf_value_type t)
 
 static int is_float(enum gguf_value_type t) { return t == GGUF_T_FLOAT32 || t == GGUF_T_FLOAT64; }
 
+bool gguf_type_is_integer(enum gguf_value_type t) { return is_unsigned(t) || is_signed(t) || t == GGUF_T_BOOL; }
+
 static const gguf_kv *find_or_fail(const gguf_file *f, const char *key, wk_error *err)
 {
     const gguf_kv *kv = gguf_find_kv(f, key);

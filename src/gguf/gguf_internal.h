@@ -27,8 +27,6 @@ static inline uint64_t gguf_rd64(const uint8_t *p)
     return (uint64_t)gguf_rd32(p) | ((uint64_t)gguf_rd32(p + 4) << 32);
 }
 
-/* Bytes of one scalar of type t; 0 for STRING/ARRAY/invalid. */
-size_t gguf_scalar_size(enum gguf_value_type t);
 /* "u32", "string", ...; "type<N>" style "invalid" for unknown ids. */
 const char *gguf_value_type_name(uint32_t t);
 /* Writes a printable, escaped, length-limited copy of (p, len) into out

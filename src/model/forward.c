@@ -1,75 +1,84 @@
 /* Forward-pass plumbing shared by all architectures: scratch buffers, the
  * embedding and output steps, the attention tail, the dense FFN, and the
  * dispatch to the per-family passes. */
+#include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "model/model.h"
 #include "model/model_impl.h"
+#include "util/checked.h"
+#include "util/sysmem.h"
 
 /* LM head rows computed per matmul when every row's logits are wanted: bounds
  * the logits buffer (n_vocab can be 250k) while keeping the matmul batched. */
 #define LOGIT_ROWS 32
 
-static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
+static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
 
 int model_scratch_new(model_scratch **out, const model *m, be_backend *be, int32_t max_t, wk_error *err)
 {
     *out = NULL;
     if (max_t < 1) return wk_fail(err, WK_EINVAL, "scratch: max tokens %d < 1", max_t);
     const model_hparams *hp = &m->hp;
+    /* Widths from validated hyper-parameters (each <= MODEL_MAX_DIM); a buffer
+     * no layer uses is one float wide. Products saturate, so the plan is
+     * refused as a whole below instead of wrapping around. */
+    const uint64_t T = (uint64_t)max_t, E = hp->n_embd;
+    const bool attn = hp->n_attn_layers > 0, rec = hp->n_rec_layers > 0;
+    const uint64_t q_w = attn ? (uint64_t)hp->n_head * hp->d_k * (model_arch_is_hybrid(m->arch) ? 2 : 1) : 1;
+    const uint64_t k_w = attn ? (uint64_t)hp->n_head_kv * hp->d_k : 1, v_w = attn ? (uint64_t)hp->n_head_kv * hp->d_v : 1;
+    const uint64_t att_w = attn ? (uint64_t)hp->n_head * hp->d_v : 1;
+    const uint64_t ff_w = max_u64(max_u64(hp->n_ff, hp->n_ff_shexp), 1);
+    const uint64_t key_dim = (uint64_t)hp->ssm_n_hk * hp->ssm_d_k, value_dim = (uint64_t)hp->ssm_n_hv * hp->ssm_d_v;
+    const uint64_t conv_dim = rec ? 2 * key_dim + value_dim : 1, val_w = rec ? value_dim : 1;
+    const uint64_t hv_w = rec ? hp->ssm_n_hv : 1;
+    const uint64_t k_used = max_u64(hp->n_expert_used, 1);
+    const int32_t logit_rows = max_t < LOGIT_ROWS ? max_t : LOGIT_ROWS;
     model_scratch *s = calloc(1, sizeof *s);
     if (!s) return wk_fail(err, WK_ENOMEM, "out of memory");
     s->be = be;
     s->max_t = max_t;
-    s->logit_rows = max_t < LOGIT_ROWS ? max_t : LOGIT_ROWS;
-    const size_t T = (size_t)max_t, E = hp->n_embd;
-    const bool gated = m->arch == MODEL_ARCH_QWEN35 || m->arch == MODEL_ARCH_QWEN35MOE;
-    const size_t q_w = (size_t)hp->n_head * hp->d_k * (gated ? 2 : 1);
-    const size_t ff_w = max_sz(max_sz(hp->n_ff, hp->n_ff_shexp), 1);
-    const size_t key_dim = (size_t)hp->ssm_n_hk * hp->ssm_d_k, value_dim = (size_t)hp->ssm_n_hv * hp->ssm_d_v;
-    const size_t conv_dim = 2 * key_dim + value_dim;
-    const size_t k_used = hp->n_expert_used ? hp->n_expert_used : 1;
+    s->logit_rows = logit_rows;
     struct {
         void **p;
-        size_t bytes;
+        uint64_t floats_per_token; /* 4-byte elements (floats or int32) per token */
     } bufs[] = {
-        {(void **)&s->x, T * E * 4},
-        {(void **)&s->cur, T * E * 4},
-        {(void **)&s->tmp, T * E * 4},
-        {(void **)&s->q, T * q_w * 4},
-        {(void **)&s->k, T * hp->n_head_kv * hp->d_k * 4},
-        {(void **)&s->v, T * hp->n_head_kv * hp->d_v * 4},
-        {(void **)&s->att, T * hp->n_head * hp->d_v * 4},
-        {(void **)&s->ff_g, T * ff_w * 4},
-        {(void **)&s->ff_u, T * ff_w * 4},
-        {(void **)&s->qkv, T * max_sz(conv_dim, 1) * 4},
-        {(void **)&s->conv, T * max_sz(conv_dim, 1) * 4},
-        {(void **)&s->z, T * max_sz(value_dim, 1) * 4},
-        {(void **)&s->gdn_o, T * max_sz(value_dim, 1) * 4},
-        {(void **)&s->alpha, T * max_sz(hp->ssm_n_hv, 1) * 4},
-        {(void **)&s->beta, T * max_sz(hp->ssm_n_hv, 1) * 4},
-        {(void **)&s->router, T * max_sz(hp->n_expert, 1) * 4},
-        {(void **)&s->expert_ids, T * k_used * 4},
-        {(void **)&s->expert_w, T * k_used * 4},
-        {(void **)&s->moe_out, T * E * 4},
-        {(void **)&s->sh_gate, T * 4},
-        {(void **)&s->rope_cs, T * (size_t)hp->rope.n_rot * 4},
-        {(void **)&s->tokens, T * 4},
-        {(void **)&s->pos, T * 4},
-        {(void **)&s->logits, (size_t)s->logit_rows * hp->n_vocab * 4},
+        {(void **)&s->x, E},          {(void **)&s->cur, E},       {(void **)&s->tmp, E},
+        {(void **)&s->q, q_w},        {(void **)&s->k, k_w},       {(void **)&s->v, v_w},
+        {(void **)&s->att, att_w},    {(void **)&s->ff_g, ff_w},   {(void **)&s->ff_u, ff_w},
+        {(void **)&s->qkv, conv_dim}, {(void **)&s->conv, conv_dim}, {(void **)&s->z, val_w},
+        {(void **)&s->gdn_o, val_w},  {(void **)&s->alpha, hv_w},  {(void **)&s->beta, hv_w},
+        {(void **)&s->router, max_u64(hp->n_expert, 1)},           {(void **)&s->expert_ids, k_used},
+        {(void **)&s->expert_w, k_used}, {(void **)&s->moe_out, E}, {(void **)&s->sh_gate, 1},
+        {(void **)&s->rope_cs, (uint64_t)hp->rope.n_rot},          {(void **)&s->tokens, 1},
+        {(void **)&s->pos, 1},
     };
+    enum { N_BUFS = sizeof bufs / sizeof bufs[0] };
+    uint64_t bytes[N_BUFS + 1], total = 0;
+    for (size_t i = 0; i < N_BUFS; i++) bytes[i] = wk_sat_mul3(T, bufs[i].floats_per_token, 4);
+    bytes[N_BUFS] = wk_sat_mul3((uint64_t)logit_rows, hp->n_vocab, 4); /* s->logits */
+    for (size_t i = 0; i <= N_BUFS; i++) total = wk_sat_add(total, bytes[i]);
+    char what[96];
+    snprintf(what, sizeof what, "the activation buffers for batches of %d tokens", max_t);
+    int rc = be_is_cpu(be) ? wk_ram_check(total, what, err) : 0;
+    if (rc) {
+        free(s);
+        return rc;
+    }
     s->pos_host = malloc(T * sizeof(int32_t));
     if (!s->pos_host) {
         free(s);
         return wk_fail(err, WK_ENOMEM, "out of memory");
     }
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
-        *bufs[i].p = be_alloc(be, bufs[i].bytes);
-        if (!*bufs[i].p) {
+    for (size_t i = 0; i <= N_BUFS; i++) {
+        void **p = i < N_BUFS ? bufs[i].p : (void **)&s->logits;
+        *p = be_alloc(be, (size_t)bytes[i]);
+        if (!*p) {
             model_scratch_free(s);
-            return wk_fail(err, WK_ENOMEM, "out of memory for activation buffers (%d tokens)", max_t);
+            return wk_fail(err, WK_ENOMEM, "out of memory for %s (%" PRIu64 " bytes)", what, total);
         }
     }
     *out = s;

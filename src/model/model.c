@@ -1,5 +1,6 @@
-/* Model loading: architecture, hyper-parameters, tensor binding with shape and
- * type checks, model identity, and the per-architecture forward dispatch. */
+/* Model loading: architecture, tensor binding with shape and type checks,
+ * model identity (the hyper-parameters are read and validated by
+ * model_validate.c first). */
 #include "model/model.h"
 
 #include <inttypes.h>
@@ -11,6 +12,7 @@
 
 #include "model/model_impl.h"
 #include "quant/qtypes.h"
+#include "util/checked.h"
 
 static const char *const k_arch_names[] = {
     [MODEL_ARCH_LLAMA] = "llama",   [MODEL_ARCH_QWEN2] = "qwen2",
@@ -24,156 +26,10 @@ const char *model_arch_name(enum model_arch arch)
     return k_arch_names[arch];
 }
 
-static bool arch_is_hybrid(enum model_arch a) { return a == MODEL_ARCH_QWEN35 || a == MODEL_ARCH_QWEN35MOE; }
-static bool arch_is_moe(enum model_arch a) { return a == MODEL_ARCH_QWEN3MOE || a == MODEL_ARCH_QWEN35MOE; }
-
-/* ---- metadata ----------------------------------------------------------------- */
-
 typedef struct loader {
     model *m;
-    const char *arch; /* key prefix */
-    char key[128];
     wk_error *err;
 } loader;
-
-static const char *akey(loader *L, const char *suffix)
-{
-    snprintf(L->key, sizeof L->key, "%s.%s", L->arch, suffix);
-    return L->key;
-}
-
-static int get_u32(loader *L, const char *suffix, bool required, uint32_t def, uint32_t *out)
-{
-    uint64_t v;
-    int rc = required ? gguf_get_u64(L->m->file, akey(L, suffix), &v, L->err)
-                      : gguf_get_u64_or(L->m->file, akey(L, suffix), def, &v, L->err);
-    if (rc) return rc;
-    if (v > UINT32_MAX) return wk_fail(L->err, WK_EFORMAT, "key %s: value %" PRIu64 " too large", L->key, v);
-    *out = (uint32_t)v;
-    return 0;
-}
-
-static int get_f32(loader *L, const char *suffix, bool required, double def, float *out)
-{
-    double v;
-    int rc = required ? gguf_get_f64(L->m->file, akey(L, suffix), &v, L->err)
-                      : gguf_get_f64_or(L->m->file, akey(L, suffix), def, &v, L->err);
-    if (rc) return rc;
-    *out = (float)v;
-    return 0;
-}
-
-/* A per-layer count that must be the same on every layer where it is non-zero. */
-static int get_uniform(loader *L, const char *suffix, bool required, uint32_t def, uint32_t *out)
-{
-    uint32_t n = L->m->hp.n_layer_all;
-    uint32_t *vals = calloc(n ? n : 1, sizeof *vals);
-    if (!vals) return wk_fail(L->err, WK_ENOMEM, "out of memory");
-    int rc = gguf_get_u32_per_layer(L->m->file, akey(L, suffix), n, vals, L->err);
-    if (rc == WK_ENOTFOUND && !required) {
-        *out = def;
-        free(vals);
-        return 0;
-    }
-    if (rc) {
-        free(vals);
-        return rc;
-    }
-    uint32_t v = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        if (!vals[i]) continue;
-        if (v && vals[i] != v) {
-            uint32_t other = vals[i];
-            free(vals);
-            return wk_fail(L->err, WK_EUNSUPPORTED, "key %s: differs between layers (%u vs %u)", L->key, v,
-                           other);
-        }
-        v = vals[i];
-    }
-    free(vals);
-    *out = v;
-    return 0;
-}
-
-static int load_hparams(loader *L)
-{
-    model *m = L->m;
-    model_hparams *hp = &m->hp;
-    int rc;
-    uint32_t nextn = 0;
-    if ((rc = get_u32(L, "block_count", true, 0, &hp->n_layer_all))) return rc;
-    if ((rc = get_u32(L, "nextn_predict_layers", false, 0, &nextn))) return rc;
-    if (nextn >= hp->n_layer_all)
-        return wk_fail(L->err, WK_EFORMAT, "key %s: %u MTP layers of %u blocks", L->key, nextn, hp->n_layer_all);
-    hp->n_layer = hp->n_layer_all - nextn;
-    if ((rc = get_u32(L, "context_length", false, 4096, &hp->n_ctx_train))) return rc;
-    if ((rc = get_u32(L, "embedding_length", true, 0, &hp->n_embd))) return rc;
-    if ((rc = get_uniform(L, "attention.head_count", true, 0, &hp->n_head))) return rc;
-    if ((rc = get_uniform(L, "attention.head_count_kv", false, hp->n_head, &hp->n_head_kv))) return rc;
-    if (hp->n_head == 0 || hp->n_head_kv == 0 || hp->n_head % hp->n_head_kv)
-        return wk_fail(L->err, WK_EFORMAT, "%s: %u heads with %u kv heads", L->arch, hp->n_head, hp->n_head_kv);
-    if ((rc = get_u32(L, "attention.key_length", false, hp->n_embd / hp->n_head, &hp->d_k))) return rc;
-    if ((rc = get_u32(L, "attention.value_length", false, hp->n_embd / hp->n_head, &hp->d_v))) return rc;
-    if ((rc = get_f32(L, "attention.layer_norm_rms_epsilon", true, 0, &hp->eps))) return rc;
-    if (!arch_is_moe(m->arch) || gguf_find_kv(m->file, akey(L, "feed_forward_length")))
-        if ((rc = get_uniform(L, "feed_forward_length", !arch_is_moe(m->arch), 0, &hp->n_ff))) return rc;
-
-    be_rope_params *r = &hp->rope;
-    r->mode = m->arch == MODEL_ARCH_LLAMA ? BE_ROPE_NORM : arch_is_hybrid(m->arch) ? BE_ROPE_IMROPE : BE_ROPE_NEOX;
-    uint32_t n_rot;
-    if ((rc = get_u32(L, "rope.dimension_count", false, hp->d_k, &n_rot))) return rc;
-    if (n_rot == 0 || n_rot % 2 || n_rot > hp->d_k)
-        return wk_fail(L->err, WK_EFORMAT, "key %s: %u rotary dims for head dim %u", L->key, n_rot, hp->d_k);
-    r->n_rot = (int32_t)n_rot;
-    if ((rc = get_f32(L, "rope.freq_base", false, 10000.0, &r->theta))) return rc;
-    r->freq_scale = 1.0f;
-    gguf_str st;
-    if (gguf_find_kv(m->file, akey(L, "rope.scaling.type"))) {
-        if ((rc = gguf_get_str(m->file, L->key, &st, L->err))) return rc;
-        bool none = st.len == 4 && !memcmp(st.ptr, "none", 4);
-        bool linear = st.len == 6 && !memcmp(st.ptr, "linear", 6);
-        if (!none && !linear)
-            return wk_fail(L->err, WK_EUNSUPPORTED, "key %s: rope scaling '%.*s' not supported", L->key,
-                           (int)st.len, st.ptr);
-    }
-    float factor = 0.0f;
-    if ((rc = get_f32(L, "rope.scaling.factor", false, 0.0, &factor))) return rc;
-    if (factor == 0.0f && (rc = get_f32(L, "rope.scale_linear", false, 0.0, &factor))) return rc;
-    if (factor > 0.0f) r->freq_scale = 1.0f / factor;
-    if (arch_is_hybrid(m->arch)) {
-        const gguf_kv *kv = gguf_find_kv(m->file, akey(L, "rope.dimension_sections"));
-        if (!kv || kv->type != GGUF_T_ARRAY || kv->arr_count < 3)
-            return wk_fail(L->err, WK_EFORMAT, "key %s: missing or not an array of 4", L->key);
-        for (uint64_t i = 0; i < 4 && i < kv->arr_count; i++) r->sections[i] = (int32_t)gguf_arr_i64(kv, i);
-    }
-
-    if (arch_is_moe(m->arch)) {
-        if ((rc = get_u32(L, "expert_count", true, 0, &hp->n_expert))) return rc;
-        if ((rc = get_u32(L, "expert_used_count", true, 0, &hp->n_expert_used))) return rc;
-        if ((rc = get_u32(L, "expert_feed_forward_length", true, 0, &hp->n_ff_exp))) return rc;
-        if (hp->n_expert_used == 0 || hp->n_expert_used > hp->n_expert)
-            return wk_fail(L->err, WK_EFORMAT, "%s: %u experts used of %u", L->arch, hp->n_expert_used,
-                           hp->n_expert);
-        if (m->arch == MODEL_ARCH_QWEN35MOE &&
-            (rc = get_u32(L, "expert_shared_feed_forward_length", false, 0, &hp->n_ff_shexp)))
-            return rc;
-    }
-    if (arch_is_hybrid(m->arch)) {
-        if ((rc = get_u32(L, "full_attention_interval", false, 4, &hp->full_attention_interval))) return rc;
-        if ((rc = get_u32(L, "ssm.conv_kernel", true, 0, &hp->ssm_conv_k))) return rc;
-        if ((rc = get_u32(L, "ssm.state_size", true, 0, &hp->ssm_d_k))) return rc;
-        if ((rc = get_u32(L, "ssm.group_count", true, 0, &hp->ssm_n_hk))) return rc;
-        if ((rc = get_u32(L, "ssm.time_step_rank", true, 0, &hp->ssm_n_hv))) return rc;
-        uint32_t inner;
-        if ((rc = get_u32(L, "ssm.inner_size", true, 0, &inner))) return rc;
-        if (!hp->ssm_n_hk || !hp->ssm_n_hv || hp->ssm_n_hv % hp->ssm_n_hk || inner % hp->ssm_n_hv ||
-            hp->ssm_conv_k < 1 || hp->full_attention_interval == 0)
-            return wk_fail(L->err, WK_EFORMAT, "%s: inconsistent ssm sizes (H_k %u, H_v %u, inner %u, conv %u)",
-                           L->arch, hp->ssm_n_hk, hp->ssm_n_hv, inner, hp->ssm_conv_k);
-        hp->ssm_d_v = inner / hp->ssm_n_hv;
-    }
-    return 0;
-}
 
 /* ---- tensors ----------------------------------------------------------------- */
 
@@ -229,7 +85,7 @@ static int bind_attention(loader *L, model_layer *ly, int il)
     const model_hparams *hp = &L->m->hp;
     const int64_t E = hp->n_embd, Hd = (int64_t)hp->n_head * hp->d_k, Kd = (int64_t)hp->n_head_kv * hp->d_k,
                   Vd = (int64_t)hp->n_head_kv * hp->d_v, Od = (int64_t)hp->n_head * hp->d_v;
-    const bool gated = arch_is_hybrid(L->m->arch);
+    const bool gated = model_arch_is_hybrid(L->m->arch);
     if (gguf_find_tensor(L->m->file, "blk.0.attn_qkv.weight") && !gated)
         return wk_fail(L->err, WK_EUNSUPPORTED, "tensor blk.%d.attn_qkv.weight: fused QKV is not supported", il);
     TRY(bind_blk(L, &ly->wq, il, "attn_q.weight", true, 2, E, gated ? 2 * Hd : Hd, 1, false));
@@ -267,7 +123,7 @@ static int bind_ffn(loader *L, model_layer *ly, int il)
 {
     const model_hparams *hp = &L->m->hp;
     const int64_t E = hp->n_embd;
-    if (!arch_is_moe(L->m->arch)) {
+    if (!model_arch_is_moe(L->m->arch)) {
         TRY(bind_blk(L, &ly->ffn_gate, il, "ffn_gate.weight", true, 2, E, hp->n_ff, 1, false));
         TRY(bind_blk(L, &ly->ffn_up, il, "ffn_up.weight", true, 2, E, hp->n_ff, 1, false));
         TRY(bind_blk(L, &ly->ffn_down, il, "ffn_down.weight", true, 2, hp->n_ff, E, 1, false));
@@ -286,34 +142,19 @@ static int bind_ffn(loader *L, model_layer *ly, int il)
     }
     TRY(bind_blk(L, &ly->ffn_down_exps, il, "ffn_down_exps.weight", true, 3, F, E, X, false));
     if (L->m->arch == MODEL_ARCH_QWEN35MOE) {
-        const int64_t S = hp->n_ff_shexp ? (int64_t)hp->n_ff_shexp : ANY;
+        const int64_t S = hp->n_ff_shexp; /* the key's, or blk.0's width when the key is absent */
         TRY(bind_blk(L, &ly->ffn_gate_inp_shexp, il, "ffn_gate_inp_shexp.weight", true, 1, E, 1, 1, false));
         TRY(bind_blk(L, &ly->ffn_gate_shexp, il, "ffn_gate_shexp.weight", true, 2, E, S, 1, false));
-        TRY(bind_blk(L, &ly->ffn_up_shexp, il, "ffn_up_shexp.weight", true, 2, E, ly->ffn_gate_shexp.ne[1], 1,
-                     false));
-        TRY(bind_blk(L, &ly->ffn_down_shexp, il, "ffn_down_shexp.weight", true, 2, ly->ffn_gate_shexp.ne[1], E,
-                     1, false));
+        TRY(bind_blk(L, &ly->ffn_up_shexp, il, "ffn_up_shexp.weight", true, 2, E, S, 1, false));
+        TRY(bind_blk(L, &ly->ffn_down_shexp, il, "ffn_down_shexp.weight", true, 2, S, E, 1, false));
     }
     return 0;
-}
-
-/* qwen35: layer il is recurrent unless (il + 1) is a multiple of the interval,
- * or as the optional attention.recurrent_layers array says. */
-static bool layer_is_recurrent(loader *L, int il)
-{
-    if (!arch_is_hybrid(L->m->arch)) return false;
-    const gguf_kv *kv = gguf_find_kv(L->m->file, akey(L, "attention.recurrent_layers"));
-    if (kv && kv->type == GGUF_T_ARRAY && (uint64_t)il < kv->arr_count) return gguf_arr_i64(kv, il) != 0;
-    return (il + 1) % L->m->hp.full_attention_interval != 0;
 }
 
 static int bind_tensors(loader *L)
 {
     model *m = L->m;
     model_hparams *hp = &m->hp;
-    const gguf_tensor *te = gguf_find_tensor(m->file, "token_embd.weight");
-    if (!te) return wk_fail(L->err, WK_EFORMAT, "tensor token_embd.weight: missing");
-    hp->n_vocab = (uint32_t)te->ne[1];
     TRY(bind(L, &m->tok_embd, "token_embd.weight", true, 2, hp->n_embd, hp->n_vocab, 1, false));
     TRY(bind(L, &m->output_norm, "output_norm.weight", true, 1, hp->n_embd, 1, 1, true));
     TRY(bind(L, &m->output, "output.weight", false, 2, hp->n_embd, hp->n_vocab, 1, false));
@@ -328,12 +169,12 @@ static int bind_tensors(loader *L)
     if (!m->layers) return wk_fail(L->err, WK_ENOMEM, "out of memory");
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         model_layer *ly = &m->layers[il];
-        ly->recurrent = layer_is_recurrent(L, (int)il);
+        ly->recurrent = model_layer_is_recurrent(m->file, m->arch, hp, il);
         ly->attn_slot = ly->recurrent ? -1 : (int32_t)hp->n_attn_layers++;
         ly->rec_slot = ly->recurrent ? (int32_t)hp->n_rec_layers++ : -1;
         TRY(bind_blk(L, &ly->attn_norm, (int)il, "attn_norm.weight", true, 1, hp->n_embd, 1, 1, true));
         TRY(bind_blk(L, &ly->ffn_norm, (int)il,
-                     arch_is_hybrid(m->arch) ? "post_attention_norm.weight" : "ffn_norm.weight", true, 1,
+                     model_arch_is_hybrid(m->arch) ? "post_attention_norm.weight" : "ffn_norm.weight", true, 1,
                      hp->n_embd, 1, 1, true));
         TRY(ly->recurrent ? bind_gdn(L, ly, (int)il) : bind_attention(L, ly, (int)il));
         TRY(bind_ffn(L, ly, (int)il));
@@ -362,37 +203,67 @@ static uint64_t compute_model_id(const gguf_file *f)
     return h;
 }
 
-int model_load(model **out, const char *path, wk_error *err)
+/* Architecture, hyper-parameters, tensors and identity of m->file (set by
+ * the caller); on failure m->layers may hold a partial table. */
+static int model_build(model *m, wk_error *err)
 {
-    *out = NULL;
-    model *m = calloc(1, sizeof *m);
-    if (!m) return wk_fail(err, WK_ENOMEM, "out of memory");
-    int rc = gguf_open(&m->file, path, err);
-    if (rc) {
-        free(m);
-        return rc;
-    }
     gguf_str arch;
-    rc = gguf_get_str(m->file, "general.architecture", &arch, err);
-    if (rc) goto fail;
+    int rc = gguf_get_str(m->file, "general.architecture", &arch, err);
+    if (rc) return rc;
     char archz[32];
     snprintf(archz, sizeof archz, "%.*s", (int)(arch.len < 31 ? arch.len : 31), arch.ptr);
     int found = -1;
     for (size_t i = 0; i < sizeof k_arch_names / sizeof k_arch_names[0]; i++)
         if (!strcmp(archz, k_arch_names[i])) found = (int)i;
-    if (found < 0) {
-        rc = wk_fail(err, WK_EUNSUPPORTED, "architecture '%s' is not supported", archz);
-        goto fail;
-    }
+    if (found < 0) return wk_fail(err, WK_EUNSUPPORTED, "architecture '%s' is not supported", archz);
     m->arch = (enum model_arch)found;
-    loader L = {m, k_arch_names[found], {0}, err};
-    if ((rc = load_hparams(&L)) || (rc = bind_tensors(&L))) goto fail;
+    loader L = {m, err};
+    if ((rc = model_hparams_read(m->file, m->arch, &m->hp, err)) || (rc = bind_tensors(&L))) return rc;
     m->model_id = compute_model_id(m->file);
+    return 0;
+}
+
+/* Takes f (closed on failure) and builds the model over it; err gets `where` as prefix. */
+static int model_from_file(model **out, gguf_file *f, const char *where, wk_error *err)
+{
+    *out = NULL;
+    model *m = calloc(1, sizeof *m);
+    if (!m) {
+        gguf_close(f);
+        return wk_fail(err, WK_ENOMEM, "out of memory");
+    }
+    m->file = f;
+    int rc = model_build(m, err);
+    if (rc) {
+        wk_fail_prefix(err, "%s", where);
+        model_free(m);
+        return rc;
+    }
     *out = m;
     return 0;
-fail:
-    wk_fail_prefix(err, "%s", path);
-    model_free(m);
+}
+
+int model_load(model **out, const char *path, wk_error *err)
+{
+    *out = NULL;
+    gguf_file *f = NULL;
+    int rc = gguf_open(&f, path, err);
+    return rc ? rc : model_from_file(out, f, path, err);
+}
+
+int model_load_buffer(model **out, const void *data, size_t size, wk_error *err)
+{
+    *out = NULL;
+    gguf_file *f = NULL;
+    int rc = gguf_open_buffer(&f, data, size, err);
+    return rc ? rc : model_from_file(out, f, "(buffer)", err);
+}
+
+int model_check_file(gguf_file *f, wk_error *err)
+{
+    model m = {.file = f};
+    int rc = model_build(&m, err);
+    free(m.layers);
     return rc;
 }
 
@@ -404,22 +275,24 @@ void model_free(model *m)
     free(m);
 }
 
+/* The hyper-parameters are validated (each <= MODEL_MAX_DIM), so only a
+ * caller's n_ctx can push these past 64 bits: they saturate (util/checked.h). */
 size_t model_kv_elems_per_layer(const model *m, int32_t n_ctx)
 {
-    return (size_t)n_ctx * m->hp.n_head_kv * (m->hp.d_k + m->hp.d_v);
+    return (size_t)wk_sat_mul3(n_ctx > 0 ? (uint64_t)n_ctx : 0, m->hp.n_head_kv, (uint64_t)m->hp.d_k + m->hp.d_v);
 }
 
 size_t model_conv_elems(const model *m)
 {
     const model_hparams *hp = &m->hp;
-    size_t conv_dim = 2 * (size_t)hp->ssm_n_hk * hp->ssm_d_k + (size_t)hp->ssm_n_hv * hp->ssm_d_v;
-    return hp->ssm_conv_k ? (hp->ssm_conv_k - 1) * conv_dim : 0;
+    uint64_t conv_dim = 2 * (uint64_t)hp->ssm_n_hk * hp->ssm_d_k + (uint64_t)hp->ssm_n_hv * hp->ssm_d_v;
+    return hp->ssm_conv_k ? (size_t)wk_sat_mul(hp->ssm_conv_k - 1, conv_dim) : 0;
 }
 
 size_t model_ssm_elems(const model *m)
 {
     const model_hparams *hp = &m->hp;
-    return (size_t)hp->ssm_n_hv * hp->ssm_d_k * hp->ssm_d_v;
+    return (size_t)wk_sat_mul3(hp->ssm_n_hv, hp->ssm_d_k, hp->ssm_d_v);
 }
 
 /* Offsets of every 2-D matmul weight of a layer (vectors and 3-D expert packs

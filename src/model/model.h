@@ -103,10 +103,23 @@ typedef struct model {
     uint64_t model_id;       /* stable 64-bit identity of the file's contents (header hash) */
 } model;
 
-/* Opens path and binds the model. On error *out = NULL and err names the file
- * and the key or tensor at fault. Free with model_free. */
+/* Opens path and binds the model. Every hyper-parameter is validated before
+ * anything is sized from it (model_validate.c): against caps, against the
+ * other keys and against the tensors present. On error *out = NULL and err
+ * is one line naming the file and the key (with its value and what it
+ * contradicts) or tensor at fault: WK_EFORMAT for a file that contradicts
+ * itself, WK_EUNSUPPORTED for a valid file wick cannot run. Free with
+ * model_free. */
 int model_load(model **out, const char *path, wk_error *err);
+/* Same over a caller's GGUF image in memory (fuzzers, tests); data must
+ * outlive the model. */
+int model_load_buffer(model **out, const void *data, size_t size, wk_error *err);
 void model_free(model *m);
+
+/* The checks model_load makes, on an open file, keeping nothing: what
+ * `wick info` runs so that it refuses exactly the files `wick run` refuses.
+ * f stays the caller's. */
+int model_check_file(gguf_file *f, wk_error *err);
 
 /* A context's working copy of a model: shares the file, hyper-parameters and
  * weight data with src but owns its layer table, whose matmul weights are

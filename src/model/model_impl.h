@@ -34,6 +34,22 @@ struct model_scratch {
     float argmax_logit;
 };
 
+static inline bool model_arch_is_hybrid(enum model_arch a)
+{
+    return a == MODEL_ARCH_QWEN35 || a == MODEL_ARCH_QWEN35MOE;
+}
+static inline bool model_arch_is_moe(enum model_arch a) { return a == MODEL_ARCH_QWEN3MOE || a == MODEL_ARCH_QWEN35MOE; }
+
+/* Reads the hyper-parameters of architecture arch and validates each before
+ * anything is sized from it (model_validate.c); the derived layer counts
+ * and the tensor binding are model.c's. Errors name the key and its value. */
+int model_hparams_read(const gguf_file *f, enum model_arch arch, model_hparams *hp, wk_error *err);
+
+/* qwen35 hybrids: layer il is Gated DeltaNet unless (il + 1) is a multiple of
+ * full_attention_interval, or as the attention.recurrent_layers array says
+ * (validated by model_hparams_read). Always false for other architectures. */
+bool model_layer_is_recurrent(const gguf_file *f, enum model_arch arch, const model_hparams *hp, uint32_t il);
+
 /* Steps every forward pass shares (forward.c). */
 
 /* Embeds s->tokens[0..n_t) into s->x and fills s->pos and s->rope_cs for

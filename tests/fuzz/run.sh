@@ -1,87 +1,167 @@
 #!/usr/bin/env bash
-# Builds and runs the GGUF reader fuzzer for a bounded time.
-#   tests/fuzz/run.sh [SECONDS]        (default 60)
+# Builds one libFuzzer harness and runs it for a bounded time.
+#   tests/fuzz/run.sh NAME [SECONDS]      NAME: gguf, model_load or tokenizer (default 60 s)
 # Env: WICK_FUZZ_BUILD (build dir, default build-fuzz), WICK_GOLDEN (golden data),
-#      WICK_FUZZ_JOBS (parallel fuzzing processes, default 1).
-# Seeds: small valid GGUFs made from golden models and vocab files (every key and
-# tensor record kept, tensor data shrunk), plus truncated and corrupted variants.
-# The working corpus persists in $WICK_FUZZ_BUILD/fuzz-gguf-corpus between runs.
+#      WICK_FUZZ_JOBS (parallel fuzzing processes, default 1), WICK_FUZZ_DIRECT=1 (compile
+#      the harness and only the sources it needs with clang, instead of the cmake target,
+#      which builds all of wickcore: the CI smoke run).
+# Seeds (from golden data):
+#   gguf        small valid GGUFs made from golden models and vocab files (every key and tensor
+#               record kept, tensor data shrunk), plus truncated and corrupted variants;
+#   model_load  whole small golden models (the harness's mutator rewrites header values);
+#   tokenizer   the texts of the golden tokenizer tests, with vocab/mode bytes; the vocabularies
+#               (WICK_FUZZ_VOCABS) are a golden model's and golden llama.cpp vocab files.
+# The working corpus persists in $WICK_FUZZ_BUILD/fuzz-NAME-corpus between runs.
 # Exit status: 0 when the run ends without a finding, non-zero on a crash, leak,
-# timeout or out-of-memory (the reproducer is left in $WICK_FUZZ_BUILD/fuzz-gguf-artifacts).
+# timeout or out-of-memory (the reproducer is left in $WICK_FUZZ_BUILD/fuzz-NAME-artifacts).
 set -euo pipefail
-secs=${1:-60}
-case $secs in ''|*[!0-9]*) echo "usage: $0 [SECONDS]" >&2; exit 2 ;; esac
+name=${1:-}
+secs=${2:-60}
+case $name in gguf|model_load|tokenizer) ;; *) echo "usage: $0 gguf|model_load|tokenizer [SECONDS]" >&2; exit 2 ;; esac
+case $secs in ''|*[!0-9]*) echo "usage: $0 NAME [SECONDS]" >&2; exit 2 ;; esac
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${WICK_FUZZ_BUILD:-$root/build-fuzz}
 golden=${WICK_GOLDEN:-$root/../shared/golden}
 jobs=${WICK_FUZZ_JOBS:-1}
-
 mkdir -p "$build"
+
+# ---- build ------------------------------------------------------------------------
+# the modules each harness reaches (module order: util -> gguf -> quant -> backend -> model -> tokenizer)
+case $name in
+    gguf) mods="util gguf" ;;
+    tokenizer) mods="util gguf tokenizer" ;;
+    model_load) mods="util gguf quant backend/cpu model" ;;
+esac
+libs="$(pkg-config --libs libpcre2-8 jansson libxxhash libcrypto) -lm -lpthread"
+flags="-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -fno-math-errno
+       -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -I$root/src"
+
+# Compiles every module any harness needs once (one object per source, ISA flags
+# as CMakeLists.txt gives them; again when a source is newer), then links NAME
+# with its modules' objects.
+build_direct() {
+    local obj=$build/obj stamp=$build/obj/.built
+    if [ ! -f "$stamp" ] || [ -n "$(find "$root/src" -newer "$stamp" -name '*.[ch]' | head -n 1)" ]; then
+        rm -rf "$obj"
+        mkdir -p "$obj"
+        (cd "$root/src" && ls util/*.c gguf/*.c quant/*.c backend/cpu/*.c model/*.c tokenizer/*.c) |
+            CC=${CC:-clang} FLAGS="$flags" SRC="$root/src" OBJ="$obj" nice -n 19 xargs -P 2 -I{} sh -c '
+            f={}; isa=
+            case $f in
+                *_amx_avx512.c) isa="-mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16 -mavx2 -mfma -mf16c -mamx-tile -mamx-int8 -mamx-bf16" ;;
+                *_avx512.c) isa="-mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16 -mavx2 -mfma -mf16c" ;;
+                *_avx2.c) isa="-mavx2 -mfma -mf16c" ;;
+            esac
+            $CC $FLAGS $isa -c "$SRC/$f" -o "$OBJ/$(echo "$f" | tr / _).o"'
+        touch "$stamp"
+    fi
+    local objs=("$obj"/quant_qtypes.c.o)
+    for m in $mods; do objs+=("$obj/$(echo "$m" | tr / _)"_*.o); done
+    nice -n 19 ${CC:-clang} $flags -fsanitize=fuzzer "$root/tests/fuzz/fuzz_$name.c" \
+        $(printf '%s\n' "${objs[@]}" | sort -u) $libs -o "$build/fuzz_${name}_direct"
+    fuzzer=$build/fuzz_${name}_direct
+}
+
+fuzzer=$build/fuzz_$name
 if [ "${WICK_FUZZ_DIRECT:-0}" = 1 ]; then
-    : # skip the full clang build of wickcore (CI smoke run): build the harness directly below
-elif [ ! -f "$build/CMakeCache.txt" ]; then
-    CC=${CC:-clang} cmake -S "$root" -B "$build" -DWICK_FUZZ=ON -DWICK_SANITIZE=ON \
-        -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-fi
-fuzzer=$build/fuzz_gguf
-if [ "${WICK_FUZZ_DIRECT:-0}" = 1 ] || ! nice -n 19 cmake --build "$build" --target fuzz_gguf -j2 >"$build/fuzz-gguf-build.log" 2>&1; then
-    # Unrelated parts of wickcore may not build with clang at a given moment; the
-    # reader only needs gguf/, quant/qtypes.c and two util files, so build those directly.
-    echo "warning: cmake target fuzz_gguf failed (see $build/fuzz-gguf-build.log); building the harness from gguf sources only" >&2
-    fuzzer=$build/fuzz_gguf_direct
-    nice -n 19 ${CC:-clang} -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer \
-        -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I"$root/src" \
-        "$root/tests/fuzz/fuzz_gguf.c" "$root"/src/gguf/*.c "$root/src/quant/qtypes.c" \
-        "$root/src/util/err.c" "$root/src/util/mapfile.c" -o "$fuzzer"
+    build_direct
+else
+    [ -f "$build/CMakeCache.txt" ] || CC=${CC:-clang} cmake -S "$root" -B "$build" -DWICK_FUZZ=ON -DWICK_SANITIZE=ON \
+        -DWICK_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+    if ! nice -n 19 cmake --build "$build" --target "fuzz_$name" -j2 >"$build/fuzz-$name-build.log" 2>&1; then
+        # unrelated parts of wickcore may not build with clang at a given moment
+        echo "warning: cmake target fuzz_$name failed (see $build/fuzz-$name-build.log); building it from its modules only" >&2
+        build_direct
+    fi
 fi
 
-corpus=$build/fuzz-gguf-corpus
-seeds=$build/fuzz-gguf-seeds
-artifacts=$build/fuzz-gguf-artifacts
+# ---- seeds ---------------------------------------------------------------------------
+corpus=$build/fuzz-$name-corpus
+seeds=$build/fuzz-$name-seeds
+artifacts=$build/fuzz-$name-artifacts
 rm -rf "$seeds"
 mkdir -p "$corpus" "$seeds" "$artifacts"
-
-# seeds from a few small golden files (whole models are hundreds of KB; only headers matter)
-src=()
-for m in tiny-llama-Q4_K_M tiny-qwen3-IQ4_NL tiny-qwen3moe-Q8_0 tiny-qwen35-Q4_K_M tiny-qwen35moe-Q4_K_M; do
-    [ -f "$golden/models/$m.gguf" ] && src+=("$golden/models/$m.gguf")
-done
-for v in phi-3 gpt-2; do
-    [ -f "$golden/tokenizer/ggml-vocab-$v.gguf.gz" ] && src+=("$golden/tokenizer/ggml-vocab-$v.gguf.gz")
-done
-if [ ${#src[@]} -gt 0 ] && command -v python3 >/dev/null; then
-    python3 "$root/tests/fuzz/make_seeds.py" "$seeds" "${src[@]}"
-elif [ ${#src[@]} -gt 0 ]; then
-    for f in "${src[@]}"; do case $f in *.gguf) head -c 16384 "$f" >"$seeds/$(basename "$f").head" ;; esac; done
-fi
-printf 'GGUF\x03\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00' >"$seeds/empty-v3.gguf"
-# truncated and corrupted variants of one seed
-first=$(ls "$seeds"/*.seed.gguf 2>/dev/null | head -n 1 || true)
-if [ -n "$first" ]; then
-    size=$(stat -c %s "$first")
-    for n in 7 23 64 300 1000 $((size / 2)) $((size - 1)); do
-        [ "$n" -lt "$size" ] && head -c "$n" "$first" >"$seeds/trunc-$n.gguf"
+extra=()
+case $name in
+gguf)
+    # seeds from a few small golden files (whole models are hundreds of KB; only headers matter)
+    src=()
+    for m in tiny-llama-Q4_K_M tiny-qwen3-IQ4_NL tiny-qwen3moe-Q8_0 tiny-qwen35-Q4_K_M tiny-qwen35moe-Q4_K_M; do
+        [ -f "$golden/models/$m.gguf" ] && src+=("$golden/models/$m.gguf")
     done
-    { head -c 4 "$first"; printf '\x02\x00\x00\x00'; tail -c +9 "$first"; } >"$seeds/v2.gguf"
-    { head -c 100 "$first"; printf '\xff\xff\xff\xff'; tail -c +105 "$first"; } >"$seeds/corrupt-100.gguf"
-    { head -c 600 "$first"; printf '\x09\x00\x00\x00'; tail -c +605 "$first"; } >"$seeds/corrupt-600.gguf"
-fi
-
-# dictionary of tokens that appear in real headers
-dict=$build/fuzz-gguf.dict
-{
-    echo '"GGUF"'
-    for k in general.architecture general.alignment general.file_type tokenizer.ggml.tokens \
-             llama.block_count qwen35.full_attention_interval .weight blk.0. token_embd; do
-        echo "\"$k\""
+    for v in phi-3 gpt-2; do
+        [ -f "$golden/tokenizer/ggml-vocab-$v.gguf.gz" ] && src+=("$golden/tokenizer/ggml-vocab-$v.gguf.gz")
     done
-} >"$dict"
+    if [ ${#src[@]} -gt 0 ] && command -v python3 >/dev/null; then
+        python3 "$root/tests/fuzz/make_seeds.py" "$seeds" "${src[@]}"
+    elif [ ${#src[@]} -gt 0 ]; then
+        for f in "${src[@]}"; do case $f in *.gguf) head -c 16384 "$f" >"$seeds/$(basename "$f").head" ;; esac; done
+    fi
+    printf 'GGUF\x03\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00' >"$seeds/empty-v3.gguf"
+    # truncated and corrupted variants of one seed
+    first=$(ls "$seeds"/*.seed.gguf 2>/dev/null | head -n 1 || true)
+    if [ -n "$first" ]; then
+        size=$(stat -c %s "$first")
+        for n in 7 23 64 300 1000 $((size / 2)) $((size - 1)); do
+            [ "$n" -lt "$size" ] && head -c "$n" "$first" >"$seeds/trunc-$n.gguf"
+        done
+        { head -c 4 "$first"; printf '\x02\x00\x00\x00'; tail -c +9 "$first"; } >"$seeds/v2.gguf"
+        { head -c 100 "$first"; printf '\xff\xff\xff\xff'; tail -c +105 "$first"; } >"$seeds/corrupt-100.gguf"
+        { head -c 600 "$first"; printf '\x09\x00\x00\x00'; tail -c +605 "$first"; } >"$seeds/corrupt-600.gguf"
+    fi
+    # dictionary of tokens that appear in real headers
+    {
+        echo '"GGUF"'
+        for k in general.architecture general.alignment general.file_type tokenizer.ggml.tokens \
+                 llama.block_count qwen35.full_attention_interval .weight blk.0. token_embd; do
+            echo "\"$k\""
+        done
+    } >"$build/fuzz-gguf.dict"
+    extra=(-max_len=16384 -dict="$build/fuzz-gguf.dict")
+    ;;
+model_load)
+    # one small file per architecture and weight-type family (the largest is 1.1 MB)
+    for m in tiny-llama-Q4_K_M tiny-llama-Q2_K tiny-qwen3-Q8_0 tiny-qwen3-IQ4_NL tiny-qwen3moe-Q4_K_M \
+             tiny-qwen35-Q4_K_M tiny-qwen35moe-Q4_K_M tiny-qwen35moe-Q8_0; do
+        [ -f "$golden/models/$m.gguf" ] && cp "$golden/models/$m.gguf" "$seeds/"
+    done
+    extra=(-max_len=1200000)
+    ;;
+tokenizer)
+    vocabs=$build/fuzz-vocabs
+    mkdir -p "$vocabs"
+    list=""
+    [ -f "$golden/models/tiny-qwen3-F32.gguf" ] && list="$golden/models/tiny-qwen3-F32.gguf"
+    for v in gpt-2 llama-spm deepseek-coder phi-3; do
+        f=$golden/tokenizer/ggml-vocab-$v.gguf.gz
+        [ -f "$f" ] || continue
+        [ -s "$vocabs/$v.gguf" ] || gzip -dc "$f" >"$vocabs/$v.gguf"
+        list="$list${list:+:}$vocabs/$v.gguf"
+    done
+    [ -n "$list" ] || { echo "no vocabularies under $golden" >&2; exit 1; }
+    export WICK_FUZZ_VOCABS=$list
+    # byte 0 = vocab index + mode (fuzz_tokenizer.c), then a golden test text
+    n_vocabs=$(echo "$list" | tr ':' '\n' | wc -l)
+    python3 - "$seeds" "$n_vocabs" "$golden"/tokenizer/ggml-vocab-gpt-2.gguf.inp \
+        "$golden"/tokenizer/ggml-vocab-llama-spm.gguf.inp <<'PY'
+import sys
+out, n = sys.argv[1], int(sys.argv[2])
+k = 0
+for path in sys.argv[3:]:
+    for text in open(path, 'rb').read().split(b'\n__ggml_vocab_test__\n'):
+        for mode in (0x00, 0x08, 0x20, 0x40):
+            open(f'{out}/t{k:04d}', 'wb').write(bytes([(k % n) | mode]) + text)
+            k += 1
+PY
+    extra=(-max_len=4096)
+    ;;
+esac
 
 jobs_args=()
 [ "$jobs" -gt 1 ] && jobs_args=(-jobs="$jobs" -workers="$jobs")
-echo "fuzzing fuzz_gguf for ${secs}s with $(ls "$seeds" | wc -l) seeds (corpus: $corpus)"
+echo "fuzzing fuzz_$name for ${secs}s with $(ls "$seeds" | wc -l) seeds (corpus: $corpus)"
 ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1} \
 nice -n 19 "$fuzzer" "$corpus" "$seeds" \
-    -max_total_time="$secs" -max_len=16384 -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=1024 \
-    -dict="$dict" ${jobs_args[@]+"${jobs_args[@]}"} -print_final_stats=1 \
+    -max_total_time="$secs" -timeout=5 -rss_limit_mb=2048 -malloc_limit_mb=1024 \
+    "${extra[@]}" ${jobs_args[@]+"${jobs_args[@]}"} -print_final_stats=1 \
     -artifact_prefix="$artifacts/"

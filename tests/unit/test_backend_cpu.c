@@ -283,6 +283,25 @@ static void test_rope_variants_match_naive(void **state)
     be_free(be);
 }
 
+/* Sections come from the file: sums of huge ones must not overflow (the UBSan
+ * test build traps on signed overflow). With every section at INT32_MAX each
+ * pair's sector is its own index, so pair i takes the t, h or w component
+ * (i % 3) and all three are the position: the result is plain NEOX. */
+static void test_imrope_with_huge_sections_does_not_overflow(void **state)
+{
+    (void)state;
+    be_backend *be = new_backend(1);
+    const int T = 4, d = 32;
+    const be_rope_params huge = {BE_ROPE_IMROPE, d, 1e7f, 1.0f, NULL, {INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX}};
+    const be_rope_params neox = {BE_ROPE_NEOX, d, 1e7f, 1.0f, NULL, {0}};
+    int32_t pos[4] = {0, 1, 1000, 70000};
+    float cs_huge[4 * 32], cs_neox[4 * 32];
+    be_rope_cache(be, cs_huge, pos, T, &huge);
+    be_rope_cache(be, cs_neox, pos, T, &neox);
+    assert_true(max_diff(cs_huge, cs_neox, (size_t)T * d) == 0.0);
+    be_free(be);
+}
+
 static void test_elementwise_ops_match_naive(void **state)
 {
     (void)state;
@@ -683,6 +702,7 @@ int main(void)
         cmocka_unit_test(test_attention_row_kernel_matches_scalar),
         cmocka_unit_test(test_rms_norm_matches_naive),
         cmocka_unit_test(test_rope_variants_match_naive),
+        cmocka_unit_test(test_imrope_with_huge_sections_does_not_overflow),
         cmocka_unit_test(test_elementwise_ops_match_naive),
         cmocka_unit_test(test_attention_matches_naive),
         cmocka_unit_test(test_attention_rejects_queries_beyond_the_cache),

@@ -5,14 +5,17 @@
 
 #include <math.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "testutil.h"
 #include "util/argmax.h"
+#include "util/checked.h"
 #include "util/cpu.h"
 #include "util/err.h"
 #include "util/f16.h"
+#include "util/sysmem.h"
 #include "util/threadpool.h"
 
 typedef struct {
@@ -132,6 +135,37 @@ static void test_argmax_matches_the_reference(void **state)
     free(x);
 }
 
+static void test_saturating_size_arithmetic_never_wraps(void **state)
+{
+    (void)state;
+    assert_true(wk_sat_add(1, 2) == 3);
+    assert_true(wk_sat_add(UINT64_MAX - 2, 1) == UINT64_MAX - 1);
+    assert_true(wk_sat_add(UINT64_MAX, 1) == UINT64_MAX);
+    assert_true(wk_sat_add(1ull << 63, 1ull << 63) == UINT64_MAX);
+    assert_true(wk_sat_mul(1ull << 32, (1ull << 32) - 1) == (1ull << 32) * ((1ull << 32) - 1));
+    assert_true(wk_sat_mul(1ull << 32, 1ull << 32) == UINT64_MAX);
+    assert_true(wk_sat_mul(0, UINT64_MAX) == 0);
+    /* a product that wraps to a small number in plain arithmetic: 2^31 x 2^31 x 4 = 2^64 */
+    assert_true(wk_sat_mul3(1ull << 31, 1ull << 31, 4) == UINT64_MAX);
+    assert_true(wk_sat_mul3(1ull << 20, 1ull << 20, 1ull << 20) == 1ull << 60);
+}
+
+static void test_ram_check_names_the_bytes_of_a_plan_larger_than_the_machine(void **state)
+{
+    (void)state;
+    const uint64_t ram = wk_ram_bytes();
+    assert_true(ram > (64ull << 20)); /* sysconf answers on Linux */
+    wk_error err = {0};
+    assert_int_equal(wk_ram_check(ram / 2, "half", &err), 0);
+    assert_int_equal(wk_ram_check(ram + 1, "the plan", &err), WK_ENOMEM);
+    char want[64];
+    snprintf(want, sizeof want, "the plan needs %llu bytes", (unsigned long long)(ram + 1));
+    assert_non_null(strstr(err.msg, want));
+    assert_non_null(strstr(err.msg, "GiB of RAM"));
+    assert_int_equal(wk_ram_check(UINT64_MAX, "an overflowed plan", &err), WK_ENOMEM);
+    assert_non_null(strstr(err.msg, "an overflowed plan needs more than 2^64 bytes"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -141,6 +175,8 @@ int main(void)
         cmocka_unit_test(test_bf16_rounds_to_nearest_even),
         cmocka_unit_test(test_error_prefix_keeps_code_and_message),
         cmocka_unit_test(test_argmax_matches_the_reference),
+        cmocka_unit_test(test_saturating_size_arithmetic_never_wraps),
+        cmocka_unit_test(test_ram_check_names_the_bytes_of_a_plan_larger_than_the_machine),
     };
     return WK_RUN_GROUP_TESTS(tests, NULL, NULL);
 }

@@ -339,3 +339,5 @@ int be_cpu_threads(const be_backend *be)
     if (!be || be->ops != &k_cpu_ops) return 1;
     return ((const cpu_backend *)be->impl)->n_threads;
 }
+
+bool be_is_cpu(const be_backend *be) { return be && be->ops == &k_cpu_ops; }

@@ -41,14 +41,16 @@ void cpu_op_rms_norm(be_backend *be, float *y, size_t y_stride, const float *x, 
 
 /* ---- RoPE ----------------------------------------------------------------------- */
 
-/* Position component used by pair i under IMROPE: 0 = t, 1 = h, 2 = w, 3 = e. */
+/* Position component used by pair i under IMROPE: 0 = t, 1 = h, 2 = w, 3 = e.
+ * Sums and products in 64 bits: the sections come from the file (model/
+ * bounds them by n_rot/2, but this op must not overflow on any input). */
 static int imrope_component(const int32_t s[4], int i)
 {
-    int total = s[0] + s[1] + s[2] + s[3];
-    int sector = total > 0 ? i % total : 0;
-    if (sector % 3 == 1 && sector < 3 * s[1]) return 1;
-    if (sector % 3 == 2 && sector < 3 * s[2]) return 2;
-    if (sector % 3 == 0 && sector < 3 * s[0]) return 0;
+    int64_t total = (int64_t)s[0] + s[1] + s[2] + s[3];
+    int64_t sector = total > 0 ? i % total : 0;
+    if (sector % 3 == 1 && sector < 3 * (int64_t)s[1]) return 1;
+    if (sector % 3 == 2 && sector < 3 * (int64_t)s[2]) return 2;
+    if (sector % 3 == 0 && sector < 3 * (int64_t)s[0]) return 0;
     return 3;
 }
 
