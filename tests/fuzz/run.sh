@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds one libFuzzer harness and runs it for a bounded time.
-#   tests/fuzz/run.sh NAME [SECONDS]      NAME: gguf, model_load or tokenizer (default 60 s)
+#   tests/fuzz/run.sh NAME [SECONDS]      NAME: gguf, model_load, tokenizer or archive (default 60 s)
 # Env: WICK_FUZZ_BUILD (build dir, default build-fuzz), WICK_GOLDEN (golden data),
 #      WICK_FUZZ_JOBS (parallel fuzzing processes, default 1), WICK_FUZZ_DIRECT=1 (compile
 #      the harness and only the sources it needs with clang, instead of the cmake target,
@@ -10,14 +10,16 @@
 #               record kept, tensor data shrunk), plus truncated and corrupted variants;
 #   model_load  whole small golden models (the harness's mutator rewrites header values);
 #   tokenizer   the texts of the golden tokenizer tests, with vocab/mode bytes; the vocabularies
-#               (WICK_FUZZ_VOCABS) are a golden model's and golden llama.cpp vocab files.
+#               (WICK_FUZZ_VOCABS) are a golden model's and golden llama.cpp vocab files;
+#   archive     real prefix-cache archive files of a golden hybrid model, written by the
+#               harness itself (a first write and an appended record).
 # The working corpus persists in $WICK_FUZZ_BUILD/fuzz-NAME-corpus between runs.
 # Exit status: 0 when the run ends without a finding, non-zero on a crash, leak,
 # timeout or out-of-memory (the reproducer is left in $WICK_FUZZ_BUILD/fuzz-NAME-artifacts).
 set -euo pipefail
 name=${1:-}
 secs=${2:-60}
-case $name in gguf|model_load|tokenizer) ;; *) echo "usage: $0 gguf|model_load|tokenizer [SECONDS]" >&2; exit 2 ;; esac
+case $name in gguf|model_load|tokenizer|archive) ;; *) echo "usage: $0 gguf|model_load|tokenizer|archive [SECONDS]" >&2; exit 2 ;; esac
 case $secs in ''|*[!0-9]*) echo "usage: $0 NAME [SECONDS]" >&2; exit 2 ;; esac
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${WICK_FUZZ_BUILD:-$root/build-fuzz}
@@ -31,6 +33,7 @@ case $name in
     gguf) mods="util gguf" ;;
     tokenizer) mods="util gguf tokenizer" ;;
     model_load) mods="util gguf quant backend/cpu model" ;;
+    archive) mods="util gguf quant backend/cpu model engine cache" ;;
 esac
 libs="$(pkg-config --libs libpcre2-8 jansson libxxhash libcrypto) -lm -lpthread"
 flags="-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -fno-math-errno
@@ -44,7 +47,7 @@ build_direct() {
     if [ ! -f "$stamp" ] || [ -n "$(find "$root/src" -newer "$stamp" -name '*.[ch]' | head -n 1)" ]; then
         rm -rf "$obj"
         mkdir -p "$obj"
-        (cd "$root/src" && ls util/*.c gguf/*.c quant/*.c backend/cpu/*.c model/*.c tokenizer/*.c) |
+        (cd "$root/src" && ls util/*.c gguf/*.c quant/*.c backend/cpu/*.c model/*.c tokenizer/*.c engine/*.c cache/*.c) |
             CC=${CC:-clang} FLAGS="$flags" SRC="$root/src" OBJ="$obj" nice -n 19 xargs -P 2 -I{} sh -c '
             f={}; isa=
             case $f in
@@ -154,6 +157,11 @@ for path in sys.argv[3:]:
             k += 1
 PY
     extra=(-max_len=4096)
+    ;;
+archive)
+    # the harness writes them (WICK_FUZZ_SEEDS) from tiny-qwen35-F32: archives of ~80-150 KB
+    WICK_FUZZ_SEEDS=$seeds "$fuzzer" -runs=0 "$seeds" >"$build/fuzz-archive-seeds.log" 2>&1
+    extra=(-max_len=262144)
     ;;
 esac
 
