@@ -92,6 +92,19 @@ __device__ __forceinline__ int pair_expert(const int32_t *ids, int64_t i, int k,
     return e >= 0 && e < n_e ? e : -1;
 }
 
+/* Inclusive scans of a and of b over the lanes of a warp. */
+__device__ __forceinline__ void warp_scan2(int &a, int &b, int lane)
+{
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const int na = __shfl_up_sync(0xffffffffu, a, o), nb = __shfl_up_sync(0xffffffffu, b, o);
+        if (lane >= o) {
+            a += na;
+            b += nb;
+        }
+    }
+}
+
 /* One block. Counts the pairs of each of the n_e experts (shared-memory atomics), takes the
  * exclusive prefix sums of the counts and of their tiles of bn rows (each thread a run of
  * experts, then a scan over the block), scatters the pairs to their sorted rows and writes
@@ -121,15 +134,8 @@ moe_sort_kernel(const int32_t *__restrict__ ids, int64_t n_pairs, int k, int ks,
         a += cnt[e];
         b += (cnt[e] + bn - 1) / bn;
     }
-    int ia = a, ib = b; /* inclusive within the warp */
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        const int na = __shfl_up_sync(0xffffffffu, ia, o), nb = __shfl_up_sync(0xffffffffu, ib, o);
-        if (lane >= o) {
-            ia += na;
-            ib += nb;
-        }
-    }
+    int ia = a, ib = b;
+    warp_scan2(ia, ib, lane); /* inclusive within the warp */
     if (lane == 31) {
         wsum[0][warp] = ia;
         wsum[1][warp] = ib;
@@ -137,14 +143,7 @@ moe_sort_kernel(const int32_t *__restrict__ ids, int64_t n_pairs, int k, int ks,
     __syncthreads();
     if (warp == 0) {
         int va = wsum[0][lane], vb = wsum[1][lane];
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-            const int na = __shfl_up_sync(0xffffffffu, va, o), nb = __shfl_up_sync(0xffffffffu, vb, o);
-            if (lane >= o) {
-                va += na;
-                vb += nb;
-            }
-        }
+        warp_scan2(va, vb, lane);
         wsum[0][lane] = va; /* inclusive over warps */
         wsum[1][lane] = vb;
     }
