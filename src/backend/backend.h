@@ -158,6 +158,7 @@ typedef struct be_gdn_args {
  * gate/up/down are 3-D packs ({n_embd, n_ff, E}, {n_ff, n_embd, E}); when up.data is
  * NULL, gate is the fused gate_up pack {n_embd, 2·n_ff, E} (first half gate).
  * Each pack may have its own type. out is overwritten. */
+typedef struct be_moe_shared be_moe_shared;
 typedef struct be_moe_args {
     const be_weight *gate, *up, *down;
     const float *u;        /* [n_t][n_embd] */
@@ -165,7 +166,17 @@ typedef struct be_moe_args {
     const int32_t *ids;    /* [n_t][k] */
     const float *weights;  /* [n_t][k] */
     float *out;            /* [n_t][n_embd] */
+    const be_moe_shared *shared; /* NULL, or (backends whose be_ops.moe_shared is set) a
+                                    shared expert that the op adds to out */
 } be_moe_args;
+
+/* The shared expert of a MoE layer (qwen35moe), gated per token:
+ *   out[t] += σ(logit[t]) · down · (SiLU(gate·u_t) ⊙ up·u_t)
+ * (2-D weights {n_embd, n_ff_sh}, {n_ff_sh, n_embd}; logit: [n_t]). */
+struct be_moe_shared {
+    const be_weight *gate, *up, *down;
+    const float *logit;
+};
 
 /* ---- the backend ------------------------------------------------------------ */
 
@@ -199,6 +210,7 @@ typedef struct be_ops {
     void (*moe_route)(be_backend *be, const float *logits, int64_t n_t, int32_t n_expert, int32_t k,
                       int32_t *ids, float *weights);
     int (*moe_ffn)(be_backend *be, const be_moe_args *a, wk_error *err);
+    bool moe_shared; /* moe_ffn runs be_moe_args.shared (else the caller composes it) */
     void (*add)(be_backend *be, float *y, const float *a, const float *b, int64_t n);
     void (*add_bias)(be_backend *be, float *y, const float *bias, int64_t n_rows, int64_t n);
     void (*swiglu)(be_backend *be, float *y, const float *gate, const float *up, int64_t n);
@@ -415,6 +427,9 @@ static inline void be_moe_route(be_backend *be, const float *logits, int64_t n_t
 {
     be->ops->moe_route(be, logits, n_t, n_expert, k, ids, weights);
 }
+
+/* Whether be_moe_ffn takes a shared expert (be_moe_args.shared). */
+static inline bool be_moe_takes_shared(const be_backend *be) { return be->ops->moe_shared; }
 
 /* See be_moe_args. */
 static inline int be_moe_ffn(be_backend *be, const be_moe_args *a, wk_error *err)

@@ -11,6 +11,9 @@ int model_ffn_moe(const model *m, be_backend *be, model_scratch *s, const model_
     const int32_t k = (int32_t)hp->n_expert_used;
     TRY(be_matmul(be, &ly->ffn_gate_inp, in, n_t, s->router, err));
     be_moe_route(be, s->router, n_t, (int32_t)hp->n_expert, k, s->expert_ids, s->expert_w);
+    const bool has_shared = ly->ffn_gate_inp_shexp.data != NULL;
+    const be_moe_shared shared = {&ly->ffn_gate_shexp, &ly->ffn_up_shexp, &ly->ffn_down_shexp, s->sh_gate};
+    if (has_shared) TRY(be_matmul(be, &ly->ffn_gate_inp_shexp, in, n_t, s->sh_gate, err));
     be_moe_args a = {
         .gate = &ly->ffn_gate_exps,
         .up = &ly->ffn_up_exps,
@@ -21,13 +24,13 @@ int model_ffn_moe(const model *m, be_backend *be, model_scratch *s, const model_
         .ids = s->expert_ids,
         .weights = s->expert_w,
         .out = out,
+        .shared = has_shared && be_moe_takes_shared(be) ? &shared : NULL,
     };
     TRY(be_moe_ffn(be, &a, err));
-    if (!ly->ffn_gate_inp_shexp.data) return 0;
-    /* shared expert: its output lands in moe_out, its gate logit in sh_gate */
+    if (!has_shared || a.shared) return 0;
+    /* shared expert op by op: its output lands in moe_out */
     TRY(model_ffn_dense(be, s, &ly->ffn_gate_shexp, &ly->ffn_up_shexp, &ly->ffn_down_shexp, in, n_t, s->moe_out,
                         err));
-    TRY(be_matmul(be, &ly->ffn_gate_inp_shexp, in, n_t, s->sh_gate, err));
     be_add_scaled_sigmoid(be, out, s->moe_out, s->sh_gate, n_t, hp->n_embd);
     return 0;
 }

@@ -1,7 +1,7 @@
 /* CUDA kernel benchmarks: the two ceilings (device copy bandwidth, cuBLAS
  * BF16 rate) and each kernel against them. Times are medians of CUDA-event
  * timings over rotating buffers larger than the L2 (weights never hit in L2).
- * usage: bench_cuda [quick | gdn]  — prints a table last (gdn: the Gated DeltaNet rows only). */
+ * usage: bench_cuda [quick | gdn | moe]  — prints a table last (gdn, moe: those rows only). */
 #include <cublas_v2.h>
 #include <math.h>
 #include <string.h>
@@ -281,50 +281,27 @@ __attribute__((weak)) void bench_attention_all(void (*add)(const char *, double,
                                                double (*tm)(bench_fn, void *, int, int));
 __attribute__((weak)) void bench_gdn_all(void (*add)(const char *, double, double, double),
                                          double (*tm)(bench_fn, void *, int, int));
+__attribute__((weak)) void bench_moe_all(void (*add)(const char *, double, double, double),
+                                         double (*tm)(bench_fn, void *, int, int));
 
 /* matvec variants, several-row products and prefill matmuls */
 static void bench_matmuls(int quick)
 {
     /* Qwen3.5-27B shapes: ffn up/gate 5120->17408, ffn down 17408->5120, vocab 5120->248320 */
     static const uint32_t types[] = {QT_Q4_K, QT_Q5_K, QT_Q6_K, QT_Q8_0, QT_Q4_0, QT_IQ4_NL, QT_F16};
-    /* matvec launch variants on two types (rows per warp, grid cap per SM) */
-    static const int variants[][2] = {{1, 0}, {2, 0}, {1, 4}, {2, 3}};
-    g_ctx.mv_occ = 0;
-    for (int v = 0; v < 4; v++) {
-        g_ctx.mv_rows = variants[v][0];
-        g_ctx.mv_blocks_per_sm = variants[v][1];
-        char label[32];
-        snprintf(label, sizeof label, "R%d cap%d", variants[v][0], variants[v][1]);
-        bench_matvec(QT_Q4_K, 17408, 5120, label);
-        bench_matvec(QT_Q8_0, 17408, 5120, label);
-    }
-    g_ctx.mv_rows = 1;
-    g_ctx.mv_blocks_per_sm = 0;
-    g_ctx.mv_q4k_parts = 4;
-    bench_matvec(QT_Q4_K, 17408, 5120, "4 parts");
-    bench_matvec(QT_Q4_K, 5120, 17408, "4 parts");
-    g_ctx.mv_q4k_parts = 8;
-    g_ctx.mv_occ = 1; /* registers capped for 7 blocks per multiprocessor */
-    bench_matvec(QT_Q4_K, 17408, 5120, "occ7");
-    bench_matvec(QT_Q4_K, 5120, 17408, "occ7");
-    bench_matvec(QT_Q4_K, 5120, 6144, "occ7");
-    g_ctx.mv_occ = 0;
-    bench_matvec(QT_Q4_K, 5120, 6144, "8 parts");
-    /* rows bulk-copied to shared memory (2: uncapped, 3: registers for 8 blocks) against occ7;
-     * persistent warps with 2 rows in flight each (4: the default, short rows only; 5: every row) */
-    static const struct { int occ; const char *label; } k_q4k_variants[] = {
-        {2, "bulk"}, {3, "bulk8"}, {4, "default"}, {5, "pipe"}};
-    for (size_t i = 0; i < sizeof k_q4k_variants / sizeof k_q4k_variants[0]; i++) {
-        g_ctx.mv_occ = k_q4k_variants[i].occ;
-        const char *lb = k_q4k_variants[i].label;
+    /* Q4_K: the sm_90 kernels (rows bulk-copied to shared memory) and the one every
+     * architecture runs (WICK_CUDA_GENERIC=1) */
+    const int hopper = g_ctx.sw.hopper;
+    for (int v = hopper; v >= 0; v--) {
+        g_ctx.sw.hopper = v;
+        const char *lb = v ? "sm_90" : "generic";
         bench_matvec(QT_Q4_K, 17408, 5120, lb);
         bench_matvec(QT_Q4_K, 5120, 17408, lb);
         bench_matvec(QT_Q4_K, 5120, 6144, lb);
         bench_matvec(QT_Q4_K, 6144, 5120, lb);
-        if (g_ctx.mv_occ != 3) bench_matvec(QT_Q4_K, 10240, 5120, lb);
+        bench_matvec(QT_Q4_K, 10240, 5120, lb);
     }
-    g_ctx.mv_occ = 1;
-    bench_matvec(QT_Q4_K, 6144, 5120, "occ7");
+    g_ctx.sw.hopper = hopper;
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         bench_matvec(types[i], 17408, 5120, "ffn_up ");
         if (!quick) bench_matvec(types[i], 5120, 17408, "ffn_down");
@@ -361,17 +338,19 @@ int main(int argc, char **argv)
 {
     int quick = argc > 1 && strcmp(argv[1], "quick") == 0;
     int only_gdn = argc > 1 && strcmp(argv[1], "gdn") == 0; /* bench_cuda gdn: the Gated DeltaNet rows only */
+    int only_moe = argc > 1 && strcmp(argv[1], "moe") == 0; /* bench_cuda moe: the MoE rows only */
     wk_error err = {0};
     if (cuda_ctx_init(&g_ctx, 0, &err)) {
         fprintf(stderr, "bench_cuda: %s\n", err.msg);
         return 2;
     }
     bench_ceilings();
-    if (!only_gdn) {
+    if (!only_gdn && !only_moe) {
         bench_matmuls(quick);
         if (bench_attention_all) bench_attention_all(add_row, time_ms);
     }
-    if (bench_gdn_all) bench_gdn_all(add_row, time_ms);
+    if (bench_gdn_all && !only_moe) bench_gdn_all(add_row, time_ms);
+    if (bench_moe_all && !only_gdn) bench_moe_all(add_row, time_ms);
 
     printf("\n%-56s %9s %10s %9s %6s\n", "kernel", "ms", "GB/s", "TFLOP/s", "%ceil");
     for (int i = 0; i < g_nrows; i++)

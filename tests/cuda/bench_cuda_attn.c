@@ -84,7 +84,7 @@ void bench_attention_all(add_fn add, time_fn tm)
     bench_attn_case(add, tm, "attn prefill 27B layer 512 tok @32768 dense", 512, 32768, 0);
     bench_attn_case(add, tm, "attn prefill 27B layer 4096 tok @126976 dense", 4096, 126976, 0);
     bench_attn_case(add, tm, "attn prefill 27B layer 4096 tok @126976 approx 8K+8K", 4096, 126976, 1);
-    /* decode: tensor cores (default), then the split-K kernel (WICK_CUDA_ATTN_DECODE=0) in the same process */
+    /* decode: tensor cores (default), then the split-K kernel (cuda_attn_decode_kernel(0)) in the same process */
     static const int depths[] = {32768, 4096, 1024, 100};
     for (int kern = 1; kern >= 0; kern--) {
         const int prev = cuda_attn_decode_kernel(kern);

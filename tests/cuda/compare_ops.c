@@ -51,49 +51,85 @@ static int check(const char *name, const float *a, const float *b, int64_t n, do
     return ok ? 0 : 1;
 }
 
-static int compare_moe(be_backend *cpu, uint32_t tg, uint32_t td, int fused, int n_t, uint64_t seed)
+/* out = moe_ffn(u) (+ the shared expert sh, σ-gated by logit) on the CPU backend: its
+ * moe_ffn, then the shared expert through its dense ops, as model_ffn_moe composes them. */
+static int cpu_moe(be_backend *cpu, const be_moe_args *a, const be_moe_shared *sh, int64_t E, wk_error *err)
+{
+    if (be_moe_ffn(cpu, a, err)) return 1;
+    if (!sh) return 0;
+    const int64_t n = a->n_t, F = sh->gate->ne[1];
+    float *g = malloc(sizeof(float) * n * F), *u = malloc(sizeof(float) * n * F), *y = malloc(sizeof(float) * n * E);
+    int rc = be_matmul(cpu, sh->gate, a->u, n, g, err) || be_matmul(cpu, sh->up, a->u, n, u, err);
+    if (!rc) be_swiglu(cpu, g, g, u, n * F);
+    if (!rc) rc = be_matmul(cpu, sh->down, g, n, y, err);
+    if (!rc) be_add_scaled_sigmoid(cpu, a->out, y, sh->logit, n, E);
+    free(g); free(u); free(y);
+    return rc;
+}
+
+/* be_moe_ffn on CUDA vs the CPU backend: X experts of types tg (gate/up; fused: one gate|up
+ * pack) and td (down), n_embd E, n_ff F, k = 2 slots per token (or 8 for X >= 16),
+ * the shared expert of the packs' types when shared; `setting` is a be_cuda_tune string. */
+static int compare_moe(be_backend *cpu, uint32_t tg, uint32_t td, int fused, int n_t, int64_t E, int64_t F, int X,
+                       int shared, const char *setting, uint64_t seed)
 {
     uint64_t rng = seed;
-    const int64_t E = 256, F = 32, X = 8;
-    const int k = 2;
+    const int k = X >= 16 ? 8 : 2;
     void *g = host_blocks(tg, E * (fused ? 2 * F : F) * X, &rng);
     void *u = fused ? NULL : host_blocks(tg, E * F * X, &rng);
     void *d = host_blocks(td, F * E * X, &rng);
+    void *sg = host_blocks(tg, E * F, &rng), *su = host_blocks(tg, E * F, &rng), *sd = host_blocks(td, F * E, &rng);
     be_weight wg = pack(tg, g, E, fused ? 2 * F : F, X, "gate");
     be_weight wu = fused ? pack(tg, NULL, E, F, X, "up") : pack(tg, u, E, F, X, "up");
     be_weight wd = pack(td, d, F, E, X, "down");
+    be_weight wsg = pack(tg, sg, E, F, 1, "gate_shexp"), wsu = pack(tg, su, E, F, 1, "up_shexp");
+    be_weight wsd = pack(td, sd, F, E, 1, "down_shexp");
     float *x = malloc(sizeof(float) * n_t * E), *out_c = malloc(sizeof(float) * n_t * E), *out_g = malloc(sizeof(float) * n_t * E);
+    float *logit = malloc(sizeof(float) * n_t);
     int32_t *ids = malloc(sizeof(int32_t) * n_t * k);
     float *w = malloc(sizeof(float) * n_t * k);
     for (int64_t i = 0; i < n_t * E; i++) x[i] = ref_randn(&rng);
     for (int t = 0; t < n_t; t++) {
-        ids[t * k] = (t * 3) % X;
-        ids[t * k + 1] = (t * 3 + 1 + t % 5) % X;
-        if (ids[t * k + 1] == ids[t * k]) ids[t * k + 1] = (ids[t * k] + 1) % X;
-        w[t * k] = 0.7f;
-        w[t * k + 1] = 0.3f;
+        logit[t] = ref_randn(&rng);
+        /* k distinct experts, skewed towards the low ids (some experts get many tokens, some none) */
+        for (int j = 0; j < k; j++) {
+            int e, dup;
+            do {
+                const float r = 0.5f * (ref_randf(&rng) + 1.0f);
+                e = (int)(r * r * X) % X;
+                dup = 0;
+                for (int q = 0; q < j; q++) dup |= ids[t * k + q] == e;
+            } while (dup);
+            ids[t * k + j] = e;
+            w[t * k + j] = 0.5f * (ref_randf(&rng) + 1.2f);
+        }
     }
     wk_error err = {0};
-    be_moe_args a = {&wg, &wu, &wd, x, n_t, k, ids, w, out_c};
-    if (be_moe_ffn(cpu, &a, &err)) {
+    const be_moe_shared shc = {&wsg, &wsu, &wsd, logit};
+    be_moe_args a = {&wg, &wu, &wd, x, n_t, k, ids, w, out_c, NULL};
+    if (cpu_moe(cpu, &a, shared ? &shc : NULL, E, &err)) {
         printf("FAIL cpu moe: %s\n", err.msg);
         return 1;
     }
     be_backend *cu = NULL;
     if (be_cuda_new(&cu, 0, &err)) return 1;
+    if (setting) be_cuda_tune(cu, setting);
     float *dx = to_dev(cu, x, sizeof(float) * n_t * E), *dout = be_alloc(cu, sizeof(float) * n_t * E);
     int32_t *dids = to_dev(cu, ids, sizeof(int32_t) * n_t * k);
-    float *dw = to_dev(cu, w, sizeof(float) * n_t * k);
-    be_moe_args b = {&wg, &wu, &wd, dx, n_t, k, dids, dw, dout};
+    float *dw = to_dev(cu, w, sizeof(float) * n_t * k), *dlogit = to_dev(cu, logit, sizeof(float) * n_t);
+    const be_moe_shared shg = {&wsg, &wsu, &wsd, dlogit};
+    be_moe_args b = {&wg, &wu, &wd, dx, n_t, k, dids, dw, dout, shared ? &shg : NULL};
     int rc = be_moe_ffn(cu, &b, &err);
     if (!rc) be_to_host(cu, out_g, dout, sizeof(float) * n_t * E);
     if (!rc) rc = be_cuda_status(cu, &err);
-    char name[128];
-    snprintf(name, sizeof name, "be moe_ffn %s%s/%s n_t=%d vs cpu backend", qt_type_name(tg), fused ? " fused" : "",
-             qt_type_name(td), n_t);
+    char name[160];
+    snprintf(name, sizeof name, "be moe_ffn %s%s/%s %lldx%lld X=%d n_t=%d%s%s%s vs cpu backend", qt_type_name(tg),
+             fused ? " fused" : "", qt_type_name(td), (long long)E, (long long)F, X, n_t, shared ? " +shared" : "",
+             setting ? " " : "", setting ? setting : "");
     int bad = rc ? (printf("FAIL %s: %s\n", name, err.msg), 1) : check(name, out_g, out_c, n_t * E, 2e-3);
     be_free(cu);
-    free(g); free(u); free(d); free(x); free(out_c); free(out_g); free(ids); free(w);
+    free(g); free(u); free(d); free(sg); free(su); free(sd); free(x); free(out_c); free(out_g); free(logit);
+    free(ids); free(w);
     return bad;
 }
 
@@ -360,13 +396,25 @@ int compare_ops_all(void)
     bad += compare_matmul_multi(cpu, q4k4, 2, 5120, 8);
     bad += compare_matmul_multi(cpu, mixed, 5, 1024, 9);
     bad += compare_matmul_multi(cpu, many, 6, 512, 10); /* more than one launch's 4 segments */
-    for (int n_t = 1; n_t <= 64; n_t += 63) {
-        bad += compare_moe(cpu, QT_Q8_0, QT_Q8_0, 0, n_t, 10 + n_t);
-        bad += compare_moe(cpu, QT_Q8_0, QT_Q8_0, 1, n_t, 20 + n_t);
-        bad += compare_moe(cpu, QT_Q4_K, QT_Q8_0, 1, n_t, 30 + n_t);
-        bad += compare_moe(cpu, QT_Q4_K, QT_Q5_0, 0, n_t, 40 + n_t);
-        bad += compare_moe(cpu, QT_F32, QT_F32, 1, n_t, 50 + n_t);
+    static const int n_ts[] = {1, 3, 64, 300};
+    for (int i = 0; i < 4; i++) {
+        const int n_t = n_ts[i];
+        bad += compare_moe(cpu, QT_Q8_0, QT_Q8_0, 0, n_t, 256, 32, 8, 0, NULL, 10 + n_t);
+        bad += compare_moe(cpu, QT_Q8_0, QT_Q8_0, 1, n_t, 256, 32, 8, 0, NULL, 20 + n_t);
+        bad += compare_moe(cpu, QT_Q4_K, QT_Q8_0, 1, n_t, 256, 32, 8, 0, NULL, 30 + n_t);
+        bad += compare_moe(cpu, QT_Q4_K, QT_Q5_0, 0, n_t, 256, 32, 8, 1, NULL, 40 + n_t);  /* per-slot path */
+        bad += compare_moe(cpu, QT_F32, QT_F32, 1, n_t, 256, 32, 8, 0, NULL, 50 + n_t);
+        /* the int8 path with the shared expert inside: the Q4_K_M and 4/8-bit mixes, Q5_K, IQ4_NL */
+        bad += compare_moe(cpu, QT_Q4_K, QT_Q6_K, 0, n_t, 512, 256, 8, 1, NULL, 60 + n_t);
+        bad += compare_moe(cpu, QT_Q4_K, QT_Q8_0, 0, n_t, 512, 256, 8, 1, NULL, 70 + n_t);
+        bad += compare_moe(cpu, QT_Q5_K, QT_Q4_K, 0, n_t, 256, 256, 8, 1, NULL, 80 + n_t);
+        bad += compare_moe(cpu, QT_IQ4_NL, QT_Q4_0, 0, n_t, 256, 64, 8, 1, NULL, 90 + n_t);
+        bad += compare_moe(cpu, QT_Q4_K, QT_Q6_K, 1, n_t, 256, 256, 8, 1, NULL, 100 + n_t); /* shared apart */
+        bad += compare_moe(cpu, QT_Q6_K, QT_Q8_0, 0, n_t, 256, 256, 8, 1, "generic=1", 110 + n_t);
     }
+    /* many experts, few tokens each (32-row tiles), a pass over more than one chunk */
+    bad += compare_moe(cpu, QT_Q4_K, QT_Q6_K, 0, 40, 512, 256, 64, 1, NULL, 120);
+    bad += compare_moe(cpu, QT_Q8_0, QT_Q8_0, 0, 2100, 256, 64, 16, 1, NULL, 121);
     be_free(cpu);
     return bad;
 }

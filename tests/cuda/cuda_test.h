@@ -63,5 +63,6 @@ void test_matmul_all(void);
 void test_elementwise_all(void);
 void test_attention_all(void);
 void test_gdn_all(void);
+void test_moe_all(void);
 
 #endif

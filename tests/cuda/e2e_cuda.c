@@ -292,8 +292,8 @@ int main(int argc, char **argv)
            secs * 1e3 / 128, g_weight_bytes / (secs / 128) / 1e9, 100 * g_weight_bytes / (secs / 128) / 4245e9);
     fflush(stdout);
     /* WICK_E2E_STUDY="SETTINGS;SETTINGS;...": tg128 at depth 0 (graphs on) for each set of
-     * be_cuda_tune settings (e.g. "occ=2 pdl=1;skip=matmul"; unnamed ones at their defaults):
-     * variants side by side, and where a decode step's time goes (ops launching nothing) */
+     * be_cuda_tune settings (e.g. "fuse=0;generic=1"; unnamed ones at their defaults):
+     * variants side by side */
     const char *study = getenv("WICK_E2E_STUDY");
     for (const char *p = study; p && *p;) {
         char item[256];

@@ -92,7 +92,7 @@ static void run_attention_case(const char *label, int path, int n_q, int q_pos0,
     float *o3 = malloc(sizeof(float) * n_q * n_head * d);
     for (int i = 0; i < n_q; i++) /* compare only the head outputs (the padding between tokens is not written) */
         memcpy(o2 + (size_t)i * n_head * d, ref + i * out_stride, sizeof(float) * n_head * d);
-    /* decode: the tensor-core kernel, then the split-K kernel (WICK_CUDA_ATTN_DECODE=0) */
+    /* decode: the tensor-core kernel, then the split-K kernel (cuda_attn_decode_kernel(0)) */
     const int n_kernels = path == 1 && n_head / n_head_kv <= 8 ? 2 : 1;
     for (int kern = 0; kern < n_kernels; kern++) {
         const int tc = path == 1 && kern == 0;

@@ -1,5 +1,5 @@
 /* CUDA kernel tests: every kernel against its CPU reference on random inputs.
- * usage: test_cuda [group...]   (groups: matmul elementwise attention gdn; default all)
+ * usage: test_cuda [group...]   (groups: matmul elementwise attention gdn moe; default all)
  * Exit status 0 when every check passed, 1 otherwise, 2 on a setup error. */
 #include <string.h>
 
@@ -11,6 +11,7 @@ cuda_ctx g_ctx;
 /* Groups live in their own files; weak so a partial build still links. */
 __attribute__((weak)) void test_attention_all(void);
 __attribute__((weak)) void test_gdn_all(void);
+__attribute__((weak)) void test_moe_all(void);
 
 int main(int argc, char **argv)
 {
@@ -24,6 +25,7 @@ int main(int argc, char **argv)
         {"elementwise", test_elementwise_all},
         {"attention", test_attention_all},
         {"gdn", test_gdn_all},
+        {"moe", test_moe_all},
     };
     for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
         int want = argc < 2;

@@ -66,8 +66,8 @@ static void test_matvec_type(uint32_t type, int64_t M, int64_t K, int n_mat, int
     }
     dev_download(y, dy, sizeof(float) * M * n_slots);
     char name[128];
-    snprintf(name, sizeof name, "matvec %s M=%lld K=%lld experts=%d slots=%d/%d", qt_type_name(type),
-             (long long)M, (long long)K, n_mat, n_slots, per_x);
+    snprintf(name, sizeof name, "matvec %s M=%lld K=%lld experts=%d slots=%d/%d%s", qt_type_name(type),
+             (long long)M, (long long)K, n_mat, n_slots, per_x, g_ctx.sw.hopper ? "" : " (generic)");
     check_err(name, ref_rel_err(y, yref, M * n_slots), 2e-5);
     snprintf(name, sizeof name, "matvec %s vs unrounded activations", qt_type_name(type));
     check_err(name, ref_rel_err(y, yraw, M * n_slots), quant ? 2e-2 : 2e-5);
@@ -238,8 +238,8 @@ static void test_matvec_multi(uint32_t type, int64_t K, int n, uint64_t seed)
         dev_download(b + off, dy1[i], sizeof(float) * k_m[i]);
     }
     char name[128];
-    snprintf(name, sizeof name, "matvec %d weights in one launch %s K=%lld (mv_occ %d) = one by one",
-             n, qt_type_name(type), (long long)K, g_ctx.mv_occ);
+    snprintf(name, sizeof name, "matvec %d weights in one launch %s K=%lld%s = one by one", n, qt_type_name(type),
+             (long long)K, g_ctx.sw.hopper ? "" : " (generic)");
     check_err(name, memcmp(a, b, sizeof(float) * total) ? 1.0 : 0.0, 0.0);
     for (int i = 0; i < n; i++) {
         cuda_qw_free(&qw[i]);
@@ -274,48 +274,28 @@ void test_matmul_all(void)
         test_matvec_type(t, 40, 1024, 5, 6, 3, 300 + i); /* MoE: 2 tokens x 3 experts, shared x */
         test_matvec_type(t, 40, 1024, 5, 4, 1, 400 + i); /* MoE down: own x per slot */
     }
-    /* the other Q4_K split and the row-group launch variants */
-    g_ctx.mv_q4k_parts = 4;
-    test_matvec_type(QT_Q4_K, 333, 2048, 1, 1, 1, 500);
-    g_ctx.mv_q4k_parts = 8;
-    g_ctx.mv_rows = 2;
-    g_ctx.mv_blocks_per_sm = 3;
-    test_matvec_type(QT_Q6_K, 333, 2048, 1, 1, 1, 501);
-    test_matvec_type(QT_Q4_K, 40, 1024, 5, 6, 3, 502);
-    g_ctx.mv_rows = 1;
-    g_ctx.mv_blocks_per_sm = 0;
-    /* Q4_K rows bulk-copied to shared memory (mv_occ 2 and 3; expert ids fall back) */
-    const int occ = g_ctx.mv_occ;
-    for (int v = 2; v <= 3; v++) {
-        g_ctx.mv_occ = v;
+    /* Q4_K on sm_90 (rows bulk-copied to shared memory: pipelined warps for rows up to 4 KiB,
+     * two warps per longer row, one warp per odd-length long row or several slots) and the
+     * kernel every architecture runs (WICK_CUDA_GENERIC=1); expert ids always take the latter */
+    const int hopper = g_ctx.sw.hopper;
+    for (int v = 0; v <= hopper; v++) {
+        g_ctx.sw.hopper = v;
         test_matvec_type(QT_Q4_K, 333, 2048, 1, 1, 1, 600 + v);
         test_matvec_type(QT_Q4_K, 64, 5120 + 256 * 3, 1, 1, 1, 610 + v);
         test_matvec_type(QT_Q4_K, 37, 17408, 1, 3, 1, 620 + v); /* 3 slots, own x each */
         test_matvec_type(QT_Q4_K, 40, 1024, 5, 6, 3, 630 + v);
-    }
-    /* persistent pipelined warps (mv_occ 4: rows up to 4 KiB, 5: any row): M larger than the
-     * machine's warps, so each warp wraps around its buffers several times (mbarrier phases) */
-    for (int v = 4; v <= 5; v++) {
-        g_ctx.mv_occ = v;
-        test_matvec_type(QT_Q4_K, 333, 2048, 1, 1, 1, 640 + v);
-        test_matvec_type(QT_Q4_K, 64, 5120 + 256 * 3, 1, 1, 1, 650 + v);
-        test_matvec_type(QT_Q4_K, 37, 17408, 1, 3, 1, 660 + v); /* several slots: the bulk kernel */
-        test_matvec_type(QT_Q4_K, 40000, 256, 1, 1, 1, 670 + v);
-        test_matvec_type(QT_Q4_K, 9001, 2048, 1, 1, 1, 680 + v);
-    }
-    /* one launch for several weights on one input (segments), every Q4_K variant */
-    for (int v = 0; v <= 5; v++) {
-        g_ctx.mv_occ = v;
+        /* M larger than the machine's warps: each pipelined warp wraps around its buffers
+         * several times (mbarrier phases) */
+        test_matvec_type(QT_Q4_K, 40000, 256, 1, 1, 1, 640 + v);
+        test_matvec_type(QT_Q4_K, 9001, 2048, 1, 1, 1, 650 + v);
+        test_matvec_type(QT_Q4_K, 1001, 17408, 1, 1, 1, 660 + v); /* two warps per row */
+        test_matvec_type(QT_Q4_K, 50, 256 * 67, 1, 1, 1, 670 + v); /* 67 blocks: one warp per row */
+        /* one launch for several weights on one input (segments) */
         test_matvec_multi(QT_Q4_K, 5120, 2, 900 + v);
         test_matvec_multi(QT_Q4_K, 2048, 4, 910 + v);
-        test_matvec_multi(QT_Q4_K, 17408, 2, 930 + v); /* long rows: two warps per row under 4 */
+        test_matvec_multi(QT_Q4_K, 17408, 2, 930 + v);
     }
-    g_ctx.mv_occ = 4; /* long rows, one warp each (mv_split 0) vs two */
-    g_ctx.mv_split = 0;
-    test_matvec_type(QT_Q4_K, 37, 17408, 1, 3, 1, 690);
-    g_ctx.mv_split = 1;
-    test_matvec_type(QT_Q4_K, 1001, 17408, 1, 1, 1, 691);
-    g_ctx.mv_occ = occ;
+    g_ctx.sw.hopper = hopper;
     test_matvec_multi(QT_Q6_K, 2048, 3, 920);
     test_matvec_multi(QT_Q8_0, 1024, 4, 921);
     test_matvec_multi(QT_IQ4_NL, 1024, 6, 922); /* two launches */

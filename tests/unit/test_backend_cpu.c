@@ -607,7 +607,7 @@ static void test_moe_ffn_matches_naive(void **state)
         for (int t = 0; t < T; t++)
             if (ids[t * K] == ids[t * K + 1]) ids[t * K + 1] = (ids[t * K] + 1) % X;
         float *out = calloc((size_t)T * E, 4), *ref = calloc((size_t)T * E, 4);
-        be_moe_args a = {&g, &up, &d, u, T, K, ids, w, out};
+        be_moe_args a = {&g, &up, &d, u, T, K, ids, w, out, NULL};
         wk_error err = {0};
         assert_int_equal(be_moe_ffn(be, &a, &err), 0);
         for (int t = 0; t < T; t++)

@@ -42,6 +42,22 @@ __device__ __forceinline__ float q8k_warp(const float *v, int lane, int8_t *q)
     return 1.0f / iscale;
 }
 
+/* The Q8_0 rule (quantize_row_q8_0) for a lane's 8 values, 4 lanes per 32-element
+ * group: q[8] the codes; returns the group's scale as stored (rounded to F16). */
+__device__ __forceinline__ float q8_0_lanes(const float *v, int8_t *q)
+{
+    float amax = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 8; i++) amax = fmaxf(amax, fabsf(v[i]));
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+#pragma unroll
+    for (int i = 0; i < 8; i++) q[i] = (int8_t)roundf(v[i] * id);
+    return __half2float(__float2half_rn(d)); /* the dot product uses the stored F16 scale */
+}
+
 /* Stores a lane's 8 codes at element i0 of the quantized rows (xq) and the
  * scale once per 32 elements (xd), the layout cuda_matvec reads. */
 __device__ __forceinline__ void q8_store(int8_t *xq, float *xd, int64_t i0, const int8_t *q, float d, int lane)

@@ -19,8 +19,8 @@
  * stay valid and eager and graph steps round alike. The number of splits
  * fills the machine once (blocks resident per multiprocessor × SMs).
  *
- * WICK_CUDA_ATTN_DECODE=0 (read once) or cuda_attn_decode_kernel(0) sends
- * decode back to the split-K kernel on CUDA cores (attention.cu). */
+ * cuda_attn_decode_kernel(0) sends decode back to the split-K kernel on CUDA
+ * cores (attention.cu), for tests and benchmarks. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -31,7 +31,6 @@
 #define FDT_STAGES 3 /* shared-memory ring: two tiles in flight while one is used */
 #define FDT_WARPS 4
 #define FDT_THREADS (FDT_WARPS * 32)
-#define FDT_MAX_DEV 16
 
 /* Shared memory of one block, in bytes from the start:
  *   FDT_STAGES stages   F16: the K tile then the V tile (rows padded to D + 8
@@ -69,12 +68,14 @@ __device__ __forceinline__ void fdt_expand_q8(__half *dst, const unsigned char *
 
 /* ---- the kernel ------------------------------------------------------------------------ */
 
-/* p_lo: P·V also with P's F16 rounding error (P - F16(P), itself in F16) as a second product,
+/* P·V also with P's F16 rounding error (P - F16(P), itself in F16) as a second product,
  * so that P weighs the values with ~22 significant bits instead of 11 (the CPU backend and
- * llama.cpp keep P in F32); the work is memory-bound, the second mma costs little. */
+ * llama.cpp keep P in F32); the work is memory-bound, the second mma costs little (tg128
+ * 136.4 vs 136.1 tok/s without it; without it tiny-qwen3moe-Q4_K_M's decode flips an
+ * expert: 2.97 vs 0.18, tolerance 0.53). */
 template <int D, int KV>
 __global__ void __launch_bounds__(FDT_THREADS)
-fdt_kernel(const cuda_attn a, float qscale, int n_split, int split_len, float *part_o, float *part_ml, int p_lo)
+fdt_kernel(const cuda_attn a, float qscale, int n_split, int split_len, float *part_o, float *part_ml)
 {
     using SM = fdt_smem<D, KV>;
     constexpr int LD = SM::LD, PLD = SM::PLD;
@@ -219,10 +220,8 @@ fdt_kernel(const cuda_attn a, float qscale, int n_split, int split_len, float *p
             l_run[r] = l_run[r] * corr[r] + p0 + p1; /* this thread's keys; summed at the end */
             const __half2 ph = __floats2half2_rn(p0, p1);
             *(__half2 *)(Ps + (gr + 8 * r) * PLD + warp * 8 + 2 * tq) = ph;
-            if (p_lo) {
-                const float2 pf = __half22float2(ph);
-                *(uint32_t *)(Pl + (gr + 8 * r) * PLD + warp * 8 + 2 * tq) = pack_half2(p0 - pf.x, p1 - pf.y);
-            }
+            const float2 pf = __half22float2(ph);
+            *(uint32_t *)(Pl + (gr + 8 * r) * PLD + warp * 8 + 2 * tq) = pack_half2(p0 - pf.x, p1 - pf.y);
         }
 #pragma unroll
         for (int i = 0; i < NT_W; i++) {
@@ -244,22 +243,18 @@ fdt_kernel(const cuda_attn a, float qscale, int n_split, int split_len, float *p
             pa[1] = *(const uint32_t *)(pp + 8 * PLD);
             pa[2] = *(const uint32_t *)(pp + 8);
             pa[3] = *(const uint32_t *)(pp + 8 * PLD + 8);
-            if (p_lo) {
-                pl[0] = *(const uint32_t *)ql;
-                pl[1] = *(const uint32_t *)(ql + 8 * PLD);
-                pl[2] = *(const uint32_t *)(ql + 8);
-                pl[3] = *(const uint32_t *)(ql + 8 * PLD + 8);
-            }
+            pl[0] = *(const uint32_t *)ql;
+            pl[1] = *(const uint32_t *)(ql + 8 * PLD);
+            pl[2] = *(const uint32_t *)(ql + 8);
+            pl[3] = *(const uint32_t *)(ql + 8 * PLD + 8);
 #pragma unroll
             for (int np = 0; np < NT_W / 2; np++) {
                 uint32_t b[4];
                 ldmatrix_x4_trans(b, Vs + (kk * 16 + rr + 8 * (mi & 1)) * LD + c0 + np * 16 + 8 * (mi >> 1));
                 mma_16816(o[2 * np], pa, b[0], b[1]);
                 mma_16816(o[2 * np + 1], pa, b[2], b[3]);
-                if (p_lo) {
-                    mma_16816(o[2 * np], pl, b[0], b[1]);
-                    mma_16816(o[2 * np + 1], pl, b[2], b[3]);
-                }
+                mma_16816(o[2 * np], pl, b[0], b[1]);
+                mma_16816(o[2 * np + 1], pl, b[2], b[3]);
             }
         }
     }
@@ -344,52 +339,27 @@ __global__ void fdt_combine_kernel(const cuda_attn a, int n_split, const float *
 
 /* ---- host side ------------------------------------------------------------------------- */
 
-static int g_fdt_choice = -1; /* -1: not read yet; 0: split-K kernel (attention.cu); 1: this file */
-static int g_fdt_plo = -1;    /* -1: not read yet; P's remainder product (WICK_CUDA_ATTN_PLO=0: off) */
-
-static int fdt_enabled(void)
-{
-    if (g_fdt_choice < 0) {
-        const char *e = getenv("WICK_CUDA_ATTN_DECODE");
-        g_fdt_choice = !(e && e[0] == '0');
-    }
-    return g_fdt_choice;
-}
-
-static int fdt_plo(void)
-{
-    if (g_fdt_plo < 0) g_fdt_plo = env_on("WICK_CUDA_ATTN_PLO");
-    return g_fdt_plo;
-}
+static int g_fdt_choice = 1; /* 0: split-K kernel (attention.cu); 1: this file */
 
 extern "C" int cuda_attn_decode_kernel(int which)
 {
-    const int prev = fdt_enabled();
+    const int prev = g_fdt_choice;
     if (which >= 0) g_fdt_choice = which ? 1 : 0;
     return prev;
 }
 
-/* Blocks of fdt_kernel<D, KV> resident per multiprocessor; raises the kernel's
- * shared-memory limit first. Once per device (not again inside graph capture). */
+/* Blocks of fdt_kernel<D, KV> resident per multiprocessor on the current device; raises
+ * the kernel's shared-memory limit first (host-side calls, a few microseconds; replayed
+ * graph steps do not come here). */
 template <int D, int KV> static int fdt_blocks_per_sm(wk_error *err, int *out)
 {
-    static int cached[FDT_MAX_DEV];
-    int dev = 0;
-    cudaError_t e = cudaGetDevice(&dev);
-    if (e != cudaSuccess) return cu_fail(err, e, "attention (decode): device");
-    if (dev < FDT_MAX_DEV && cached[dev] > 0) {
-        *out = cached[dev];
-        return 0;
-    }
     const int smem = fdt_smem<D, KV>::BYTES;
-    e = cudaFuncSetAttribute(fdt_kernel<D, KV>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    cudaError_t e = smem_allow(fdt_kernel<D, KV>, smem);
     if (e != cudaSuccess) return cu_fail(err, e, "attention (decode): shared memory limit");
     int n = 0;
     e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fdt_kernel<D, KV>, FDT_THREADS, smem);
     if (e != cudaSuccess) return cu_fail(err, e, "attention (decode): occupancy");
-    n = max(n, 1);
-    if (dev < FDT_MAX_DEV) cached[dev] = n;
-    *out = n;
+    *out = max(n, 1);
     return 0;
 }
 
@@ -412,7 +382,7 @@ template <int D, int KV> static int fdt_decode(cuda_ctx *c, const cuda_attn *a, 
     if (rc) return rc;
     float *part_o = (float *)scr, *part_ml = part_o + rows * D;
     launch_k(c, fdt_kernel<D, KV>, dim3(n_split, a->n_head_kv, a->n_q), FDT_THREADS,
-             (size_t)fdt_smem<D, KV>::BYTES, *a, a->scale * LOG2E, n_split, split_len, part_o, part_ml, fdt_plo());
+             (size_t)fdt_smem<D, KV>::BYTES, *a, a->scale * LOG2E, n_split, split_len, part_o, part_ml);
     CU_CHECK_LAUNCH(err, "attention (decode, tensor cores)");
     launch_k(c, fdt_combine_kernel, dim3(a->n_head, a->n_q), min(D, 256), (size_t)n_split * sizeof(float), *a,
              n_split, (const float *)part_o, (const float *)part_ml);
@@ -422,7 +392,7 @@ template <int D, int KV> static int fdt_decode(cuda_ctx *c, const cuda_attn *a, 
 
 extern "C" int cuda_attn_decode_tc(cuda_ctx *c, const cuda_attn *a, wk_error *err)
 {
-    if (!fdt_enabled() || a->n_head / a->n_head_kv > FDT_ROWS) return 1;
+    if (!g_fdt_choice || a->n_head / a->n_head_kv > FDT_ROWS) return 1;
     const bool q8 = a->kv_type == CUDA_KV_Q8_0;
     switch (a->d) {
     case 64: return q8 ? fdt_decode<64, CUDA_KV_Q8_0>(c, a, err) : fdt_decode<64, CUDA_KV_F16>(c, a, err);

@@ -111,15 +111,10 @@ typedef struct cuda_be {
     int err_code; /* first failure of a void op */
     char err_msg[WK_ERROR_MSG_CAP];
     step_graphs g;
-    uint32_t skip_ops; /* WICK_CUDA_SKIP: op kinds never launched (timing studies only) */
-    /* large copies to pageable host memory go through a pinned buffer (WICK_CUDA_STAGE=0: direct) */
-    int stage_to_host;
-    int gated_norm; /* be_rms_norm_gated as one kernel when decode fusions are on (be_cuda_tune "gated=0": two) */
+    /* large copies to pageable host memory go through a pinned buffer */
     void *host_stage;
     size_t host_stage_bytes;
     unsigned long long *pick_dev, *pick_host; /* be_argmax's result: device slot, pinned copy */
-    int dev_argmax;   /* be_argmax on the device (WICK_CUDA_ARGMAX=0, be_cuda_tune "argmax=0": on the host) */
-    struct { int mv_occ, mv_multi, mv_split, fuse_act, pdl, stage_to_host; uint32_t skip_ops; } start; /* tune(NULL) */
     /* a decode step's residual add, held back until the next op: when that
      * op is the RMSNorm of its sum, both run as one kernel */
     struct {
@@ -223,32 +218,6 @@ enum {
     OP_ADD_SCALED_SIGMOID, OP_KV_STORE_Q8_0, OP_RMS_NORM_GATED,
 };
 
-/* WICK_CUDA_SKIP=op[,op...] (matmul, attention, gdn, ssm_conv, rms_norm, rms_norm_gated, rope, kv_store,
- * add, swiglu, mul_sigmoid, mul_silu, moe): those ops launch nothing, so a benchmark's
- * time drops by what they cost in the pipeline. The results are wrong: timing only.
- * Writes what it understood to stderr. */
-static uint32_t skip_ops_of(const char *list)
-{
-    static const struct { const char *name; int op; } k_ops[] = {
-        {"matmul", OP_MATMUL}, {"attention", OP_ATTENTION}, {"gdn", OP_GDN}, {"ssm_conv", OP_SSM_CONV},
-        {"rms_norm", OP_RMS_NORM}, {"rope", OP_ROPE}, {"kv_store", OP_KV_STORE}, {"add", OP_ADD},
-        {"swiglu", OP_SWIGLU}, {"mul_sigmoid", OP_MUL_SIGMOID}, {"mul_silu", OP_MUL_SILU}, {"moe", OP_MOE_FFN},
-        {"rms_norm_gated", OP_RMS_NORM_GATED},
-    };
-    uint32_t m = 0;
-    for (const char *p = list; p && *p;) {
-        const size_t n = strcspn(p, ",");
-        size_t i = 0;
-        while (i < sizeof k_ops / sizeof k_ops[0] && (strlen(k_ops[i].name) != n || strncmp(p, k_ops[i].name, n)))
-            i++;
-        if (i < sizeof k_ops / sizeof k_ops[0]) m |= 1u << k_ops[i].op;
-        else fprintf(stderr, "wick: WICK_CUDA_SKIP: unknown op '%.*s' ignored\n", (int)n, p);
-        p += n + (p[n] == ',');
-    }
-    if (m) fprintf(stderr, "wick: WICK_CUDA_SKIP=%s: those ops are not run (timing only, results are wrong)\n", list);
-    return m;
-}
-
 static double host_s(void)
 {
     struct timespec ts;
@@ -270,7 +239,6 @@ template <typename T> static inline uint64_t g_word(T v) { return (uint64_t)v; }
  * and will be run again op by op. */
 template <typename... A> static bool g_skip(cuda_be *b, int op, A... args)
 {
-    if (b->skip_ops >> op & 1) return true;
     step_graphs *g = &b->g;
     if (g->mode == G_OFF) return false;
     if (g->mode == G_FAILED) return true;
@@ -446,7 +414,7 @@ static void cb_to_host(be_backend *be, void *dst, const void *src, size_t bytes)
     cuda_be *b = cb_of(be);
     if (!g_result_ready(b)) return;
     const bool dev = is_device(b, src);
-    if (dev && b->stage_to_host && bytes >= HOST_STAGE_MIN) {
+    if (dev && bytes >= HOST_STAGE_MIN) {
         if (bytes > b->host_stage_bytes) {
             if (b->host_stage) cudaFreeHost(b->host_stage); /* the stream is synchronized after each copy */
             b->host_stage = NULL;
@@ -463,12 +431,11 @@ static void cb_to_host(be_backend *be, void *dst, const void *src, size_t bytes)
     cb_copy(be, dst, src, bytes, dev ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
 }
 
-/* The greedy pick on the device: one 8-byte key comes back instead of n floats
- * (be_cuda_tune "argmax=0": the row is copied to host and picked there). */
+/* The greedy pick on the device: one 8-byte key comes back instead of n floats. */
 static int32_t cb_argmax(be_backend *be, const float *x, int32_t n, float *host, float *max)
 {
     cuda_be *b = cb_of(be);
-    if (!b->dev_argmax) return be_argmax_on_host(be, x, n, host, max);
+    (void)host;
     *max = 0.0f;
     if (!g_result_ready(b)) return -1;
     if (!b->pick_dev && cudaMalloc(&b->pick_dev, sizeof *b->pick_dev) != cudaSuccess) b->pick_dev = NULL;
@@ -688,13 +655,13 @@ static int cb_matmul(be_backend *be, const be_weight *w, const float *x, int64_t
 
 /* A decode step's products on one input (q/k/v, gate/up, the DeltaNet projections):
  * consecutive weights of one quantized type and width run as one launch
- * (cuda_matvec_multi; same results as one by one). Batches of several rows, or
- * with WICK_CUDA_MULTI=0, go through cb_matmul weight by weight. */
+ * (cuda_matvec_multi; same results as one by one; e2e_cuda tg128 on the 27B shape 97.9 →
+ * 107.9 tok/s). Batches of several rows go through cb_matmul weight by weight. */
 static int cb_matmul_multi(be_backend *be, const be_weight *const *w, int n, const float *x, int64_t n_rows,
                            float *const *y, wk_error *err)
 {
     cuda_be *b = cb_of(be);
-    if (n_rows != 1 || !b->ctx.mv_multi) {
+    if (n_rows != 1) {
         for (int i = 0; i < n; i++) {
             int rc = cb_matmul(be, w[i], x, n_rows, y[i], err);
             if (rc) return rc;
@@ -764,7 +731,7 @@ static void cb_rms_norm(be_backend *be, float *y, size_t y_stride, const float *
         }
     }
     pend_flush(b);
-    if (b->ctx.fuse_act && n_rows <= CUDA_MATVEC_MAX_ROWS && y_stride == (size_t)n) {
+    if (b->ctx.sw.fuse && n_rows <= CUDA_MATVEC_MAX_ROWS && y_stride == (size_t)n) {
         /* decode: quantize for the next matmul in the same pass */
         int rc = cuda_rms_norm_q8k(&b->ctx, y, x, x_stride, n_rows, n, dev_f32(b, w, (size_t)n), eps);
         if (rc) {
@@ -817,7 +784,7 @@ static void cb_rope(be_backend *be, float *x, int64_t n_t, size_t t_stride, int3
         return;
     }
     pend_flush(b);
-    if (b->ctx.fuse_act && span > 0) { /* hold it: the next op may be the other tensor's RoPE */
+    if (b->ctx.sw.fuse && span > 0) { /* hold it: the next op may be the other tensor's RoPE */
         b->pend_rope = cur;
         return;
     }
@@ -864,7 +831,7 @@ static void kv_store_op(be_backend *be, int kv_type, uint16_t *cache, size_t hea
         }
     }
     pend_flush(b);
-    if (b->ctx.fuse_act && x_span > 0) { /* hold it: the next op may be the V store */
+    if (b->ctx.sw.fuse && x_span > 0) { /* hold it: the next op may be the V store */
         b->pend_kv = cur;
         return;
     }
@@ -981,11 +948,21 @@ static int cb_gdn(be_backend *be, const be_gdn_args *a, wk_error *err)
     return cuda_gdn_scan(&b->ctx, &g, err); /* a->chunked: same result, the scan kernel serves both */
 }
 
+/* Drops the cached quantized activations if [p, p + bytes) holds some of their rows. */
+static void act_written(cuda_be *b, const void *p, size_t bytes)
+{
+    const float *cx = b->ctx.actq_x;
+    if (cx && spans_overlap(p, bytes, cx, (size_t)b->ctx.actq_n * b->ctx.actq_K * sizeof(float)))
+        cuda_ctx_act_invalidate(&b->ctx);
+}
+
 static void cb_moe_route(be_backend *be, const float *logits, int64_t n_t, int32_t n_expert, int32_t k, int32_t *ids,
                          float *weights)
 {
     cuda_be *b = cb_of(be);
-    cuda_ctx_act_invalidate(&b->ctx); /* may write rows a cached activation came from */
+    /* the MoE input quantized by the norm before it stays cached for moe_ffn */
+    act_written(b, ids, (size_t)n_t * k * sizeof *ids);
+    act_written(b, weights, (size_t)n_t * k * sizeof *weights);
     if (g_skip(b, OP_MOE_ROUTE, logits, n_t, n_expert, k, ids, weights)) return;
     keep_launch(b, cuda_moe_route(&b->ctx, logits, n_t, n_expert, k, ids, weights), "moe_route");
 }
@@ -1025,20 +1002,15 @@ static int moe_matvec(cuda_be *b, const cuda_qweight *w, const float *x, int64_t
     return cuda_matvec(&b->ctx, w, xq, xd, x, n_slots, slots_per_x, ids, y, err);
 }
 
-/* Routed experts for every (token, slot): gate/up products per slot through
- * the expert-indexed matvec, SwiGLU, down product per slot, weighted sum. */
-static int cb_moe_ffn(be_backend *be, const be_moe_args *a, wk_error *err)
+/* Packs without int8 kernels (float types, the types dequantized at upload): gate/up
+ * products per (token, slot) through the expert-indexed matvec, SwiGLU, down product per
+ * slot, weighted sum. (For quantized packs this was the only path before the int8 one:
+ * 35B-A3B q4_k_m, H200, wick bench pp4096 1,081 tok/s vs 17,951, pp512 948 vs 4,798,
+ * tg128 217 vs 248, same binary, same call.) */
+static int moe_per_slot(cuda_be *b, const be_moe_args *a, const cuda_qweight *wg, const cuda_qweight *wu,
+                        const cuda_qweight *wd, wk_error *err)
 {
-    cuda_be *b = cb_of(be);
-    cuda_ctx_act_invalidate(&b->ctx); /* may write rows a cached activation came from */
-    if (take_error(b, err)) return err->code;
-    if (g_skip(b, OP_MOE_FFN, a->gate->data, a->up->data, a->down->data, a->u, a->n_t, a->k, a->ids, a->weights, a->out))
-        return 0;
-    const bool fused = a->up->data == NULL;
-    const cuda_qweight *wg = dev_weight(b, a->gate, err);
-    const cuda_qweight *wu = fused ? NULL : dev_weight(b, a->up, err);
-    const cuda_qweight *wd = dev_weight(b, a->down, err);
-    if (!wg || (!fused && !wu) || !wd) return err->code ? err->code : WK_EIO;
+    const bool fused = wu == NULL;
     const int64_t E = wg->cols, F = fused ? wg->rows / 2 : wg->rows, k = a->k;
     const int64_t max_tok = 65535 / k; /* slots per launch: the grid's y limit */
     const int64_t chunk = a->n_t < max_tok ? a->n_t : max_tok;
@@ -1068,10 +1040,150 @@ static int cb_moe_ffn(be_backend *be, const be_moe_args *a, wk_error *err)
         if (rc) return wk_fail(err, rc, "cuda moe: swiglu");
         rc = moe_matvec(b, wd, H, ns, ns, 1, ids, xq, xd, Y, err);
         if (rc) return rc;
-        rc = cuda_moe_combine(&b->ctx, a->out + t0 * E, Y, a->weights + t0 * k, nt, (int32_t)k, E);
+        rc = cuda_moe_combine(&b->ctx, a->out + t0 * E, Y, NULL, a->weights + t0 * k, NULL, nt, (int32_t)k,
+                              (int32_t)k, E);
         if (rc) return wk_fail(err, rc, "cuda moe: combine");
     }
     return 0;
+}
+
+/* Whether w has int8 kernels (matvec and MMQ) for products with K = w->cols inputs. */
+static bool moe_int8_ok(const cuda_qweight *w)
+{
+    return cuda_mmq_supported(w->type) && w->cols % cuda_act_group(w->type) == 0;
+}
+
+/* Whether the 2-D weight s (device form) can ride along a pack p as its extra matrix. */
+static bool moe_extra_ok(const cuda_qweight *p, const cuda_qweight *s)
+{
+    return s && s->type == p->type && s->rows == p->rows && s->cols == p->cols && s->row_bytes == p->row_bytes &&
+           s->n_mat == 1;
+}
+
+/* Tokens per pass of the int8 path: bounds its scratch (about 10 KB per (token, slot)
+ * pair on the 35B-A3B shape). */
+#define MOE_CHUNK_TOKENS 2048
+
+/* The int8 path: every product on quantized activations (as llama.cpp's CPU backend
+ * rounds them), the shared expert as one more slot when sh (its gate, up, down), every
+ * expert of a product in one launch:
+ *   up to CUDA_MATVEC_MAX_ROWS tokens (decode): the pairs in slot order through the
+ *   expert-indexed matvec (gate and up in one launch);
+ *   more: the pairs sorted by expert on the device (cuda_moe_sort: no host sync, so a
+ *   step stays capturable), then grouped products on int8 tensor cores (cuda_mmq_grouped). */
+static int moe_int8(cuda_be *b, const be_moe_args *a, const cuda_qweight *wg, const cuda_qweight *wu,
+                    const cuda_qweight *wd, const cuda_qweight *const *sh, wk_error *err)
+{
+    cuda_ctx *c = &b->ctx;
+    const bool fused = wu == NULL;
+    const int64_t E = wg->cols, F = fused ? wg->rows / 2 : wg->rows, FG = wg->rows;
+    const int32_t k = a->k, ks = k + (sh ? 1 : 0), n_e = (int32_t)wg->n_mat + (sh ? 1 : 0);
+    const bool decode = a->n_t <= CUDA_MATVEC_MAX_ROWS;
+    const int64_t chunk = a->n_t < MOE_CHUNK_TOKENS ? a->n_t : MOE_CHUNK_TOKENS;
+    const int64_t P = chunk * ks;
+    const int bn = P < 48 * n_e ? 32 : 64; /* rows per tile: the mean rows per expert decides */
+    /* scratch: G (P × FG) | U (P × F) | hd | hq | Y (P × E) | plan, each 256-aligned */
+    size_t off = 0, o_g, o_u, o_hd, o_hq, o_y, o_plan;
+    auto take = [&](size_t bytes) { const size_t at = off; off += (bytes + 255) & ~(size_t)255; return at; };
+    o_g = take((size_t)P * FG * 4);
+    o_u = take(fused ? 0 : (size_t)P * F * 4);
+    o_hd = take((size_t)P * F / 32 * 4);
+    o_hq = take((size_t)P * F);
+    o_y = take((size_t)P * E * 4);
+    o_plan = take(decode ? 0 : cuda_moe_plan_bytes(P, n_e, bn));
+    int rc = moe_scratch(b, off, err);
+    if (rc) return rc;
+    uint8_t *base = (uint8_t *)b->moe;
+    float *G = (float *)(base + o_g), *U = fused ? NULL : (float *)(base + o_u);
+    float *hd = (float *)(base + o_hd), *Y = (float *)(base + o_y);
+    int8_t *hq = (int8_t *)(base + o_hq);
+    const void *xg = sh ? sh[0]->data : NULL, *xu = sh ? sh[1]->data : NULL, *xdn = sh ? sh[2]->data : NULL;
+    for (int64_t t0 = 0; t0 < a->n_t; t0 += chunk) {
+        const int64_t nt = a->n_t - t0 < chunk ? a->n_t - t0 : chunk, np = nt * ks;
+        const int32_t *ids = a->ids + t0 * k;
+        int8_t *xqu;
+        float *xdu;
+        rc = cuda_act_quantized(c, a->u + t0 * E, nt, E, cuda_act_group(wg->type), &xqu, &xdu, err);
+        if (rc) return rc;
+        cuda_moe_plan plan;
+        if (decode) {
+            rc = cuda_matvec_moe(c, wg, wu, xg, xu, xqu, xdu, nt, k, ks, ks, ids, G, U, err);
+        } else {
+            rc = cuda_moe_sort(c, ids, nt, k, ks, n_e, bn, base + o_plan, &plan);
+            if (rc) return wk_fail(err, rc, "cuda moe: sorting %lld pairs by expert", (long long)np);
+            rc = cuda_mmq_grouped(c, wg, wu, xg, xu, &plan, 1, xqu, xdu, G, U, err);
+        }
+        if (rc) return rc;
+        rc = cuda_moe_glu_quant(c, G, fused ? G + F : U, (size_t)(fused ? 2 * F : F), np, F,
+                                cuda_act_group(wd->type), hq, hd);
+        if (rc) return wk_fail(err, rc, "cuda moe: swiglu");
+        rc = decode ? cuda_matvec_moe(c, wd, NULL, xdn, NULL, hq, hd, nt, k, ks, 1, ids, Y, NULL, err)
+                    : cuda_mmq_grouped(c, wd, NULL, xdn, NULL, &plan, 0, hq, hd, Y, NULL, err);
+        if (rc) return rc;
+        rc = cuda_moe_combine(c, a->out + t0 * E, Y, decode ? NULL : plan.pos, a->weights + t0 * k,
+                              sh ? a->shared->logit + t0 : NULL, nt, k, ks, E);
+        if (rc) return wk_fail(err, rc, "cuda moe: combine");
+    }
+    return 0;
+}
+
+/* A product of the shared expert: int8 activations where the weight allows, as the experts'. */
+static int moe_dense(cuda_ctx *c, const cuda_qweight *w, const float *x, int64_t n, float *y, wk_error *err)
+{
+    return moe_int8_ok(w) ? cuda_matmul_int8(c, w, x, n, y, err) : cuda_matmul(c, w, 0, x, n, y, err);
+}
+
+/* The shared expert through the dense products: out += σ(logit) · down(SiLU(gate·u) ⊙ up·u). */
+static int moe_shared_dense(cuda_be *b, const be_moe_args *a, const cuda_qweight *const *sh, wk_error *err)
+{
+    cuda_ctx *c = &b->ctx;
+    const int64_t n = a->n_t, F = sh[0]->rows, E = sh[2]->rows;
+    const size_t fg = ((size_t)n * F * 4 + 255) & ~(size_t)255;
+    int rc = moe_scratch(b, 2 * fg + (size_t)n * E * 4, err);
+    if (rc) return rc;
+    float *G = (float *)b->moe, *U = (float *)((uint8_t *)b->moe + fg), *Y = (float *)((uint8_t *)b->moe + 2 * fg);
+    rc = moe_dense(c, sh[0], a->u, n, G, err);
+    if (!rc) rc = moe_dense(c, sh[1], a->u, n, U, err);
+    if (!rc && (rc = cuda_swiglu(c, G, G, U, n * F))) wk_fail(err, rc, "cuda moe: shared swiglu");
+    cuda_ctx_act_invalidate(c); /* G changed since it was quantized for a product, if it was */
+    if (!rc) rc = moe_dense(c, sh[2], G, n, Y, err);
+    if (!rc && (rc = cuda_add_scaled_sigmoid(c, a->out, Y, a->shared->logit, n, E)))
+        wk_fail(err, rc, "cuda moe: shared gate");
+    return rc;
+}
+
+/* be_moe_ffn: the int8 path when every pack has int8 kernels (gate and up of one shape),
+ * the shared expert inside it when its weights match the packs' type and shape; else the
+ * per-slot matvec path and the shared expert through the dense products. */
+static int cb_moe_ffn(be_backend *be, const be_moe_args *a, wk_error *err)
+{
+    cuda_be *b = cb_of(be); /* u's quantized rows may be cached (the norm before it): kept for the products */
+    if (take_error(b, err)) return err->code;
+    const be_moe_shared *s = a->shared;
+    if (g_skip(b, OP_MOE_FFN, a->gate->data, a->up->data, a->down->data, a->u, a->n_t, a->k, a->ids, a->weights, a->out,
+               s ? s->gate->data : NULL, s ? s->up->data : NULL, s ? s->down->data : NULL, s ? s->logit : NULL))
+        return 0;
+    const bool fused = a->up->data == NULL;
+    const cuda_qweight *wg = dev_weight(b, a->gate, err);
+    const cuda_qweight *wu = fused ? NULL : dev_weight(b, a->up, err);
+    const cuda_qweight *wd = dev_weight(b, a->down, err);
+    if (!wg || (!fused && !wu) || !wd) return err->code ? err->code : WK_EIO;
+    const cuda_qweight *sh[3] = {NULL, NULL, NULL};
+    if (s) {
+        sh[0] = dev_weight(b, s->gate, err);
+        sh[1] = sh[0] ? dev_weight(b, s->up, err) : NULL;
+        sh[2] = sh[1] ? dev_weight(b, s->down, err) : NULL;
+        if (!sh[2]) return err->code ? err->code : WK_EIO;
+    }
+    const bool int8 = moe_int8_ok(wg) && moe_int8_ok(wd) &&
+                      (fused ? wg->rows % 2 == 0 : wu->type == wg->type && wu->rows == wg->rows &&
+                                                       wu->cols == wg->cols && wu->row_bytes == wg->row_bytes);
+    const bool sh_in = s && int8 && !fused && moe_extra_ok(wg, sh[0]) && moe_extra_ok(wu, sh[1]) &&
+                       moe_extra_ok(wd, sh[2]);
+    int rc = int8 ? moe_int8(b, a, wg, wu, wd, sh_in ? sh : NULL, err) : moe_per_slot(b, a, wg, wu, wd, err);
+    if (!rc && s && !sh_in) rc = moe_shared_dense(b, a, sh, err);
+    cuda_ctx_act_invalidate(&b->ctx); /* the products' inputs live in the MoE scratch */
+    return rc;
 }
 
 static void cb_add(be_backend *be, float *y, const float *a, const float *c, int64_t n)
@@ -1079,7 +1191,7 @@ static void cb_add(be_backend *be, float *y, const float *a, const float *c, int
     cuda_be *b = cb_of(be);
     cuda_ctx_act_invalidate(&b->ctx); /* may write rows a cached activation came from */
     if (g_skip(b, OP_ADD, y, a, c, n)) return;
-    if (b->ctx.fuse_act && n % 256 == 0 && n <= CUDA_MATVEC_MAX_ROWS * 16384) { /* a decode step's residual */
+    if (b->ctx.sw.fuse && n % 256 == 0 && n <= CUDA_MATVEC_MAX_ROWS * 16384) { /* a decode step's residual */
         b->pend.on = 1;
         b->pend.y = y;
         b->pend.a = a;
@@ -1101,7 +1213,7 @@ static void cb_swiglu(be_backend *be, float *y, const float *gate, const float *
     cuda_be *b = cb_of(be);
     cuda_ctx_act_invalidate(&b->ctx); /* may write rows a cached activation came from */
     if (g_skip(b, OP_SWIGLU, y, gate, up, n)) return;
-    if (b->ctx.fuse_act && n <= 65536) { /* a decode step's row (the down matmul's input) */
+    if (b->ctx.sw.fuse && n <= 65536) { /* a decode step's row (the down matmul's input) */
         int rc = cuda_swiglu_q8k(&b->ctx, y, gate, up, n);
         if (rc) {
             keep_launch(b, rc < 0 ? rc : 0, "swiglu");
@@ -1123,7 +1235,7 @@ static void cb_mul_silu(be_backend *be, float *y, const float *z, int64_t n)
     cuda_be *b = cb_of(be);
     cuda_ctx_act_invalidate(&b->ctx); /* may write rows a cached activation came from */
     if (g_skip(b, OP_MUL_SILU, y, z, n)) return;
-    if (b->ctx.fuse_act && n <= 65536) { /* a decode step's row (the output matmul's input) */
+    if (b->ctx.sw.fuse && n <= 65536) { /* a decode step's row (the output matmul's input) */
         int rc = cuda_mul_silu_q8k(&b->ctx, y, z, n);
         if (rc) {
             keep_launch(b, rc < 0 ? rc : 0, "mul_silu");
@@ -1138,7 +1250,7 @@ static void cb_rms_norm_gated(be_backend *be, float *y, const float *x, int64_t 
                               float eps, const float *z)
 {
     cuda_be *b = cb_of(be);
-    if (!b->ctx.fuse_act || !b->gated_norm || n_rows * n > 65536) {
+    if (!b->ctx.sw.fuse || n_rows * n > 65536) {
         cb_rms_norm(be, y, (size_t)n, x, (size_t)n, n_rows, n, w, eps);
         cb_mul_silu(be, y, z, n_rows * n);
         return;
@@ -1244,6 +1356,7 @@ static be_ops make_ops(void)
     o.gdn = cb_gdn;
     o.moe_route = cb_moe_route;
     o.moe_ffn = cb_moe_ffn;
+    o.moe_shared = true;
     o.add = cb_add;
     o.add_bias = cb_add_bias;
     o.swiglu = cb_swiglu;
@@ -1260,12 +1373,6 @@ static be_ops make_ops(void)
 
 static const be_ops k_cuda_ops = make_ops();
 
-extern "C" int be_cuda_device_count(void)
-{
-    int n = 0;
-    return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
-}
-
 extern "C" int be_cuda_new(be_backend **out, int device, wk_error *err)
 {
     *out = NULL;
@@ -1279,18 +1386,7 @@ extern "C" int be_cuda_new(be_backend **out, int device, wk_error *err)
     }
     b->base.ops = &k_cuda_ops;
     b->base.impl = b;
-    b->g.enabled = env_on("WICK_CUDA_GRAPHS"); /* 0: decode steps op by op (for comparisons) */
-    b->skip_ops = skip_ops_of(getenv("WICK_CUDA_SKIP"));
-    b->stage_to_host = env_on("WICK_CUDA_STAGE");
-    b->gated_norm = 1;
-    b->dev_argmax = env_on("WICK_CUDA_ARGMAX");
-    b->start.mv_occ = b->ctx.mv_occ;
-    b->start.mv_multi = b->ctx.mv_multi;
-    b->start.fuse_act = b->ctx.fuse_act;
-    b->start.mv_split = b->ctx.mv_split;
-    b->start.pdl = b->ctx.pdl;
-    b->start.stage_to_host = b->stage_to_host;
-    b->start.skip_ops = b->skip_ops;
+    b->g.enabled = b->ctx.sw.graphs;
     *out = &b->base;
     return 0;
 }
@@ -1382,54 +1478,40 @@ extern "C" int be_cuda_step_end(be_backend *be, int rc)
 extern "C" void be_cuda_set_graphs(be_backend *be, int on)
 {
     cuda_be *b = cb_of(be);
-    b->g.enabled = on != 0;
+    b->g.enabled = b->ctx.sw.graphs = on != 0;
     b->g.failures = 0;
 }
 
 extern "C" int be_cuda_tune(be_backend *be, const char *settings)
 {
     cuda_be *b = cb_of(be);
-    if (!settings) { /* back to what the backend started with */
-        b->ctx.mv_occ = b->start.mv_occ;
-        b->ctx.mv_multi = b->start.mv_multi;
-        b->ctx.fuse_act = b->start.fuse_act;
-        b->gated_norm = 1;
-        b->dev_argmax = env_on("WICK_CUDA_ARGMAX");
-        b->ctx.mv_split = b->start.mv_split;
-        b->ctx.pdl = b->start.pdl;
-        b->stage_to_host = b->start.stage_to_host;
-        b->skip_ops = b->start.skip_ops;
-    }
+    cuda_switches sw = settings ? b->ctx.sw : cuda_switches_from_env(b->ctx.cc_major);
     int rc = 0;
     for (const char *p = settings; p && *p;) {
         p += strspn(p, " ");
         const size_t n = strcspn(p, " ");
         if (!n) break;
-        char kv[128];
-        snprintf(kv, sizeof kv, "%.*s", (int)(n < 127 ? n : 127), p);
+        char kv[64];
+        snprintf(kv, sizeof kv, "%.*s", (int)(n < 63 ? n : 63), p);
         p += n;
         char *eq = strchr(kv, '=');
-        if (!eq) {
+        if (!eq || (strcmp(eq + 1, "0") && strcmp(eq + 1, "1"))) {
             rc = -1;
             continue;
         }
         *eq = 0;
-        const char *v = eq + 1;
-        if (!strcmp(kv, "occ")) b->ctx.mv_occ = atoi(v);
-        else if (!strcmp(kv, "multi")) b->ctx.mv_multi = atoi(v);
-        else if (!strcmp(kv, "fuse")) b->ctx.fuse_act = atoi(v);
-        else if (!strcmp(kv, "gated")) b->gated_norm = atoi(v);
-        else if (!strcmp(kv, "argmax")) b->dev_argmax = atoi(v);
-        else if (!strcmp(kv, "split")) b->ctx.mv_split = atoi(v);
-        else if (!strcmp(kv, "pdl")) b->ctx.pdl = atoi(v);
-        else if (!strcmp(kv, "stage")) b->stage_to_host = atoi(v);
-        else if (!strcmp(kv, "skip")) b->skip_ops = skip_ops_of(v);
+        const int v = eq[1] == '1';
+        if (!strcmp(kv, "fuse")) sw.fuse = v;
+        else if (!strcmp(kv, "graphs")) sw.graphs = v;
+        else if (!strcmp(kv, "int8")) sw.int8 = v;
+        else if (!strcmp(kv, "generic")) sw.hopper = !v;
         else rc = -1;
     }
+    cuda_ctx_set_switches(&b->ctx, sw);
+    be_cuda_set_graphs(be, b->ctx.sw.graphs);
     b->ctx.epoch++; /* captured graphs hold the old kernels and launches */
     return rc;
 }
-
 
 extern "C" void be_cuda_graph_stats(be_backend *be, long *captured, long *replayed, long *redone)
 {

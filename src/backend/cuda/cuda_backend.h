@@ -1,4 +1,5 @@
-/* The CUDA backend: backend/backend.h's ops on an NVIDIA GPU (sm_90).
+/* The CUDA backend: backend/backend.h's ops on an NVIDIA GPU (sm_80 and later; sm_90
+ * paths on Hopper).
  * Only built when CMake's WICK_CUDA is on (it defines WICK_HAVE_CUDA for
  * callers that pick a device). */
 #ifndef WICK_BACKEND_CUDA_BACKEND_H
@@ -25,9 +26,6 @@ int be_cuda_new(be_backend **out, int device, wk_error *err);
 /* First error kept from a void op (0 if none); copies its message into err. */
 int be_cuda_status(be_backend *be, wk_error *err);
 
-/* Number of CUDA devices visible (0 when there is no driver or device). */
-int be_cuda_device_count(void);
-
 /* Decode steps as CUDA graphs. Wrap one single-token forward pass at
  * position pos of the sequence `key` (any stable pointer: the engine's
  * sequence) in be_cuda_step_begin / be_cuda_step_end(be, rc of the pass).
@@ -42,14 +40,10 @@ void be_cuda_step_begin(be_backend *be, const void *key, int32_t pos);
 int be_cuda_step_end(be_backend *be, int rc);
 /* Turns decode-step graphs on or off (on by default unless WICK_CUDA_GRAPHS=0). */
 void be_cuda_set_graphs(be_backend *be, int on);
-/* Timing studies (tests/cuda/e2e_cuda.c): space-separated key=value settings, each the
- * same as its environment variable: occ=N (cuda_ctx.mv_occ, WICK_CUDA_MV_OCC), multi=0|1
- * (products on one input as one launch, WICK_CUDA_MULTI), fuse=0|1 (decode fusions,
- * WICK_CUDA_FUSE), gated=0|1 (the gated norm as one kernel under fuse), split=0|1 (two warps per
- * long Q4_K row, WICK_CUDA_MV_SPLIT), pdl=0|1|2 (WICK_CUDA_PDL),
- * stage=0|1 (logits through a pinned buffer, WICK_CUDA_STAGE), skip=op,op (ops that
- * launch nothing, WICK_CUDA_SKIP; empty: none). NULL: back to the values the backend
- * started with. Drops captured graphs. Returns 0, or -1 when a setting was not understood. */
+/* The A/B switches of cuda_kernels.h's cuda_switches in one process (comparisons,
+ * tests/cuda/e2e_cuda.c): space-separated key=0|1 settings, fuse, graphs, int8 and
+ * generic (1: hopper off), the others kept; NULL: back to the environment's values.
+ * Drops captured graphs. Returns 0, or -1 when a setting was not understood. */
 int be_cuda_tune(be_backend *be, const char *settings);
 /* Steps captured, replayed and run again op by op so far. */
 void be_cuda_graph_stats(be_backend *be, long *captured, long *replayed, long *redone);

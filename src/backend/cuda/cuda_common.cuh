@@ -54,9 +54,20 @@ __device__ __forceinline__ float warp_max(float v)
 
 /* Programmatic dependent launch (sm_90): let the next kernel of the stream
  * start (trigger), wait until the previous one has finished and its writes
- * are visible (wait; a no-op for kernels launched without the attribute). */
-__device__ __forceinline__ void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
-__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+ * are visible (wait; a no-op for kernels launched without the attribute).
+ * Before sm_90 kernels are never launched that way: both are no-ops. */
+__device__ __forceinline__ void pdl_trigger()
+{
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_wait()
+{
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
 /* The start of a kernel launched by launch_k that reads nothing before waiting:
  * let the next kernel launch, then wait for the previous one. */
 __device__ __forceinline__ void pdl_enter()
@@ -67,7 +78,8 @@ __device__ __forceinline__ void pdl_enter()
 __device__ __forceinline__ void prefetch_l2(const void *p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
 /* kernel<<<grid, block, smem>>> on c's stream, with programmatic dependent launch
- * when pdl. Launch errors stay in cudaGetLastError (cu_launch_status, CU_CHECK_LAUNCH). */
+ * when pdl and the device has it (cuda_ctx.sw.hopper). Launch errors stay in
+ * cudaGetLastError (cu_launch_status, CU_CHECK_LAUNCH). */
 template <typename... P, typename... A>
 static inline void launch_attr(cuda_ctx *c, bool pdl, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem,
                                A... args)
@@ -80,24 +92,22 @@ static inline void launch_attr(cuda_ctx *c, bool pdl, void (*kernel)(P...), dim3
     cfg.stream = c->stream;
     cudaLaunchAttribute at[1];
     at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = pdl ? 1 : 0;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = at;
-    cfg.numAttrs = 1;
+    cfg.numAttrs = pdl && c->sw.hopper ? 1 : 0; /* an attribute of sm_90 and later */
     cudaLaunchKernelEx(&cfg, kernel, ((P)args)...);
 }
 
-/* Launches a kernel of a decode step, with programmatic dependent launch when
- * c->pdl >= 2 (every kernel of a decode step; 1, the default: the matvecs of
- * matmul.cu only; 0: none). Such a kernel may start while the one before it in
- * the stream finishes, so every thread calls pdl_wait() before any global
- * memory access that earlier kernels may touch (reads of immutable data,
- * weights, may come first); waiting on every path also makes the grid complete
- * after its predecessor, which later kernels rely on. pdl_trigger() early lets
- * the next kernel start launching. */
+/* Launches a kernel on c's stream. Such kernels start with pdl_enter() (or call
+ * pdl_wait() before touching anything earlier kernels write or read), so the matvec
+ * launched after one with programmatic dependent launch may start early; they are not
+ * launched that way themselves (measured slower on the H200: e2e_cuda tg128, 27B q4_k,
+ * 101.7 tok/s with every decode kernel so, 107.9 with the matvecs only; again in session
+ * 4: 133.7 vs 134.6). */
 template <typename... P, typename... A>
 static inline void launch_k(cuda_ctx *c, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, A... args)
 {
-    launch_attr(c, c->pdl >= 2, kernel, grid, block, smem, args...);
+    launch_attr(c, false, kernel, grid, block, smem, args...);
 }
 
 /* Lets a kernel take `bytes` of dynamic shared memory (past the 48 KiB default); a host-side
@@ -110,17 +120,11 @@ static inline cudaError_t smem_allow(void (*kernel)(P...), size_t bytes)
 
 __device__ __forceinline__ float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 
-/* Switches from the environment (for comparisons): a default-on one is off when set to
- * "0"; a one-digit setting outside [lo, hi] keeps def. */
+/* An A/B switch from the environment (cuda_kernels.h lists them): on unless set to "0". */
 static inline int env_on(const char *name)
 {
     const char *v = getenv(name);
     return !(v && !strcmp(v, "0"));
-}
-static inline int env_digit(const char *name, int lo, int hi, int def)
-{
-    const char *v = getenv(name);
-    return v && v[0] >= '0' + lo && v[0] <= '0' + hi && !v[1] ? v[0] - '0' : def;
 }
 
 static inline unsigned cdiv(int64_t a, int64_t b) { return (unsigned)((a + b - 1) / b); }

@@ -27,24 +27,38 @@ extern "C" {
 
 typedef struct CUstream_st *cuda_stream; /* = cudaStream_t */
 
+/* The A/B switches still worth having: read from the environment when a context is
+ * made, changed in one process by be_cuda_tune (cuda_backend.h). On by default:
+ *   fuse    WICK_CUDA_FUSE=0     decode without its fusions (norms and gates quantizing
+ *                                their output for the next matmul; the held-back residual
+ *                                add, RoPE and K store; the one-kernel gated norm); the
+ *                                results are bit-identical either way
+ *   graphs  WICK_CUDA_GRAPHS=0   decode steps op by op instead of as CUDA graphs
+ *                                (bit-identical)
+ *   int8    WICK_CUDA_INT8=0     products of 5 to 64 rows by dequantize + cuBLAS (F16
+ *                                operands) instead of int8 activations, for rounding
+ *                                comparisons (the MoE stays on int8)
+ *   hopper  WICK_CUDA_GENERIC=1 turns it off: on an sm_90 GPU, the kernels every
+ *                                architecture runs (no bulk copies, no programmatic
+ *                                dependent launch), i.e. the path of an A100 or an RTX
+ *                                30/40/50, checkable on an H200. Off below sm_90. */
+typedef struct cuda_switches {
+    int fuse, graphs, int8, hopper;
+} cuda_switches;
+/* The switches from the environment for a device of compute capability cc_major.x. */
+cuda_switches cuda_switches_from_env(int cc_major);
+
 /* Per-device state: stream, cuBLAS handle, growable scratch. */
 typedef struct cuda_ctx {
     int device;
+    int cc_major;         /* compute capability */
     cuda_stream stream;
     void *cublas;         /* cublasHandle_t */
     void *scratch;        /* device; grows in cuda_ctx_scratch */
     size_t scratch_bytes;
     int sm_count;
     size_t smem_per_sm, smem_per_block; /* shared memory: per multiprocessor, per block (opt-in limit) */
-    int mv_rows;          /* matvec: rows per warp at a time (1 or 2) */
-    int mv_blocks_per_sm; /* matvec: grid cap in blocks per multiprocessor (0 = one warp per row group) */
-    int mv_q4k_parts;     /* matvec: Q4_K block split over 4 or 8 threads */
-    int mv_occ;           /* matvec Q4_K: 0 one warp per row, 1 the same with registers capped for
-                             7 blocks per multiprocessor, 2 rows bulk-copied to shared memory,
-                             3 bulk and capped, 4 (default) persistent warps with 2 rows in
-                             flight each for rows up to 4 KiB (longer: 2, or two warps per row
-                             with mv_split), 5 the same for any
-                             row (WICK_CUDA_MV_OCC=N; bench_cuda compares) */
+    cuda_switches sw;
     /* decode matmuls: the last quantized activation rows, reused while the
      * same rows feed consecutive matmuls (q/k/v, gate/up, the DeltaNet
      * projections); cuda_ctx_act_invalidate drops it */
@@ -57,17 +71,15 @@ typedef struct cuda_ctx {
      * freed or moved (scratch, actq, backend buffers): captured CUDA graphs
      * of an older epoch hold stale pointers */
     uint64_t epoch;
-    int mv_multi;         /* decode products on one input as one launch (WICK_CUDA_MULTI=0: off) */
-    int mv_split;         /* Q4_K rows over 4 KiB (mv_occ 4/5): two warps per row (WICK_CUDA_MV_SPLIT=0: one) */
-    int64_t mmv_max_rows; /* int8 matvec for quantized weights up to this many rows (default
-                             CUDA_MMV_MAX_ROWS; WICK_CUDA_MMV=0 sets 0: rows > 4 go to cuBLAS) */
+    int64_t mmv_max_rows; /* int8 matvec for quantized weights up to this many rows (CUDA_MMV_MAX_ROWS;
+                             0 with sw.int8 off: rows > 4 go to cuBLAS) */
     int64_t mmq_max_rows; /* int8 tensor cores (cuda_mmq) for quantized weights up to this many
-                             rows (default CUDA_MMQ_MAX_ROWS; WICK_CUDA_MMQ=N, 0: dequant + cuBLAS) */
-    int pdl;              /* programmatic dependent launch: 2 every kernel of a decode step, 1
-                             (default) the matvecs only, 0 none (WICK_CUDA_PDL=N) */
-    int fuse_act;         /* decode: norms and gates quantize their output for the next matmul
-                             (WICK_CUDA_FUSE=0 turns it off) */
+                             rows (CUDA_MMQ_MAX_ROWS; 0 with sw.int8 off) */
 } cuda_ctx;
+
+/* Sets c's switches (and the row limits that follow from int8); hopper only where the
+ * device has sm_90. */
+void cuda_ctx_set_switches(cuda_ctx *c, cuda_switches sw);
 
 /* Forget the cached quantized activations: call after anything that may have
  * written the rows they came from (every op but a matmul). */
@@ -78,7 +90,6 @@ void cuda_ctx_free(cuda_ctx *c);
 /* Device scratch of at least bytes (contents undefined); valid until the next
  * call that grows it. Growing synchronizes the device. */
 int cuda_ctx_scratch(cuda_ctx *c, size_t bytes, void **p, wk_error *err);
-int cuda_sync(cuda_ctx *c, wk_error *err);
 
 /* ---- quantized weights ---------------------------------------------------- */
 
@@ -136,11 +147,15 @@ int cuda_matvec_multi(cuda_ctx *c, const cuda_qweight *const *w, float *const *y
 
 /* Dequantizes matrix `mat` of w to BF16 rows (dst: rows*cols, row-major). */
 int cuda_dequant_bf16(cuda_ctx *c, const cuda_qweight *w, int64_t mat, uint16_t *dst, wk_error *err);
-int cuda_f32_to_bf16(cuda_ctx *c, const float *x, int64_t n, uint16_t *dst);
 /* y[n][M] = x[n][K] · W[mat]ᵀ: matvec for small n, else BF16 dequant + cuBLAS
  * (F32 accumulation). Scratch comes from the context. */
 int cuda_matmul(cuda_ctx *c, const cuda_qweight *w, int64_t mat, const float *x, int64_t n,
                 float *y, wk_error *err);
+/* cuda_matmul with int8 activations at any n (cuda_mmq beyond the matvec's rows) for a
+ * weight with MMQ kernels (cuda_mmq_supported, K a multiple of its activation group):
+ * rounds like llama.cpp's CPU backend where cuda_matmul's large batches take F16
+ * (which also overflows past 65504). WK_EINVAL for other weights. */
+int cuda_matmul_int8(cuda_ctx *c, const cuda_qweight *w, const float *x, int64_t n, float *y, wk_error *err);
 /* Rows up to which cuda_matmul uses matvec on any weight type (the decode fusions
  * quantize activations for up to this many rows). */
 #define CUDA_MATVEC_MAX_ROWS 4
@@ -228,6 +243,11 @@ int cuda_add_scaled_sigmoid(cuda_ctx *c, float *y, const float *x, const float *
 /* Cached-activation slots for n rows of K (device; the layout cuda_matvec
  * reads) when the context's buffer holds them: 1, else 0 (no allocation). */
 int cuda_act_slots(cuda_ctx *c, int64_t n, int64_t K, int8_t **xq, float **xd);
+/* x's n rows of K quantized with `group` in the cached slots (cuda_quantize_act's
+ * rule): the cached rows when x was the last input quantized and nothing invalidated
+ * them, else quantized now (growing the slots may synchronize). */
+int cuda_act_quantized(cuda_ctx *c, const float *x, int64_t n, int64_t K, int group, int8_t **xq, float **xd,
+                       wk_error *err);
 /* Declares the slots to hold x's n rows of K quantized with group `group`:
  * the next cuda_matmul on x skips its quantization. */
 void cuda_act_mark(cuda_ctx *c, const float *x, int64_t n, int64_t K, int group);
@@ -301,12 +321,12 @@ int cuda_attention(cuda_ctx *c, const cuda_attn *a, wk_error *err);
 int cuda_attention_path(cuda_ctx *c, const cuda_attn *a, int path, wk_error *err);
 /* Decode attention on tensor cores (attention_decode.cu), called by the decode
  * path: 0 or a WK_E* code when it ran, 1 when it did not take the call
- * (switched off, more than 16 query heads per kv head, or another head dim),
+ * (switched off by cuda_attn_decode_kernel, more than 16 query heads per kv head,
+ * or another head dim),
  * so the split-K kernel on CUDA cores runs instead. */
 int cuda_attn_decode_tc(cuda_ctx *c, const cuda_attn *a, wk_error *err);
 /* Which decode kernel runs: 1 tensor cores (default), 0 the split-K kernel;
- * -1 only asks. The first call (or decode) reads WICK_CUDA_ATTN_DECODE
- * (0: split-K). Returns the choice before the call. For tests and benchmarks. */
+ * -1 only asks. Returns the choice before the call. For tests and benchmarks. */
 int cuda_attn_decode_kernel(int which);
 
 /* ---- Gated DeltaNet ---------------------------------------------------------------- */
@@ -330,8 +350,8 @@ typedef struct cuda_gdn {
  * or from 64 tokens on the chunked form (deltanet_chunked.cu). */
 int cuda_gdn_scan(cuda_ctx *c, const cuda_gdn *a, wk_error *err);
 /* Forces a path for tests (0 = auto, 1 = the fused one-token kernel: n_t must be 1,
- * 2 = prepare + token scan, 3 = prepare + chunked (its state kernel on tensor cores
- * unless WICK_CUDA_GDN_MMA=0), 4 = chunked with the state kernel on the CUDA cores);
+ * 2 = prepare + token scan, 3 = prepare + chunked (its state kernel on tensor cores),
+ * 4 = chunked with the state kernel on the CUDA cores);
  * 1 and 2 give bit-identical results, 3 and 4 equal to float rounding. */
 int cuda_gdn_scan_path(cuda_ctx *c, const cuda_gdn *a, int path, wk_error *err);
 /* The chunked form after the prepare pass (deltanet.cu): qn, kn normalized q/k of all
@@ -341,13 +361,57 @@ size_t cuda_gdn_chunked_scratch_floats(const cuda_gdn *a);
 int cuda_gdn_chunked(cuda_ctx *c, const cuda_gdn *a, const float *qn, const float *kn, float *scratch, int mma,
                      wk_error *err);
 
-/* ---- MoE ----------------------------------------------------------------------------- */
+/* ---- MoE (moe.cu; the grouped products in mmq.cu) ------------------------------------ */
 
 int cuda_moe_route(cuda_ctx *c, const float *logits, int64_t n_t, int32_t n_expert, int32_t k,
                    int32_t *ids, float *weights);
-/* out[t][i] = Σ_j w[t][j] · ys[t*k + j][i] */
-int cuda_moe_combine(cuda_ctx *c, float *out, const float *ys, const float *weights, int64_t n_t,
-                     int32_t k, int64_t n);
+
+/* A batch's (token, slot) pairs sorted by expert. Pair i is (token i / ks, slot i % ks):
+ * slot j < k is the router's pick ids[t·k + j]; with ks = k + 1, slot k is expert
+ * n_e − 1 (the shared expert, kept as the extra matrix after a pack's n_e − 1). Pair i
+ * lands on sorted row pos[i] (−1: its id was out of range, dropped); tok[p] is the token
+ * of sorted row p; the tile table holds *n_tiles (device) tiles of one expert's rows each
+ * (expert, first row, rows ≤ bn, unused: int32 × 4), at most max_tiles. */
+typedef struct cuda_moe_plan {
+    int32_t *pos, *tok;
+    int32_t *tiles;
+    int32_t *n_tiles;
+    int64_t n_rows;    /* pairs: n_t · ks */
+    int64_t max_tiles; /* the launch's block rows */
+    int bn;            /* 32 or 64 */
+} cuda_moe_plan;
+/* Device bytes of a plan's arrays for n_pairs pairs over n_e experts. */
+size_t cuda_moe_plan_bytes(int64_t n_pairs, int32_t n_e, int bn);
+/* Fills plan (its arrays carved out of buf, device, cuda_moe_plan_bytes bytes) for the
+ * pairs of n_t tokens: one launch, no host synchronization. WK_EINVAL on bad sizes. */
+int cuda_moe_sort(cuda_ctx *c, const int32_t *ids, int64_t n_t, int32_t k, int32_t ks, int32_t n_e, int bn,
+                  void *buf, cuda_moe_plan *plan);
+/* Every expert's product in one launch (two packs in one when w1, the gate and up packs):
+ * for each tile of plan, y[p] = W[e] · x[r] for its sorted rows p, where W[e] is matrix e
+ * of the pack, or extra (the shared expert's matrix, same type and shape) for e = n_mat,
+ * and r = plan->tok[p] when gather (activations per token), else p (per sorted row).
+ * xq/xd: activations quantized by cuda_quantize_act with the weight's group. y: rows of
+ * w->rows floats, plan->n_rows of them. Rounds as cuda_mmq (y bit-identical to it row for
+ * row). */
+int cuda_mmq_grouped(cuda_ctx *c, const cuda_qweight *w0, const cuda_qweight *w1, const void *extra0,
+                     const void *extra1, const cuda_moe_plan *plan, int gather, const int8_t *xq,
+                     const float *xd, float *y0, float *y1, wk_error *err);
+/* h = SiLU(g) ⊙ u for n_rows rows of F (g and u rows stride floats apart), quantized by
+ * cuda_quantize_act's rule for group into xq/xd (n_rows rows of F), bit-identical to
+ * cuda_swiglu then cuda_quantize_act. */
+int cuda_moe_glu_quant(cuda_ctx *c, const float *g, const float *u, size_t stride, int64_t n_rows,
+                       int64_t F, int group, int8_t *xq, float *xd);
+/* out[t][i] = Σ_{j<k} weights[t·k + j] · ys[row(t, j)][i], plus σ(sh_logit[t]) ·
+ * ys[row(t, k)][i] when ks = k + 1; row(t, j) = pos ? pos[t·ks + j] : t·ks + j (rows
+ * < 0 skipped). */
+int cuda_moe_combine(cuda_ctx *c, float *out, const float *ys, const int32_t *pos, const float *weights,
+                     const float *sh_logit, int64_t n_t, int32_t k, int32_t ks, int64_t n);
+/* The decode form of a MoE product (a few tokens): y[s] = W[e_s] · x[s / slots_per_x]
+ * for the n_t·ks pairs s (e_s as in cuda_moe_sort, extra for the shared expert) through
+ * the matvec, the gate and up packs in one launch when w1. Quantized types only. */
+int cuda_matvec_moe(cuda_ctx *c, const cuda_qweight *w0, const cuda_qweight *w1, const void *extra0,
+                    const void *extra1, const int8_t *xq, const float *xd, int64_t n_t, int32_t k, int32_t ks,
+                    int64_t slots_per_x, const int32_t *ids, float *y0, float *y1, wk_error *err);
 
 #ifdef __cplusplus
 }

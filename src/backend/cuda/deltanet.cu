@@ -156,11 +156,11 @@ gdn_scan_kernel(const cuda_gdn a, const float *__restrict__ qn, const float *__r
     for (int ii = 0; ii < RPT; ii++) S[(size_t)(r * RPT + ii) * a.d_v + c] = s[ii];
 }
 
-/* Prefill batches of this many tokens or more take the chunked form
- * (WICK_CUDA_GDN_CHUNKED=0: never), its state kernel on tensor cores
- * (WICK_CUDA_GDN_MMA=0: on the CUDA cores). */
+/* Prefill batches of this many tokens or more take the chunked form, its state kernel
+ * on tensor cores (wick bench pp4096, 27B q4_k, H200: token scan 7,247 tok/s, chunked
+ * 7,717; state kernel in F32 on the CUDA cores 7,676, on tensor cores 7,867; paths 2 and
+ * 4 of cuda_gdn_scan_path keep the alternatives for tests and benchmarks). */
 #define GDN_CHUNKED_MIN 64
-static int g_chunked = -1, g_chunk_mma;
 
 extern "C" int cuda_gdn_scan_path(cuda_ctx *c, const cuda_gdn *a, int path, wk_error *err)
 {
@@ -168,12 +168,8 @@ extern "C" int cuda_gdn_scan_path(cuda_ctx *c, const cuda_gdn *a, int path, wk_e
     if ((a->d_k != 64 && a->d_k != 128) || a->d_v % GDN_COLS || a->n_hk <= 0 || a->n_hv % a->n_hk)
         return wk_fail(err, WK_EUNSUPPORTED, "gdn: d_k %d, d_v %d, %d key / %d value heads (kernel: d_k 64 or 128, d_v a "
                        "multiple of 16, value heads a multiple of key heads)", a->d_k, a->d_v, a->n_hk, a->n_hv);
-    if (g_chunked < 0) {
-        g_chunked = env_on("WICK_CUDA_GDN_CHUNKED");
-        g_chunk_mma = env_on("WICK_CUDA_GDN_MMA");
-    }
     const bool aligned = !((uintptr_t)a->state & 15); /* the chunked kernels move the state as float4 */
-    if (path == 0) path = a->n_t == 1 ? 1 : g_chunked && aligned && a->n_t >= GDN_CHUNKED_MIN ? 3 : 2;
+    if (path == 0) path = a->n_t == 1 ? 1 : aligned && a->n_t >= GDN_CHUNKED_MIN ? 3 : 2;
     if (path >= 3 && !aligned) return wk_fail(err, WK_EINVAL, "gdn: the chunked form needs a 16-byte aligned state");
     if (path == 1 && a->n_t != 1) return wk_fail(err, WK_EINVAL, "gdn: the fused kernel takes one token, not %d", a->n_t);
     if (path < 1 || path > 4) return wk_fail(err, WK_EINVAL, "gdn: no path %d", path);
@@ -193,7 +189,7 @@ extern "C" int cuda_gdn_scan_path(cuda_ctx *c, const cuda_gdn *a, int path, wk_e
     float *qn = (float *)scr, *kn = qn + qk, *gates = kn + qk;
     launch_k(c, gdn_prep_kernel, a->n_t, 256, 0, *a, qn, kn, gates);
     CU_CHECK_LAUNCH(err, "gdn (prepare)");
-    if (path >= 3) return cuda_gdn_chunked(c, a, qn, kn, gates + ng, path == 3 ? g_chunk_mma : 0, err);
+    if (path >= 3) return cuda_gdn_chunked(c, a, qn, kn, gates + ng, path == 3, err);
     /* 16 key rows per thread: more threads in flight for the latency-bound token loop */
     if (a->d_k == 128) launch_k(c, gdn_scan_kernel<128, 8, false>, grid, GDN_COLS * 8, 0, *a, qn, kn, gates);
     else launch_k(c, gdn_scan_kernel<64, 4, false>, grid, GDN_COLS * 4, 0, *a, qn, kn, gates);

@@ -13,7 +13,7 @@
  *        only sequential part): saves the state entering the chunk, forms V' = U − W S (over
  *        U) and S ← e^{G_last} S + Σ_m e^{G_last − G_m} k_m v'_mᵀ. By default on
  *        tensor cores, each product as three TF32 products of hi/lo splits
- *        (about F32); WICK_CUDA_GDN_MMA=0 runs it in F32 on the CUDA cores.
+ *        (about F32); cuda_gdn_scan_path's path 4 runs it in F32 on the CUDA cores.
  *  out   (chunk × value head × 64 columns, all in parallel):
  *        o_n = e^{G_n} Sᵀ q_n + Σ_{m ≤ n} P[n][m] v'_m.
  *

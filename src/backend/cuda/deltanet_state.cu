@@ -2,7 +2,7 @@
  * for the rest): per chunk, in order, V' = U − W S and
  * S ← e^{G_last} S + Σ_m e^{G_last − G_m} k_m v'_mᵀ, for one value head and
  * GDN_STATE_COLS of its value columns per block. Two kernels: on tensor cores (the
- * default) and in F32 on the CUDA cores (WICK_CUDA_GDN_MMA=0). */
+ * default) and in F32 on the CUDA cores (cuda_gdn_scan_path's path 4). */
 #include <math.h>
 
 #include "backend/cuda/attn_common.cuh" /* cp.async */

@@ -1,8 +1,8 @@
 /* Norms, RoPE, KV store, element-wise gates, the short causal conv of the
- * Gated DeltaNet layers and the MoE router. All memory-bound and simple.
- * Every kernel is launched with launch_k (programmatic dependent launch when
- * cuda_ctx.pdl >= 2) and starts with pdl_enter(): nothing is read before the
- * previous kernel has finished. */
+ * Gated DeltaNet layers. All memory-bound and simple (the MoE's are in moe.cu).
+ * Every kernel is launched with launch_k and starts with pdl_enter(): nothing is
+ * read before the previous kernel has finished (a matvec launched after it may
+ * start early). */
 #include "backend/cuda/actq.cuh"
 
 /* ---- RMSNorm: one block per row ---------------------------------------------------- */
@@ -445,95 +445,6 @@ extern "C" int cuda_ssm_conv(cuda_ctx *c, float *y, size_t y_stride, const float
     if (n_t * n_ch <= 0) return 0;
     launch_k(c, ssm_conv_kernel, EW_LAUNCH(n_t * n_ch), y, y_stride, x, x_stride, n_t, n_ch, w, k, state);
     if (k > 1 && n_t > 1) launch_k(c, ssm_conv_state_kernel, EW_LAUNCH(n_ch), x, x_stride, n_t, n_ch, k, state);
-    return cu_launch_status();
-}
-
-/* ---- MoE router and combine ---------------------------------------------------------------- */
-
-__global__ void moe_route_kernel(const float *logits, int n_expert, int k, int32_t *ids, float *weights)
-{
-    extern __shared__ float p[];
-    __shared__ float red[32];
-    __shared__ int redi[32];
-    pdl_enter();
-    const float *l = logits + (int64_t)blockIdx.x * n_expert;
-    float mx = -INFINITY;
-    for (int i = threadIdx.x; i < n_expert; i += blockDim.x) mx = fmaxf(mx, l[i]);
-    mx = warp_max(mx);
-    const int w = threadIdx.x / 32, lane = threadIdx.x & 31, nw = blockDim.x / 32;
-    if (lane == 0) red[w] = mx;
-    __syncthreads();
-    mx = lane < nw ? red[lane] : -INFINITY;
-    mx = warp_max(mx);
-    __syncthreads();
-    float s = 0.0f;
-    for (int i = threadIdx.x; i < n_expert; i += blockDim.x) {
-        p[i] = expf(l[i] - mx);
-        s += p[i];
-    }
-    s = warp_sum(s);
-    if (lane == 0) red[w] = s;
-    __syncthreads();
-    s = lane < nw ? red[lane] : 0.0f;
-    s = warp_sum(s);
-    __syncthreads();
-    for (int i = threadIdx.x; i < n_expert; i += blockDim.x) p[i] /= s;
-    __syncthreads();
-    float picked_sum = 0.0f;
-    for (int j = 0; j < k; j++) {
-        /* argmax with ties to the lower id */
-        float bv = -1.0f;
-        int bi = 1 << 30;
-        for (int i = threadIdx.x; i < n_expert; i += blockDim.x)
-            if (p[i] > bv || (p[i] == bv && i < bi)) { bv = p[i]; bi = i; }
-        for (int o = 16; o > 0; o >>= 1) {
-            float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-            int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-            if (ov > bv || (ov == bv && oi < bi)) { bv = ov; bi = oi; }
-        }
-        if (lane == 0) { red[w] = bv; redi[w] = bi; }
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            for (int q = 1; q < nw; q++)
-                if (red[q] > red[0] || (red[q] == red[0] && redi[q] < redi[0])) { red[0] = red[q]; redi[0] = redi[q]; }
-            ids[(int64_t)blockIdx.x * k + j] = redi[0];
-            weights[(int64_t)blockIdx.x * k + j] = red[0];
-            picked_sum += red[0];
-            p[redi[0]] = -2.0f; /* taken */
-        }
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) {
-        const float norm = fmaxf(picked_sum, 6.1035e-5f);
-        for (int j = 0; j < k; j++) weights[(int64_t)blockIdx.x * k + j] /= norm;
-    }
-}
-
-extern "C" int cuda_moe_route(cuda_ctx *c, const float *logits, int64_t n_t, int32_t n_expert, int32_t k,
-                              int32_t *ids, float *weights)
-{
-    if (n_t <= 0) return 0;
-    if (k > n_expert || n_expert > 8192) return WK_EINVAL;
-    launch_k(c, moe_route_kernel, (unsigned)n_t, 256, n_expert * sizeof(float), logits, n_expert, k, ids, weights);
-    return cu_launch_status();
-}
-
-__global__ void moe_combine_kernel(float *out, const float *ys, const float *w, int64_t n_t, int k, int64_t n)
-{
-    pdl_enter();
-    const int64_t gi = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (gi >= n_t * n) return;
-    const int64_t t = gi / n, i = gi % n;
-    float acc = 0.0f;
-    for (int j = 0; j < k; j++) acc += w[t * k + j] * ys[(t * k + j) * n + i];
-    out[gi] = acc;
-}
-
-extern "C" int cuda_moe_combine(cuda_ctx *c, float *out, const float *ys, const float *weights, int64_t n_t,
-                                int32_t k, int64_t n)
-{
-    if (n_t * n <= 0) return 0;
-    launch_k(c, moe_combine_kernel, EW_LAUNCH(n_t * n), out, ys, weights, n_t, k, n);
     return cu_launch_status();
 }
 

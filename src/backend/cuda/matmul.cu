@@ -43,14 +43,7 @@ __global__ void quantize_act_kernel(const float *__restrict__ x, int64_t n_rows,
     int8_t q[8];
     float d;
     if (GROUP == 32) {
-        float amax = 0.0f;
-        for (int i = 0; i < 8; i++) amax = fmaxf(amax, fabsf(v[i]));
-        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
-        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
-        d = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        for (int i = 0; i < 8; i++) q[i] = (int8_t)roundf(v[i] * id);
-        d = __half2float(__float2half_rn(d)); /* the dot product uses the stored F16 scale */
+        d = q8_0_lanes(v, q);
     } else {
         d = q8k_warp(v, lane, q); /* Q8_K */
     }
@@ -70,10 +63,7 @@ __global__ void quantize_act_kernel(const float *__restrict__ x, int64_t n_rows,
         *(uint4 *)(xh + r * K + i0) = make_uint4(h[0], h[1], h[2], h[3]);
         return;
     }
-    uint2 packed;
-    memcpy(&packed, q, 8);
-    *(uint2 *)(xq + r * K + i0) = packed;
-    if ((lane & 3) == 0) xd[(r * K + i0) / 32] = d;
+    q8_store(xq, xd, r * K + i0, q, d, lane);
 }
 
 extern "C" int cuda_act_group(uint32_t type)
@@ -121,35 +111,22 @@ extern "C" int cuda_round_act_f32(cuda_ctx *c, const float *x, int64_t n_rows, i
 
 #define MV_WARPS 8 /* rows per block: one warp each */
 
-/* Launch with programmatic dependent launch when c->pdl (the matvecs: at every level
- * but 0, see launch_k) and SMEM bytes of dynamic shared memory (the kernel's limit
- * raised once per size): the kernel may start while the previous one in the stream
- * finishes; it must call pdl_wait() before touching anything earlier kernels write
- * or read. */
+/* A matvec launch: with programmatic dependent launch on sm_90 (cuda_ctx.sw.hopper: the
+ * kernel may start while the previous one in the stream finishes; it must call pdl_wait()
+ * before touching anything earlier kernels write or read) and SMEM bytes of dynamic
+ * shared memory (the kernel's limit raised for it when over the 48 KiB default: a
+ * host-side attribute, allowed during graph capture). */
 template <typename... P, typename... A>
 static void launch_pdl_smem(cuda_ctx *c, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, A... args)
 {
-    /* the limit is per kernel and device; raised outside the 48 KiB default only, and
-     * remembered (a decode step's first, eager, launch sets it before any graph capture) */
-    static struct { const void *k; int dev; size_t sz; } lim[32];
-    if (smem > (48 << 10)) {
-        int i = 0;
-        while (i < 31 && lim[i].k && (lim[i].k != (const void *)kernel || lim[i].dev != c->device)) i++;
-        if (lim[i].k != (const void *)kernel || lim[i].dev != c->device || smem > lim[i].sz) {
-            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-            lim[i].k = (const void *)kernel;
-            lim[i].dev = c->device;
-            lim[i].sz = smem;
-        }
-    }
-    launch_attr(c, c->pdl != 0, kernel, grid, block, smem, args...);
+    if (smem > (48 << 10)) smem_allow(kernel, smem);
+    launch_attr(c, true, kernel, grid, block, smem, args...);
 }
 template <typename... P, typename... A>
 static void launch_pdl(cuda_ctx *c, void (*kernel)(P...), dim3 grid, dim3 block, A... args)
 {
     launch_pdl_smem(c, kernel, grid, block, 0, args...);
 }
-#define MV_OCC_BLOCKS 7 /* OCC variant: registers capped for 7 blocks (56 warps) per multiprocessor */
 
 /* The weights of one matvec launch: up to MV_MAX_SEGS matrices of the same type
  * and column count that multiply the same activations (q/k/v, gate/up, the
@@ -164,6 +141,10 @@ struct mv_segs {
     int64_t start[MV_MAX_SEGS];
     int64_t total; /* rows of all segments */
     int n;
+    /* with expert ids: slot s is pair (s / ids_ks, s % ids_ks) of cuda_moe_sort's numbering,
+     * slot j < ids_k taking matrix ids[t·ids_k + j] of W[i], slot ids_k the extra matrix Wx[i] */
+    const uint8_t *Wx[MV_MAX_SEGS];
+    int ids_k, ids_ks;
 };
 /* Segment of row g of the launch's row space, and g's row within it. */
 __device__ __forceinline__ int mv_seg_of(const mv_segs &sg, int64_t g, int64_t *row)
@@ -177,8 +158,8 @@ __device__ __forceinline__ int mv_seg_of(const mv_segs &sg, int64_t g, int64_t *
 }
 
 /* One warp per output row (the default launch: measured fastest on Q4_K/Q8_0). */
-template <int T, bool OCC = false>
-__global__ void __launch_bounds__(MV_WARPS * 32, OCC ? MV_OCC_BLOCKS : 1)
+template <int T>
+__global__ void __launch_bounds__(MV_WARPS * 32)
 matvec_q1_kernel(const mv_segs sg, size_t row_bytes, size_t mat_bytes, int64_t K, const int8_t *__restrict__ xq,
                  const float *__restrict__ xd, int64_t slots_per_x, const int32_t *__restrict__ ids)
 {
@@ -194,8 +175,13 @@ matvec_q1_kernel(const mv_segs sg, size_t row_bytes, size_t mat_bytes, int64_t K
         for (size_t off = (size_t)lane * 128; off < row_bytes; off += 32 * 128)
             prefetch_l2(sg.W[seg] + row * row_bytes + off);
     pdl_wait(); /* launched with programmatic serialization: what earlier kernels wrote is visible after this */
-    const int64_t e = ids ? ids[s] : 0;
-    const uint8_t *wr = sg.W[seg] + e * mat_bytes + row * row_bytes;
+    const uint8_t *wm = sg.W[seg];
+    if (ids) {
+        const int64_t tk = s / sg.ids_ks;
+        const int j = (int)(s % sg.ids_ks);
+        wm = j < sg.ids_k ? wm + ids[tk * sg.ids_k + j] * mat_bytes : sg.Wx[seg];
+    }
+    const uint8_t *wr = wm + row * row_bytes;
     const int64_t xr = s / slots_per_x;
     const int8_t *xqr = xq + xr * K;
     const float *xdr = xd + xr * (K / 32);
@@ -213,15 +199,14 @@ matvec_q1_kernel(const mv_segs sg, size_t row_bytes, size_t mat_bytes, int64_t K
  * copy (cp.async.bulk, the Hopper copy engine) issued before pdl_wait: the
  * whole row is in flight at once, independent of registers and occupancy; the
  * warp then reads headers and quants from shared memory. Same part split and
- * summation order as matvec_q1_kernel<QT_Q4_K_8PARTS> (bit-identical results).
+ * summation order as matvec_q1_kernel<QT_Q4_K> (bit-identical results).
  * Dynamic shared memory: MV_WARPS row buffers of row_bytes (16-byte multiple)
  * after MV_WARPS mbarriers. No expert ids (the weights must not depend on
- * earlier kernels). cuda_ctx.mv_occ == 2 (the default) selects it, 3 the same
- * with registers capped for 8 blocks per multiprocessor (slower). H200, bench_cuda,
- * vs the register-capped one-warp-per-row kernel (occ7) in the same run:
- * 17408x5120 2776 vs 2401 GB/s, 5120x17408 1907 vs 1635, 5120x6144 1616 vs 1328,
- * 6144x5120 1809 vs 1561; wick bench tg128 on the 27B q4_k shape 93.6 vs 90.1 tok/s. */
-/* qdev<QT_Q4_K_8PARTS>::dot on a block in shared memory (qdev's ld_w is ld.global.nc,
+ * earlier kernels). sm_90 only. H200, bench_cuda, vs the register-capped
+ * one-warp-per-row kernel in the same run: 17408x5120 2776 vs 2401 GB/s, 5120x17408
+ * 1907 vs 1635, 5120x6144 1616 vs 1328, 6144x5120 1809 vs 1561; wick bench tg128 on the
+ * 27B q4_k shape 93.6 vs 90.1 tok/s. */
+/* qdev<QT_Q4_K>::dot on a block in shared memory (qdev's ld_w is ld.global.nc,
  * invalid on a shared address): same arithmetic. */
 __device__ __forceinline__ float q4k8_dot_smem(const uint8_t *blk, int64_t ib, int t, const int8_t *xq,
                                                const float *xd)
@@ -233,36 +218,67 @@ __device__ __forceinline__ float q4k8_dot_smem(const uint8_t *blk, int64_t ib, i
 /* One bulk copy (cp.async.bulk, the Hopper copy engine) of `bytes` (a 16-byte
  * multiple) from global src into shared dst, completing on mbarrier bar_a:
  * issued by one thread. */
+/* These use sm_90 instructions (the bulk copy engine, mbarrier transaction counts and
+ * parity waits, the async-proxy fences): the kernels that call them run only where
+ * cuda_ctx.sw.hopper is set; built for an older architecture they trap. */
 __device__ __forceinline__ void bulk_copy_row(unsigned bar_a, uint8_t *dst, const uint8_t *src, size_t bytes)
 {
+#if __CUDA_ARCH__ >= 900
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar_a), "r"((unsigned)bytes)
                  : "memory");
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
                      (unsigned)__cvta_generic_to_shared(dst)),
                  "l"(src), "r"((unsigned)bytes), "r"(bar_a)
                  : "memory");
+#else
+    __trap();
+#endif
 }
+/* mbarrier with an arrival count of 1, made visible to the copy engine. */
 __device__ __forceinline__ void mbar_init(unsigned bar_a)
 {
+#if __CUDA_ARCH__ >= 900
     asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar_a) : "memory");
+#else
+    __trap();
+#endif
+}
+__device__ __forceinline__ void mbar_init_fence()
+{
+#if __CUDA_ARCH__ >= 900
+    mbar_init_fence();
+#endif
+}
+/* Orders this thread's earlier reads of shared memory before a bulk copy's writes to it. */
+__device__ __forceinline__ void fence_proxy_async()
+{
+#if __CUDA_ARCH__ >= 900
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
 }
 /* Spins until phase `parity` of the mbarrier has completed. */
 __device__ __forceinline__ void mbar_wait(unsigned bar_a, unsigned parity)
 {
+#if __CUDA_ARCH__ >= 900
     unsigned done = 0;
     while (!done)
         asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
                      : "=r"(done)
                      : "r"(bar_a), "r"(parity)
                      : "memory");
+#else
+    (void)bar_a;
+    (void)parity;
+    __trap();
+#endif
 }
 
 /* Dot of one Q4_K row in shared memory with activation row xq/xd, summed over the warp
- * (the 8-part split and order of matvec_q1_kernel<QT_Q4_K_8PARTS>). */
+ * (the 8-part split and order of matvec_q1_kernel<QT_Q4_K>). */
 __device__ __forceinline__ float q4k8_row_smem(const uint8_t *buf, int64_t nb, int lane, const int8_t *xq,
                                                const float *xd)
 {
-    typedef qdev<QT_Q4_K_8PARTS> Q;
+    typedef qdev<QT_Q4_K> Q;
     constexpr int BPI = 32 / Q::TPB;
     const int t = lane % Q::TPB;
     float acc = 0.0f;
@@ -271,8 +287,7 @@ __device__ __forceinline__ float q4k8_row_smem(const uint8_t *buf, int64_t nb, i
     return warp_sum(acc);
 }
 
-template <bool CAP>
-__global__ void __launch_bounds__(MV_WARPS * 32, CAP ? 8 : 1)
+__global__ void __launch_bounds__(MV_WARPS * 32)
 matvec_q4k_bulk_kernel(const mv_segs sg, size_t row_bytes, int64_t K, const int8_t *__restrict__ xq,
                        const float *__restrict__ xd, int64_t slots_per_x)
 {
@@ -289,7 +304,7 @@ matvec_q4k_bulk_kernel(const mv_segs sg, size_t row_bytes, int64_t K, const int8
     const unsigned bar_a = (unsigned)__cvta_generic_to_shared(bar);
     if (lane == 0) {
         mbar_init(bar_a);
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        mbar_init_fence();
         bulk_copy_row(bar_a, buf, sg.W[seg] + row * row_bytes, row_bytes);
     }
     __syncwarp();
@@ -316,7 +331,8 @@ __device__ __forceinline__ float q4k8_part_smem(const uint8_t *buf, int64_t ib0,
  * bulk-copying and summing one half; the halves' sums added through shared memory (so not
  * bit-identical to the one-warp kernels). A warp's arithmetic over a whole long row, with
  * few such warps resident, was what held the one-row kernel back on these shapes. Needs an
- * even number of blocks per row. cuda_ctx.mv_split (default 1) selects it. */
+ * even number of blocks per row (else the one-warp kernel takes the row). e2e_cuda tg128,
+ * 27B q4_k: 129.1 vs 125.4 tok/s with one warp per row. */
 __global__ void __launch_bounds__(MV_WARPS * 32)
 matvec_q4k_bulk2_kernel(const mv_segs sg, size_t row_bytes, int64_t K, const int8_t *__restrict__ xq,
                         const float *__restrict__ xd, int64_t slots_per_x)
@@ -338,7 +354,7 @@ matvec_q4k_bulk2_kernel(const mv_segs sg, size_t row_bytes, int64_t K, const int
         seg = mv_seg_of(sg, g, &row);
         if (lane == 0) {
             mbar_init(bar_a);
-            asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+            mbar_init_fence();
             bulk_copy_row(bar_a, buf, sg.W[seg] + row * row_bytes + half * hb, hb);
         }
     }
@@ -378,7 +394,7 @@ matvec_q4k_pipe_kernel(const mv_segs sg, size_t row_bytes, int64_t K, const int8
     uint8_t *buf0 = mv_smem + ((8 * NBUF * MV_WARPS + 15) & ~15) + (size_t)warp * NBUF * row_bytes;
     if (lane == 0) {
         for (int b = 0; b < NBUF; b++) mbar_init(bar0 + 8 * b);
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        mbar_init_fence();
         for (int b = 0; b < NBUF; b++) {
             const int64_t g = first + b * n_warps;
             int64_t r;
@@ -400,7 +416,7 @@ matvec_q4k_pipe_kernel(const mv_segs sg, size_t row_bytes, int64_t K, const int8
         __syncwarp(); /* every lane is done with buffer b */
         const int64_t next = g + (int64_t)NBUF * n_warps;
         if (lane == 0 && next < M) {
-            asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* our reads before the copy's writes */
+            fence_proxy_async(); /* our reads before the copy's writes */
             int64_t r;
             bulk_copy_row(bar0 + 8 * b, buf0 + b * row_bytes, sg.W[mv_seg_of(sg, next, &r)] + r * row_bytes,
                           row_bytes);
@@ -449,48 +465,6 @@ matvec_nt_kernel(const uint8_t *__restrict__ W, size_t row_bytes, int64_t M, int
 }
 #define MV_BULK_MAX_SMEM (200 << 10)
 
-/* R rows per warp at a time (independent accumulators: more loads in flight,
- * shared activation loads); warps stride over row groups so a grid sized to
- * the machine covers any M. */
-template <int T, int R>
-__global__ void __launch_bounds__(MV_WARPS * 32)
-matvec_q_kernel(const uint8_t *__restrict__ W, size_t row_bytes, size_t mat_bytes, int64_t M, int64_t K,
-                const int8_t *__restrict__ xq, const float *__restrict__ xd, int64_t slots_per_x,
-                const int32_t *__restrict__ ids, float *__restrict__ y)
-{
-    typedef qdev<T> Q;
-    const int lane = threadIdx.x & 31;
-    const int64_t s = blockIdx.y;
-    const int64_t e = ids ? ids[s] : 0;
-    const int64_t xr = s / slots_per_x;
-    const int8_t *xqr = xq + xr * K;
-    const float *xdr = xd + xr * (K / 32);
-    const int64_t nb = K / Q::QK;
-    constexpr int BPI = 32 / Q::TPB; /* blocks per warp iteration */
-    const int t = lane % Q::TPB;
-    const int64_t n_groups = (M + R - 1) / R;
-    const int64_t stride = (int64_t)gridDim.x * MV_WARPS;
-    for (int64_t grp = (int64_t)blockIdx.x * MV_WARPS + threadIdx.x / 32; grp < n_groups; grp += stride) {
-        const uint8_t *wr[R];
-        float acc[R];
-#pragma unroll
-        for (int r = 0; r < R; r++) {
-            const int64_t row = min(grp * R + r, M - 1); /* duplicates the last row when M % R != 0 */
-            wr[r] = W + e * mat_bytes + row * row_bytes;
-            acc[r] = 0.0f;
-        }
-#pragma unroll 4
-        for (int64_t ib = lane / Q::TPB; ib < nb; ib += BPI)
-#pragma unroll
-            for (int r = 0; r < R; r++) acc[r] += Q::dot(wr[r], nb, ib, t, xqr, xdr);
-#pragma unroll
-        for (int r = 0; r < R; r++) {
-            const float v = warp_sum(acc[r]);
-            if (lane == 0 && grp * R + r < M) y[s * M + grp * R + r] = v;
-        }
-    }
-}
-
 /* Float weights (F32/F16/BF16) with F32 activations: 8 elements per lane step. */
 template <int T> __device__ __forceinline__ void load8(const uint8_t *row, int64_t i, float *w)
 {
@@ -538,19 +512,19 @@ matvec_f_kernel(const uint8_t *__restrict__ W, size_t row_bytes, size_t mat_byte
     if (lane == 0) y[s * M + row] = acc;
 }
 
-/* Rows up to this many bytes go to the pipelined kernel under cuda_ctx.mv_occ 4 (the
- * default); longer ones (ffn_down's 17408 columns: 9792 bytes) to the one-row bulk
- * kernel. H200, bench_cuda, GB/s pipe vs bulk: 5120x6144 1913 vs 1583, 6144x5120 2050
- * vs 1756, 17408x5120 2738 vs 2672, 5120x17408 1765 vs 1882. */
+/* Rows up to this many bytes go to the pipelined kernel; longer ones (ffn_down's 17408
+ * columns: 9792 bytes) to the two-warp bulk kernel. H200, bench_cuda, GB/s pipe vs bulk:
+ * 5120x6144 1913 vs 1583, 6144x5120 2050 vs 1756, 17408x5120 2738 vs 2672, 5120x17408
+ * 1765 vs 1882 (pipelined for every row, measured again in session 4: tg128 130.6 vs
+ * 134.6 tok/s). */
 #define MV_PIPE_MAX_ROW 4096
 #define MV_PIPE_BUFS 2
 
-/* Launches matvec_q4k_pipe_kernel (cuda_ctx.mv_occ 4: rows up to MV_PIPE_MAX_ROW bytes,
- * 5: any row whose buffers fit) with as many blocks as fit on the machine at once:
- * 1, else 0 (nothing launched). */
+/* Launches matvec_q4k_pipe_kernel (rows up to MV_PIPE_MAX_ROW bytes) with as many blocks
+ * as fit on the machine at once: 1, else 0 (nothing launched). */
 static int q4k_pipe(cuda_ctx *c, size_t row_bytes, int64_t K, const mv_segs &sg, const int8_t *xq, const float *xd)
 {
-    if (c->mv_occ == 4 && row_bytes > MV_PIPE_MAX_ROW) return 0;
+    if (row_bytes > MV_PIPE_MAX_ROW) return 0;
     const size_t smem = ((8 * MV_PIPE_BUFS * MV_WARPS + 15) & ~(size_t)15) + (size_t)MV_WARPS * MV_PIPE_BUFS * row_bytes;
     if (smem > c->smem_per_block) return 0;
     int per_sm = (int)(c->smem_per_sm / (smem + 1024)); /* 1 KiB reserved per block */
@@ -563,8 +537,9 @@ static int q4k_pipe(cuda_ctx *c, size_t row_bytes, int64_t K, const mv_segs &sg,
 }
 
 /* The matvec launch for the segments sg of weights shaped like w (type, row and matrix
- * strides, columns); the row-group variants (cuda_ctx.mv_rows 2, mv_blocks_per_sm) and
- * float weights take one segment. */
+ * strides, columns); float weights take one segment. Q4_K on sm_90 (cuda_ctx.sw.hopper): rows
+ * bulk-copied to shared memory (pipelined, two warps per long row, or one warp per row);
+ * otherwise, and for the other types, one warp per row from registers. */
 static int launch_matvec(cuda_ctx *c, const cuda_qweight *w, const mv_segs &sg, const int8_t *xq, const float *xd,
                          const float *xf, int64_t n_slots, int64_t slots_per_x, const int32_t *ids, wk_error *err)
 {
@@ -576,45 +551,24 @@ static int launch_matvec(cuda_ctx *c, const cuda_qweight *w, const mv_segs &sg, 
     const uint8_t *W = sg.W[0];
     float *y = sg.y[0];
     const int64_t M = sg.rows[0];
-    const int R = c->mv_rows == 2 && sg.n == 1 ? 2 : 1;
-    const bool legacy = sg.n == 1 && (R == 2 || c->mv_blocks_per_sm > 0);
-    dim3 qgrid(cdiv(cdiv(M, R), MV_WARPS), (unsigned)n_slots);
-    if (c->mv_blocks_per_sm > 0 && qgrid.x > (unsigned)(c->mv_blocks_per_sm * c->sm_count))
-        qgrid.x = (unsigned)(c->mv_blocks_per_sm * c->sm_count);
     const size_t bulk_smem = 16 * MV_WARPS + MV_WARPS * w->row_bytes;
     bool aligned = w->row_bytes % 16 == 0;
     for (int i = 0; i < sg.n; i++) aligned = aligned && ((uintptr_t)sg.W[i] & 15) == 0;
-    const bool bulk = !legacy && !ids && aligned && c->mv_occ >= 2;
-    /* a quantized type: its kernel (Q4_K's variants by cuda_ctx.mv_occ / mv_split) */
+    const bool bulk = c->sw.hopper && !ids && aligned;
     auto mvq = [&](auto tag) {
         constexpr int T = decltype(tag)::value;
-        if (T == QT_Q4_K_8PARTS && bulk && c->mv_occ >= 4 && n_slots == 1 &&
-            q4k_pipe(c, w->row_bytes, w->cols, sg, xq, xd))
+        if (T == QT_Q4_K && bulk && n_slots == 1 && q4k_pipe(c, w->row_bytes, w->cols, sg, xq, xd))
             return; /* the pipelined kernel took it */
-        if (T == QT_Q4_K_8PARTS && bulk && c->mv_split && c->mv_occ >= 4 &&
-                   w->row_bytes > MV_PIPE_MAX_ROW && (w->cols / 256) % 2 == 0) {
+        if (T == QT_Q4_K && bulk && w->row_bytes > MV_PIPE_MAX_ROW && (w->cols / 256) % 2 == 0)
             launch_pdl_smem(c, matvec_q4k_bulk2_kernel, dim3(cdiv(sg.total, MV_WARPS / 2), (unsigned)n_slots),
                             block, 16 * MV_WARPS + MV_WARPS * (w->row_bytes / 2), sg, w->row_bytes, w->cols,
                             xq, xd, slots_per_x);
-        } else if (T == QT_Q4_K_8PARTS && bulk && bulk_smem <= MV_BULK_MAX_SMEM) {
-            if (c->mv_occ == 3)
-                launch_pdl_smem(c, matvec_q4k_bulk_kernel<true>, grid, block, bulk_smem, sg, w->row_bytes,
-                                w->cols, xq, xd, slots_per_x);
-            else
-                launch_pdl_smem(c, matvec_q4k_bulk_kernel<false>, grid, block, bulk_smem, sg, w->row_bytes,
-                                w->cols, xq, xd, slots_per_x);
-        } else if (!legacy && c->mv_occ && T == QT_Q4_K_8PARTS)
-            launch_pdl(c, matvec_q1_kernel<T, true>, grid, block, sg, w->row_bytes, w->mat_bytes, w->cols, xq,
-                       xd, slots_per_x, ids);
-        else if (!legacy)
-            launch_pdl(c, matvec_q1_kernel<T, false>, grid, block, sg, w->row_bytes, w->mat_bytes, w->cols, xq,
-                       xd, slots_per_x, ids);
-        else if (R == 2)
-            matvec_q_kernel<T, 2><<<qgrid, block, 0, c->stream>>>(W, w->row_bytes, w->mat_bytes, M, w->cols, xq,
-                                                                   xd, slots_per_x, ids, y);
+        else if (T == QT_Q4_K && bulk && bulk_smem <= MV_BULK_MAX_SMEM)
+            launch_pdl_smem(c, matvec_q4k_bulk_kernel, grid, block, bulk_smem, sg, w->row_bytes, w->cols, xq, xd,
+                            slots_per_x);
         else
-            matvec_q_kernel<T, 1><<<qgrid, block, 0, c->stream>>>(W, w->row_bytes, w->mat_bytes, M, w->cols, xq,
-                                                                   xd, slots_per_x, ids, y);
+            launch_pdl(c, matvec_q1_kernel<T>, grid, block, sg, w->row_bytes, w->mat_bytes, w->cols, xq, xd,
+                       slots_per_x, ids);
     };
 #define MVF(T)                                                                                      \
     matvec_f_kernel<T><<<grid, block, 0, c->stream>>>(W, w->row_bytes, w->mat_bytes, M, w->cols, xf, slots_per_x, \
@@ -631,7 +585,7 @@ static int launch_matvec(cuda_ctx *c, const cuda_qweight *w, const mv_segs &sg, 
         else MVF(QT_BF16);
         break;
     default:
-        if (!with_qtype(w->type, c->mv_q4k_parts, mvq))
+        if (!with_qtype(w->type, mvq))
             return wk_fail(err, WK_EUNSUPPORTED, "cuda matvec: type %s", qt_type_name(w->type));
     }
 #undef MVF
@@ -648,7 +602,33 @@ static mv_segs one_seg(const void *W, int64_t rows, float *y)
     sg.rows[0] = rows;
     sg.total = rows;
     sg.n = 1;
+    sg.ids_k = sg.ids_ks = 1; /* ids[s] per slot */
     return sg;
+}
+
+extern "C" int cuda_matvec_moe(cuda_ctx *c, const cuda_qweight *w0, const cuda_qweight *w1, const void *extra0,
+                               const void *extra1, const int8_t *xq, const float *xd, int64_t n_t, int32_t k,
+                               int32_t ks, int64_t slots_per_x, const int32_t *ids, float *y0, float *y1,
+                               wk_error *err)
+{
+    if (!cuda_mmq_supported(w0->type) || ks < k || ks > k + 1 || (ks > k && (!extra0 || (w1 && !extra1))) ||
+        (w1 && (w1->type != w0->type || w1->cols != w0->cols || w1->row_bytes != w0->row_bytes ||
+                w1->mat_bytes != w0->mat_bytes)))
+        return wk_fail(err, WK_EINVAL, "cuda matvec: bad MoE launch (%s)", qt_type_name(w0->type));
+    mv_segs sg = one_seg(w0->data, w0->rows, y0);
+    sg.Wx[0] = (const uint8_t *)extra0;
+    if (w1) {
+        sg.W[1] = (const uint8_t *)w1->data;
+        sg.y[1] = y1;
+        sg.rows[1] = w1->rows;
+        sg.start[1] = w0->rows;
+        sg.total += w1->rows;
+        sg.Wx[1] = (const uint8_t *)extra1;
+        sg.n = 2;
+    }
+    sg.ids_k = k;
+    sg.ids_ks = ks;
+    return launch_matvec(c, w0, sg, xq, xd, NULL, n_t * ks, slots_per_x, ids, err);
 }
 
 extern "C" int cuda_matvec(cuda_ctx *c, const cuda_qweight *w, const int8_t *xq, const float *xd,
@@ -666,7 +646,7 @@ extern "C" int cuda_matvec_nt(cuda_ctx *c, const cuda_qweight *w, const int8_t *
     if (cdiv(n, NT) > 65535) return wk_fail(err, WK_EINVAL, "cuda matvec: %lld rows is too many", (long long)n);
     dim3 grid(cdiv(w->rows, MV_WARPS), cdiv(n, NT)), block(MV_WARPS * 32);
     const uint8_t *W = (const uint8_t *)w->data;
-    const bool known = with_qtype(w->type, c->mv_q4k_parts, [&](auto tag) {
+    const bool known = with_qtype(w->type, [&](auto tag) {
         constexpr int T = decltype(tag)::value;
         matvec_nt_kernel<T, NT><<<grid, block, 0, c->stream>>>(W, w->row_bytes, w->rows, w->cols, xq, xd, n, y);
     });
@@ -766,12 +746,6 @@ __global__ void f32_to_16_kernel(const float *__restrict__ x, int64_t n, uint16_
     else y[i] = __bfloat16_as_ushort(__float2bfloat16_rn(x[i]));
 }
 
-extern "C" int cuda_f32_to_bf16(cuda_ctx *c, const float *x, int64_t n, uint16_t *dst)
-{
-    if (n <= 0) return 0;
-    f32_to_16_kernel<1><<<cdiv(n, 256), 256, 0, c->stream>>>(x, n, dst);
-    return cu_launch_status();
-}
 
 /* ---- cached quantized activations ------------------------------------------------------ */
 
@@ -828,6 +802,12 @@ static int act_quantized(cuda_ctx *c, const float *x, int64_t n, int64_t K, int 
     return 0;
 }
 
+extern "C" int cuda_act_quantized(cuda_ctx *c, const float *x, int64_t n, int64_t K, int group, int8_t **xq,
+                                  float **xd, wk_error *err)
+{
+    return act_quantized(c, x, n, K, group, xq, xd, err);
+}
+
 extern "C" int cuda_matvec_multi(cuda_ctx *c, const cuda_qweight *const *w, float *const *y, int n, const float *x,
                                  wk_error *err)
 {
@@ -853,6 +833,19 @@ extern "C" int cuda_matvec_multi(cuda_ctx *c, const cuda_qweight *const *w, floa
         rc = launch_matvec(c, w[i0], sg, xq, xd, NULL, 1, 1, NULL, err);
     }
     return rc;
+}
+
+extern "C" int cuda_matmul_int8(cuda_ctx *c, const cuda_qweight *w, const float *x, int64_t n, float *y,
+                                wk_error *err)
+{
+    const int64_t K = w->cols;
+    if (!cuda_mmq_supported(w->type) || K % cuda_act_group(w->type))
+        return wk_fail(err, WK_EINVAL, "cuda: no int8 product for %s x %lld", qt_type_name(w->type), (long long)K);
+    if (n <= CUDA_MATVEC_MAX_ROWS || n <= c->mmv_max_rows) return cuda_matmul(c, w, 0, x, n, y, err);
+    int8_t *xq;
+    float *xd;
+    int rc = act_quantized(c, x, n, K, cuda_act_group(w->type), &xq, &xd, err);
+    return rc ? rc : cuda_mmq(c, w, 0, xq, xd, n, y, err);
 }
 
 extern "C" int cuda_matmul(cuda_ctx *c, const cuda_qweight *w, int64_t mat, const float *x, int64_t n,

@@ -10,14 +10,17 @@
  * path, unlike the F16 dequantize + cuBLAS path (every weight and activation
  * rounded to 11 bits).
  *
- * A block owns 64 weight rows × 64 activation rows and walks K in chunks of
- * 256: it decodes the weight chunk and copies the activation chunk into
- * shared memory, then each of its 4 warps multiplies 16 weight rows with the
- * 64 activation rows (8 mma tiles per 32-element group). */
+ * A block owns 64 weight rows × 32 or 64 activation rows and walks K in
+ * chunks of 256: it decodes the weight chunk and copies the activation chunk
+ * into shared memory, then each of its 4 warps multiplies 16 weight rows with
+ * the activation rows (4 or 8 mma tiles per 32-element group).
+ *
+ * The same kernel runs the MoE's grouped products (cuda_mmq_grouped): the
+ * (token, slot) pairs sorted by expert (cuda_moe_sort, moe.cu), each block one
+ * tile of one expert's rows, every expert of a layer in one launch. */
 #include "backend/cuda/qdev.cuh"
 
 #define MMQ_BM 64          /* weight rows per block */
-#define MMQ_BN 64          /* activation rows per block */
 #define MMQ_KC 256         /* elements per K chunk: one K-quant super-block */
 #define MMQ_S (MMQ_KC / 32) /* 32-element groups per chunk */
 #define MMQ_LD (MMQ_KC + 16) /* bytes per code row in shared memory: rows 4 banks apart */
@@ -30,14 +33,14 @@
  *   does, and scaled once: y += d·dx·isum − dmin·dx·msum.
  * - 32-element types (Q8_0, Q4_0, IQ4_NL; activations by the Q8_0 rule): a
  *   float scale on each side per 32 elements: y += dw·dx·(qw·qx) per group. */
-struct mmq_smem {
+template <int BN> struct mmq_smem {
     int8_t wq[MMQ_BM][MMQ_LD];
-    int8_t xq[MMQ_BN][MMQ_LD];
+    int8_t xq[BN][MMQ_LD];
     float wd[MMQ_BM][MMQ_S];   /* 32-types: scale per group; K-quants: [0] = d, [1] = dmin */
     int wsc[MMQ_BM][2 * MMQ_S]; /* K-quants: integer scale per 16 elements */
     int wmn[MMQ_BM][MMQ_S];    /* Q4_K/Q5_K: integer min per 32 elements */
-    float xd[MMQ_BN][MMQ_S];   /* activation scale per group (K-quants: [0] for the chunk) */
-    int xs[MMQ_BN][MMQ_S];     /* Q4_K/Q5_K: Σ activation codes per 32 elements */
+    float xd[BN][MMQ_S];       /* activation scale per group (K-quants: [0] for the chunk) */
+    int xs[BN][MMQ_S];         /* Q4_K/Q5_K: Σ activation codes per 32 elements */
 };
 
 /* Decodes 32-element group s (0..7) of chunk c (elements 256c + 32s ..) of a row
@@ -179,27 +182,60 @@ __device__ __forceinline__ void mma_s8_16832(int *c, int a0, int a1, int a2, int
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(0));
 }
 
-/* y[t][r] for r < M, t < n (rows of y M apart). W: matrix in device layout,
- * row_bytes apart, K columns; xq/xd: n activation rows quantized (K bytes and
- * K/32 scales per row). A block: 64 weight rows × 64 activation rows; warp w
- * multiplies weight rows 16w.. with all 64 activation rows (8 mma tiles of 8).
- * Thread (lane) holds C rows lane/4 and lane/4 + 8, columns 2·(lane%4) + {0, 1}
- * of each tile. */
-template <int T>
+/* What a launch multiplies: weights W[z] into results y[z] for z = blockIdx.z (the MoE's
+ * gate and up packs in one launch; otherwise z = 0), and where a block's activation rows
+ * come from.
+ * - Plain (tiles NULL): block row b covers activation rows BN·b .. of n; y rows M apart.
+ * - Grouped (the MoE, cuda_moe_sort): block row b is tile b of the table, nothing past
+ *   *n_tiles; the tile (expert e, first row p0, rows) multiplies matrix e of the pack
+ *   (W[z] + e·mat_bytes; e == n_mat: the extra matrix w_extra[z], the shared expert) with
+ *   activation rows x_rows[p] (NULL: p) and writes y rows p, for p0 <= p < p0 + rows. */
+struct mmq_job {
+    const uint8_t *W[2];
+    float *y[2];
+    const uint8_t *w_extra[2];
+    const int4 *tiles;
+    const int32_t *n_tiles;
+    const int32_t *x_rows;
+    size_t mat_bytes;
+    int64_t n_mat;
+};
+
+/* y[t][r] for r < M, rows t of the job (above). W: matrix in device layout, row_bytes
+ * apart, K columns; xq/xd: activation rows quantized (K bytes and K/32 scales per row).
+ * A block: 64 weight rows × BN = 8·NT activation rows; warp w multiplies weight rows
+ * 16w.. with all BN activation rows (NT mma tiles of 8). Thread (lane) holds C rows
+ * lane/4 and lane/4 + 8, columns 2·(lane%4) + {0, 1} of each tile. */
+template <int T, int NT>
 __global__ void __launch_bounds__(128)
-mmq_kernel(const uint8_t *__restrict__ W, size_t row_bytes, int64_t M, int64_t K, const int8_t *__restrict__ xq,
-           const float *__restrict__ xd, int64_t n, float *__restrict__ y)
+mmq_kernel(const mmq_job job, size_t row_bytes, int64_t M, int64_t K, const int8_t *__restrict__ xq,
+           const float *__restrict__ xd, int64_t n)
 {
     typedef mmq_dec<T> D;
+    constexpr int BN = 8 * NT;
     constexpr bool PER16 = T == QT_Q6_K; /* Q6_K: a scale per 16 elements, two k16 products per group */
     extern __shared__ __align__(16) uint8_t mmq_raw[];
-    mmq_smem &s = *(mmq_smem *)mmq_raw;
+    mmq_smem<BN> &s = *(mmq_smem<BN> *)mmq_raw;
     const int tid = threadIdx.x, warp = tid / 32, lane = tid & 31;
-    const int64_t r0 = (int64_t)blockIdx.x * MMQ_BM, t0 = (int64_t)blockIdx.y * MMQ_BN;
+    const int z = blockIdx.z;
+    const uint8_t *W = job.W[z];
+    float *y = job.y[z];
+    int64_t t0, t_end;
+    if (job.tiles) {
+        if ((int)blockIdx.y >= *job.n_tiles) return; /* the whole block: no barrier reached */
+        const int4 tl = job.tiles[blockIdx.y];
+        W = tl.x < job.n_mat ? W + (size_t)tl.x * job.mat_bytes : job.w_extra[z];
+        t0 = tl.y;
+        t_end = (int64_t)tl.y + tl.z;
+    } else {
+        t0 = (int64_t)blockIdx.y * BN;
+        t_end = n;
+    }
+    const int64_t r0 = (int64_t)blockIdx.x * MMQ_BM;
     const int64_t nb = K / (D::KQ ? 256 : 32), n_groups = K / 32;
-    float acc[8][4];
+    float acc[NT][4];
 #pragma unroll
-    for (int j = 0; j < 8; j++)
+    for (int j = 0; j < NT; j++)
 #pragma unroll
         for (int e = 0; e < 4; e++) acc[j][e] = 0.0f;
     const int gr = lane >> 2, gc = (lane & 3) * 4; /* fragment row (A) / column (B) and k offset */
@@ -221,16 +257,17 @@ mmq_kernel(const uint8_t *__restrict__ W, size_t row_bytes, int64_t M, int64_t K
                 s.wmn[r][j] = 0;
             }
         }
-        /* activations: 64 rows × 8 groups of 32 codes, the scale of each group and (mins) their sums */
-        for (int i = tid; i < MMQ_BN * MMQ_S; i += 128) {
+        /* activations: BN rows × 8 groups of 32 codes, the scale of each group and (mins) their sums */
+        for (int i = tid; i < BN * MMQ_S; i += 128) {
             const int t = i / MMQ_S, j = i % MMQ_S;
             const int64_t k = k0 + 32 * j;
-            const bool live = t0 + t < n && k < K;
-            const uint4 q0 = live ? *(const uint4 *)(xq + (t0 + t) * K + k) : make_uint4(0, 0, 0, 0);
-            const uint4 q1 = live ? *(const uint4 *)(xq + (t0 + t) * K + k + 16) : make_uint4(0, 0, 0, 0);
+            const bool live = t0 + t < t_end && k < K;
+            const int64_t xr = !live ? 0 : job.x_rows ? job.x_rows[t0 + t] : t0 + t;
+            const uint4 q0 = live ? *(const uint4 *)(xq + xr * K + k) : make_uint4(0, 0, 0, 0);
+            const uint4 q1 = live ? *(const uint4 *)(xq + xr * K + k + 16) : make_uint4(0, 0, 0, 0);
             *(uint4 *)&s.xq[t][32 * j] = q0;
             *(uint4 *)&s.xq[t][32 * j + 16] = q1;
-            s.xd[t][j] = live ? xd[(t0 + t) * (K / 32) + k / 32] : 0.0f;
+            s.xd[t][j] = live ? xd[xr * (K / 32) + k / 32] : 0.0f;
             if (D::MIN) {
                 const uint4 ones = make_uint4(0x01010101u, 0x01010101u, 0x01010101u, 0x01010101u);
                 s.xs[t][j] = dot16(ones, make_int4((int)q0.x, (int)q0.y, (int)q0.z, (int)q0.w),
@@ -238,9 +275,9 @@ mmq_kernel(const uint8_t *__restrict__ W, size_t row_bytes, int64_t M, int64_t K
             }
         }
         __syncthreads();
-        int isum[8][4];
+        int isum[NT][4];
 #pragma unroll
-        for (int j = 0; j < 8; j++)
+        for (int j = 0; j < NT; j++)
 #pragma unroll
             for (int e = 0; e < 4; e++) isum[j][e] = 0;
 #pragma unroll 2
@@ -249,7 +286,7 @@ mmq_kernel(const uint8_t *__restrict__ W, size_t row_bytes, int64_t M, int64_t K
             const int a0 = *(const int *)&s.wq[wr][kb], a1 = *(const int *)&s.wq[wr + 8][kb];
             const int a2 = *(const int *)&s.wq[wr][kb + 16], a3 = *(const int *)&s.wq[wr + 8][kb + 16];
 #pragma unroll
-            for (int j = 0; j < 8; j++) {
+            for (int j = 0; j < NT; j++) {
                 const int b0 = *(const int *)&s.xq[8 * j + gr][kb], b1 = *(const int *)&s.xq[8 * j + gr][kb + 16];
                 const int ta = 8 * j + (lane & 3) * 2; /* C columns (activation rows) ta, ta + 1 */
                 if (D::KQ) {
@@ -287,7 +324,7 @@ mmq_kernel(const uint8_t *__restrict__ W, size_t row_bytes, int64_t M, int64_t K
         if (D::KQ) { /* the chunk's integer sums, scaled once */
             const float d0 = s.wd[wr][0], d1 = s.wd[wr + 8][0], m0 = s.wd[wr][1], m1 = s.wd[wr + 8][1];
 #pragma unroll
-            for (int j = 0; j < 8; j++) {
+            for (int j = 0; j < NT; j++) {
                 const int ta = 8 * j + (lane & 3) * 2;
                 const float da = s.xd[ta][0], db = s.xd[ta + 1][0];
                 int ms[4] = {0, 0, 0, 0};
@@ -309,28 +346,14 @@ mmq_kernel(const uint8_t *__restrict__ W, size_t row_bytes, int64_t M, int64_t K
         }
     }
 #pragma unroll
-    for (int j = 0; j < 8; j++) {
+    for (int j = 0; j < NT; j++) {
         const int64_t ta = t0 + 8 * j + (lane & 3) * 2;
         const int64_t ra = r0 + wr, rb = ra + 8;
-        if (ta < n && ra < M) y[ta * M + ra] = acc[j][0];
-        if (ta + 1 < n && ra < M) y[(ta + 1) * M + ra] = acc[j][1];
-        if (ta < n && rb < M) y[ta * M + rb] = acc[j][2];
-        if (ta + 1 < n && rb < M) y[(ta + 1) * M + rb] = acc[j][3];
+        if (ta < t_end && ra < M) y[ta * M + ra] = acc[j][0];
+        if (ta + 1 < t_end && ra < M) y[(ta + 1) * M + ra] = acc[j][1];
+        if (ta < t_end && rb < M) y[ta * M + rb] = acc[j][2];
+        if (ta + 1 < t_end && rb < M) y[(ta + 1) * M + rb] = acc[j][3];
     }
-}
-
-template <int T>
-static void mmq_launch(cuda_ctx *c, dim3 grid, const uint8_t *W, size_t row_bytes, int64_t M, int64_t K,
-                       const int8_t *xq, const float *xd, int64_t n, float *y)
-{
-    /* the shared memory limit is raised once per kernel and device */
-    static int raised[16];
-    const int dev = c->device < 16 ? c->device : 15;
-    if (!raised[dev]) {
-        cudaFuncSetAttribute(mmq_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sizeof(mmq_smem));
-        raised[dev] = 1;
-    }
-    mmq_kernel<T><<<grid, 128, sizeof(mmq_smem), c->stream>>>(W, row_bytes, M, K, xq, xd, n, y);
 }
 
 extern "C" int cuda_mmq_supported(uint32_t type)
@@ -341,20 +364,63 @@ extern "C" int cuda_mmq_supported(uint32_t type)
     }
 }
 
-extern "C" int cuda_mmq(cuda_ctx *c, const cuda_qweight *w, int64_t mat, const int8_t *xq, const float *xd, int64_t n,
-                        float *y, wk_error *err)
+/* Launches the job on a grid of (M / 64, blocks, n_z) for weights of w's type and shape. */
+static int mmq_run(cuda_ctx *c, const cuda_qweight *w, const mmq_job &job, int64_t blocks, unsigned n_z, int nt,
+                   const int8_t *xq, const float *xd, int64_t n, wk_error *err)
 {
-    if (n <= 0) return 0;
     const int64_t M = w->rows, K = w->cols;
     const bool kq = w->type == QT_Q4_K || w->type == QT_Q5_K || w->type == QT_Q6_K;
-    if (K % (kq ? 256 : 32) || cdiv(n, MMQ_BN) > 65535)
-        return wk_fail(err, WK_EINVAL, "cuda mmq: %lld x %lld by %lld rows", (long long)M, (long long)K, (long long)n);
-    const uint8_t *W = (const uint8_t *)w->data + mat * w->mat_bytes;
-    dim3 grid(cdiv(M, MMQ_BM), cdiv(n, MMQ_BN));
-    const bool known = with_qtype<false>(w->type, 0, [&](auto tag) { /* the decoders take whole Q4_K blocks */
-        mmq_launch<decltype(tag)::value>(c, grid, W, w->row_bytes, M, K, xq, xd, n, y);
+    if (K % (kq ? 256 : 32) || blocks > 65535)
+        return wk_fail(err, WK_EINVAL, "cuda mmq: %lld x %lld by %lld row blocks", (long long)M, (long long)K,
+                       (long long)blocks);
+    if (blocks == 0) return 0;
+    const dim3 grid(cdiv(M, MMQ_BM), (unsigned)blocks, n_z);
+    const bool known = with_qtype(w->type, [&](auto tag) {
+        constexpr int T = decltype(tag)::value;
+        if (nt == 4) {
+            smem_allow(mmq_kernel<T, 4>, sizeof(mmq_smem<32>));
+            mmq_kernel<T, 4><<<grid, 128, sizeof(mmq_smem<32>), c->stream>>>(job, w->row_bytes, M, K, xq, xd, n);
+        } else {
+            smem_allow(mmq_kernel<T, 8>, sizeof(mmq_smem<64>));
+            mmq_kernel<T, 8><<<grid, 128, sizeof(mmq_smem<64>), c->stream>>>(job, w->row_bytes, M, K, xq, xd, n);
+        }
     });
     if (!known) return wk_fail(err, WK_EUNSUPPORTED, "cuda mmq: type %s", qt_type_name(w->type));
     CU_CHECK_LAUNCH(err, "mmq");
     return 0;
+}
+
+extern "C" int cuda_mmq(cuda_ctx *c, const cuda_qweight *w, int64_t mat, const int8_t *xq, const float *xd, int64_t n,
+                        float *y, wk_error *err)
+{
+    if (n <= 0) return 0;
+    mmq_job job;
+    memset(&job, 0, sizeof job);
+    job.W[0] = (const uint8_t *)w->data + mat * w->mat_bytes;
+    job.y[0] = y;
+    return mmq_run(c, w, job, (n + 63) / 64, 1, 8, xq, xd, n, err);
+}
+
+extern "C" int cuda_mmq_grouped(cuda_ctx *c, const cuda_qweight *w0, const cuda_qweight *w1, const void *extra0,
+                                const void *extra1, const cuda_moe_plan *plan, int gather, const int8_t *xq,
+                                const float *xd, float *y0, float *y1, wk_error *err)
+{
+    if (w1 && (w1->type != w0->type || w1->rows != w0->rows || w1->cols != w0->cols || w1->row_bytes != w0->row_bytes))
+        return wk_fail(err, WK_EINVAL, "cuda mmq: two packs of one launch differ in type or shape");
+    mmq_job job;
+    memset(&job, 0, sizeof job);
+    job.W[0] = (const uint8_t *)w0->data;
+    job.y[0] = y0;
+    job.w_extra[0] = (const uint8_t *)extra0;
+    if (w1) {
+        job.W[1] = (const uint8_t *)w1->data;
+        job.y[1] = y1;
+        job.w_extra[1] = (const uint8_t *)extra1;
+    }
+    job.tiles = (const int4 *)plan->tiles;
+    job.n_tiles = plan->n_tiles;
+    job.x_rows = gather ? plan->tok : NULL;
+    job.mat_bytes = w0->mat_bytes;
+    job.n_mat = w0->n_mat;
+    return mmq_run(c, w0, job, plan->max_tiles, w1 ? 2 : 1, plan->bn / 8, xq, xd, plan->n_rows, err);
 }

@@ -89,33 +89,6 @@ __device__ __forceinline__ float kq45_part_sum(uint4 hd, int g, int64_t ib, int 
            dmin * (x0 * (float)(mn0 * slo) + x1 * (float)(mn1 * shi));
 }
 
-/* Q4_K: 4 parts; part g covers qs[32g .. 32g+31]: 32 low nibbles (sub-block
- * 2g) and 32 high nibbles (sub-block 2g+1). Two 16-byte loads of quants per
- * header load and scale decode; measured slower than 8 parts, kept as the
- * alternative (cuda_ctx.mv_q4k_parts = 4). */
-template <> struct qdev<QT_Q4_K> {
-    static constexpr int QK = 256, TPB = 4;
-    __device__ static float dot(const uint8_t *row, int64_t nb, int64_t ib, int g, const int8_t *xq,
-                                const float *xd)
-    {
-        (void)nb;
-        const uint8_t *blk = row + ib * 144;
-        uint4 hd = ld_w(blk);
-        uint4 q0 = ld_w(blk + 16 + 32 * g), q1 = ld_w(blk + 32 + 32 * g);
-        const int8_t *xa = xq + ib * 256 + 64 * g;
-        int4 a0 = ld_act(xa), a1 = ld_act(xa + 16), a2 = ld_act(xa + 32), a3 = ld_act(xa + 48);
-        int ilo = dot16(and4(q0, 0x0F0F0F0Fu), a0, dot16(and4(q1, 0x0F0F0F0Fu), a1, 0));
-        int ihi = dot16(and4(shr4(q0, 4), 0x0F0F0F0Fu), a2, dot16(and4(shr4(q1, 4), 0x0F0F0F0Fu), a3, 0));
-        const uint4 ones = make_uint4(0x01010101u, 0x01010101u, 0x01010101u, 0x01010101u);
-        int slo = dot16(ones, a0, dot16(ones, a1, 0)), shi = dot16(ones, a2, dot16(ones, a3, 0));
-        return kq45_part_sum(hd, g, ib, ilo, ihi, slo, shi, xd);
-    }
-};
-
-/* Q4_K in 8 parts of 16 quant bytes (part t = group t/2, half t%2): the
- * default split (cuda_ctx.mv_q4k_parts = 8), faster than 4 parts on the H200
- * (more warps' loads in flight for the same bytes). */
-#define QT_Q4_K_8PARTS 1012
 /* Part t of a Q4_K/Q5_K block ib (8 parts: g = t/2 pairs of sub-blocks, half h = t%2): hd = d,
  * dmin and the 12 scale bytes (the block's first 16 bytes), clo/chi = the part's 16 codes of
  * sub-blocks 2g and 2g+1 (0..15 for Q4_K, 0..31 for Q5_K). */
@@ -139,7 +112,9 @@ __device__ __forceinline__ float q4k8_dot_words(uint4 hd, uint4 q, int64_t ib, i
     return kq45_dot_codes(hd, and4(q, 0x0F0F0F0Fu), and4(shr4(q, 4), 0x0F0F0F0Fu), ib, t, xq, xd);
 }
 
-template <> struct qdev<QT_Q4_K_8PARTS> {
+/* Q4_K in 8 parts of 16 quant bytes (part t = group t/2, half t%2): faster than 4 parts
+ * of 32 on the H200 (more warps' loads in flight for the same bytes; 2422 vs 2189 GB/s). */
+template <> struct qdev<QT_Q4_K> {
     static constexpr int QK = 256, TPB = 8;
     __device__ static float dot(const uint8_t *row, int64_t nb, int64_t ib, int t, const int8_t *xq,
                                 const float *xd)
@@ -359,24 +334,15 @@ template <> __device__ __forceinline__ void dq_group<QT_BF16>(const uint8_t *row
 }
 
 /* The quantized types with dot-product kernels, as a compile-time tag for the launchers:
- * calls f(qtag<T>{}) for `type` (Q4_K as its 8-part split when q4k_parts is 8, unless
- * Q4K_PARTS is false: whole blocks only) and returns true; false for any other type. One
- * switch for the matvec, several-row and MMQ launches. */
+ * calls f(qtag<T>{}) for `type` and returns true; false for any other type. One switch
+ * for the matvec, several-row and MMQ launches. */
 template <int T> struct qtag {
     static constexpr int value = T;
 };
-template <bool Q4K_PARTS = true, typename F> static inline bool with_qtype(uint32_t type, int q4k_parts, F &&f)
+template <typename F> static inline bool with_qtype(uint32_t type, F &&f)
 {
     switch (type) {
-    case QT_Q4_K:
-        if constexpr (Q4K_PARTS) {
-            if (q4k_parts == 8) {
-                f(qtag<QT_Q4_K_8PARTS>{});
-                return true;
-            }
-        }
-        f(qtag<QT_Q4_K>{});
-        return true;
+    case QT_Q4_K: f(qtag<QT_Q4_K>{}); return true;
     case QT_Q5_K: f(qtag<QT_Q5_K>{}); return true;
     case QT_Q6_K: f(qtag<QT_Q6_K>{}); return true;
     case QT_Q8_0: f(qtag<QT_Q8_0>{}); return true;
