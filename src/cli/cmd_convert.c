@@ -56,6 +56,11 @@ int cmd_convert(int argc, char **argv)
         return 2;
     }
     const char *dir = argv[optind];
+    struct stat st;
+    if (stat(dir, &st) || !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "wick convert: %s: not a folder (give the Hugging Face model folder)\n", dir);
+        return 1;
+    }
     char tok_json[1100], tok_cfg[1100];
     snprintf(tok_json, sizeof tok_json, "%s/tokenizer.json", dir);
     snprintf(tok_cfg, sizeof tok_cfg, "%s/tokenizer_config.json", dir);

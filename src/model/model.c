@@ -341,6 +341,35 @@ static int bind_tensors(loader *L)
     return 0;
 }
 
+/* The qwen35 MTP block (spec 8.8) at blk.n_layer, when the file declares one. */
+static int bind_nextn(loader *L)
+{
+    model *m = L->m;
+    const model_hparams *hp = &m->hp;
+    const uint32_t n_mtp = hp->n_layer_all - hp->n_layer;
+    if (n_mtp == 0 || !arch_is_hybrid(m->arch)) return 0; /* other archs: MTP blocks are not read */
+    if (n_mtp != 1)
+        return wk_fail(L->err, WK_EUNSUPPORTED, "key %s.nextn_predict_layers: %u MTP blocks (qwen35 has one)", L->arch,
+                       n_mtp);
+    model_nextn *x = &m->nextn;
+    const int N = (int)hp->n_layer;
+    const int64_t E = hp->n_embd, V = hp->n_vocab;
+    TRY(bind_blk(L, &x->eh_proj, N, "nextn.eh_proj.weight", true, 2, 2 * E, E, 1, false));
+    TRY(bind_blk(L, &x->enorm, N, "nextn.enorm.weight", true, 1, E, 1, 1, true));
+    TRY(bind_blk(L, &x->hnorm, N, "nextn.hnorm.weight", true, 1, E, 1, 1, true));
+    TRY(bind_blk(L, &x->shared_head_norm, N, "nextn.shared_head_norm.weight", false, 1, E, 1, 1, true));
+    TRY(bind_blk(L, &x->embed_tokens, N, "nextn.embed_tokens.weight", false, 2, E, V, 1, false));
+    TRY(bind_blk(L, &x->shared_head_head, N, "nextn.shared_head_head.weight", false, 2, E, V, 1, false));
+    model_layer *ly = &x->layer;
+    ly->attn_slot = ly->rec_slot = -1;
+    TRY(bind_blk(L, &ly->attn_norm, N, "attn_norm.weight", true, 1, E, 1, 1, true));
+    TRY(bind_blk(L, &ly->ffn_norm, N, "post_attention_norm.weight", true, 1, E, 1, 1, true));
+    TRY(bind_attention(L, ly, N));
+    TRY(bind_ffn(L, ly, N));
+    x->present = true;
+    return 0;
+}
+
 /* Identity: hash of every tensor's name, type, shape and offset plus the file
  * size — changes whenever the weights' layout or the file does. */
 static uint64_t compute_model_id(const gguf_file *f)
@@ -386,7 +415,7 @@ int model_load(model **out, const char *path, wk_error *err)
     }
     m->arch = (enum model_arch)found;
     loader L = {m, k_arch_names[found], {0}, err};
-    if ((rc = load_hparams(&L)) || (rc = bind_tensors(&L))) goto fail;
+    if ((rc = load_hparams(&L)) || (rc = bind_tensors(&L)) || (rc = bind_nextn(&L))) goto fail;
     m->model_id = compute_model_id(m->file);
     *out = m;
     return 0;

@@ -234,9 +234,10 @@ class FastEncoder:
     def open(path):
         try:
             import tokenizers
-        except ImportError:
+            tk = tokenizers.Tokenizer.from_file(path)
+        except Exception as e:   # missing, or cannot read this file: the caller falls back to bpe.py
+            print(f"bpe: Hugging Face tokenizers not used: {type(e).__name__}: {e}", flush=True)
             return None
-        tk = tokenizers.Tokenizer.from_file(path)
         enc = FastEncoder()
         enc.tk = tk
         return enc

@@ -37,12 +37,13 @@ python3 corpus.py --root "stdlib=$STDLIB" --root "site=$PURELIB" --out "$W/data"
 python3 train.py --preset "$TARGET" --data "$W/data" --tok "$TOK" --out "$W/prep" --prep "$W/prep.pkl" --prep-only \
     --workers "$WORKERS" 2>&1 | tee -a "$LOG"
 BUDGET=$(( END_S - 55 - ($(date +%s) - T0) ))
-say "training both models for $BUDGET s"
+STOP=$(( T0 + END_S - 40 ))
+say "training both models for $BUDGET s (hard stop at +$(( STOP - T0 )) s)"
 python3 train.py --preset "$TARGET" --data "$W/data" --tok "$TOK" --out "$W/target" --prep "$W/prep.pkl" \
-    --time-budget "$BUDGET" --seed 1 > "$W/target.out" 2>&1 &
+    --time-budget "$BUDGET" --stop-at "$STOP" --seed 1 > "$W/target.out" 2>&1 &
 PT=$!
 python3 train.py --preset "$DRAFT" --data "$W/data" --tok "$TOK" --out "$W/draft" --prep "$W/prep.pkl" \
-    --time-budget "$BUDGET" --seed 2 > "$W/draft.out" 2>&1 &
+    --time-budget "$BUDGET" --stop-at "$STOP" --seed 2 > "$W/draft.out" 2>&1 &
 PD=$!
 wait $PT; RT=$?
 wait $PD; RD=$?
@@ -53,7 +54,7 @@ for m in target draft; do
       --shard-mb 15 2>&1 | tee -a "$LOG"
 done
 if [ -d "$W/hf-target" ]; then
-  ARGS=(--model "$W/hf-target" --data "$W/data" --window 4096 --hf-check --json "$W/quality.json")
+  ARGS=(--model "$W/hf-target" --data "$W/data" --window 4096 --max-files 300 --hf-check --json "$W/quality.json")
   [ -d "$W/hf-draft" ] && ARGS+=(--draft "$W/hf-draft")
   python3 evaluate.py "${ARGS[@]}" 2>&1 | tee -a "$LOG"
 fi

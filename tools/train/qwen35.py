@@ -261,8 +261,9 @@ class GatedDeltaNet(nn.Module):
             q, k = q.repeat_interleave(r, dim=2), k.repeat_interleave(r, dim=2)
         beta = torch.sigmoid(self.in_proj_b(x).float())
         g = -self.A_log.float().exp() * F.softplus(self.in_proj_a(x).float() + self.dt_bias.float())
-        o = gated_delta_rule(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                             g.transpose(1, 2), beta.transpose(1, 2))
+        with torch.autocast(device_type=x.device.type, enabled=False):   # the scan stays in float32
+            o = gated_delta_rule(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                 g.transpose(1, 2), beta.transpose(1, 2))
         z = self.in_proj_z(x).reshape(B, T, self.Hv, self.dv)
         o = self.norm(o.transpose(1, 2), z).type_as(x)
         return self.out_proj(o.reshape(B, T, self.value_dim))

@@ -187,6 +187,10 @@ def load_or_make_prep(a, tok, fast, log):
         return prep
     train_files = read_split(os.path.join(a.data, "train.jsonl"))
     held_files = read_split(os.path.join(a.data, "heldout.jsonl"))
+    if fast is not None:   # the fast encoder must agree with bpe.py (and so with wick) on real files
+        sample = [f["text"] for f in train_files[:50]]
+        bad = sum(x != tok.encode(t) for x, t in zip(encode_texts(tok, fast, sample), sample))
+        log(f"encoder check: tokenizers and bpe.py differ on {bad} of {len(sample)} files")
     t0 = time.time()
     stream = token_stream(tok, fast, train_files)
     held = token_stream(tok, fast, held_files)
@@ -371,6 +375,8 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--prep", help="cache of the tokenized data and chat pools (made if missing)")
     ap.add_argument("--prep-only", action="store_true", help="make --prep and stop")
+    ap.add_argument("--stop-at", type=float, default=0,
+                    help="safety valve: wall-clock time (epoch seconds) at which training stops early")
     ap.add_argument("--workers", type=int, default=max(1, min(8, (os.cpu_count() or 2) - 1)))
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch's default)")
     a = ap.parse_args(argv)
@@ -381,6 +387,9 @@ def main(argv=None):
         torch.set_num_threads(a.threads)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     amp = device.type == "cuda"
+    if amp:   # TF32 for the float32 parts (the DeltaNet scan); weights train in bf16 autocast
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
     random.seed(a.seed)
     np.random.seed(a.seed)
     tok = bpe.Tokenizer.load(os.path.join(a.tok, "tokenizer.json"))
@@ -432,6 +441,9 @@ def main(argv=None):
                 f"{seen / max(el, 1e-9) / 1e3:.0f}K tok/s {el:.0f} s")
             if not math.isfinite(loss.item()):
                 sys.exit(f"train: loss is {loss.item()} at step {step}")
+        if a.stop_at and time.time() > a.stop_at:
+            log(f"stopped by --stop-at after step {step} of {steps}")
+            break
     hl = held_out_loss(model, held, min(1024, CURRICULUM[a.preset][0][0]), 16, device, amp)
     log(f"done: {steps} steps, {seen / 1e6:.1f}M tokens in {time.time() - t_train:.0f} s; held-out loss "
         f"{hl[0]:.3f}" + (f", MTP {hl[1]:.3f}" if hl[1] is not None else ""))
