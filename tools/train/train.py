@@ -421,7 +421,7 @@ def main(argv=None):
     opt = make_opt(model, LR[a.preset])
     lengths = schedule(CURRICULUM[a.preset], steps)
     t_train = time.time()
-    seen = 0
+    seen = done_steps = 0
     batches = batcher.prefetch(lengths, lambda n: max(1, tps // n), device)
     for step, (ids, w) in enumerate(batches):
         length = lengths[step]
@@ -433,6 +433,7 @@ def main(argv=None):
         opt.step()
         opt.zero_grad(set_to_none=True)
         seen += ids.numel()
+        done_steps = step + 1
         if step % 25 == 0 or step == steps - 1:
             el = time.time() - t_train
             log(f"step {step}/{steps} len {length} loss {loss.item():.3f} lm {lm.item():.3f}"
@@ -445,11 +446,11 @@ def main(argv=None):
             log(f"stopped by --stop-at after step {step} of {steps}")
             break
     hl = held_out_loss(model, held, min(1024, CURRICULUM[a.preset][0][0]), 16, device, amp)
-    log(f"done: {steps} steps, {seen / 1e6:.1f}M tokens in {time.time() - t_train:.0f} s; held-out loss "
+    log(f"done: {done_steps} of {steps} steps, {seen / 1e6:.1f}M tokens in {time.time() - t_train:.0f} s; held-out loss "
         f"{hl[0]:.3f}" + (f", MTP {hl[1]:.3f}" if hl[1] is not None else ""))
     torch.save({"config": cfg.to_hf(), "state_dict": {k: v.detach().cpu().float() for k, v in
                                                       model.state_dict().items()},
-                "steps": steps, "seed": a.seed, "tokens": seen}, os.path.join(a.out, "ckpt.pt"))
+                "steps": done_steps, "planned_steps": steps, "seed": a.seed, "tokens": seen}, os.path.join(a.out, "ckpt.pt"))
 
 
 if __name__ == "__main__":
