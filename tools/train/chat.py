@@ -16,6 +16,8 @@ into the GGUF): it renders the same rules, and carries the markers by which
 wick recognises the qwen35 template family."""
 import json
 
+# Byte for byte QWEN35_TOOLS_HEAD / QWEN35_TOOLS_TAIL of src/chat/chat_qwen.c: the model must
+# learn exactly what wick sends it.
 TOOLS_HEAD = "# Tools\n\nYou have access to the following functions:\n\n<tools>"
 TOOLS_TAIL = (
     "\n</tools>\n\nIf you choose to call a function ONLY reply in the following format with NO suffix:\n\n"
