@@ -197,8 +197,10 @@ static int read_config(hf_convert *c, wk_error *err)
             goto done;
         }
         int64_t first_full = -1;
-        for (int64_t i = 0; i < h->n_layer && first_full < 0; i++)
-            if (!strcmp(json_string_value(json_array_get(lt, (size_t)i)) ?: "", "full_attention")) first_full = i;
+        for (int64_t i = 0; i < h->n_layer && first_full < 0; i++) {
+            const char *t = json_string_value(json_array_get(lt, (size_t)i));
+            if (t && !strcmp(t, "full_attention")) first_full = i;
+        }
         h->interval = first_full >= 0 ? first_full + 1 : h->n_layer + 1;
         for (int64_t i = 0; i < h->n_layer; i++) {
             const char *t = json_string_value(json_array_get(lt, (size_t)i));
