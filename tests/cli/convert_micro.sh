@@ -55,6 +55,47 @@ back=$("$WICK" tokenizer decode -m "$tmp/micro-f32.gguf" $got)
 "$WICK" info "$tmp/micro-f32.gguf" | grep -q "+ 1 MTP" || fail "wick info does not show the MTP block"
 "$WICK" info "$tmp/micro-f32.gguf" | grep -q "pre: qwen35" || fail "pre-tokenizer is not qwen35"
 
+# the same weights as two shards + index, and under a vision-language layout
+# (model.language_model.* plus a vision tower to skip): the same GGUF tensors
+python3 - "$M" "$tmp" <<'PY'
+import json, os, shutil, struct, sys
+src, tmp = sys.argv[1], sys.argv[2]
+d = open(os.path.join(src, "model.safetensors"), "rb").read()
+n = struct.unpack("<Q", d[:8])[0]
+h = json.loads(d[8:8 + n]); h.pop("__metadata__", None)
+data = d[8 + n:]
+def write(path, entries):
+    hdr, blobs, off = {}, [], 0
+    for name, (info, blob) in entries.items():
+        hdr[name] = {"dtype": info["dtype"], "shape": info["shape"], "data_offsets": [off, off + len(blob)]}
+        off += len(blob); blobs.append(blob)
+    b = json.dumps(hdr).encode(); b += b" " * (-len(b) % 8)
+    open(path, "wb").write(struct.pack("<Q", len(b)) + b + b"".join(blobs))
+items = {k: (v, data[v["data_offsets"][0]:v["data_offsets"][1]]) for k, v in h.items()}
+for case in ("shards", "vl"):
+    os.makedirs(os.path.join(tmp, case))
+    for f in ("config.json", "tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(os.path.join(src, f), os.path.join(tmp, case, f))
+names = sorted(items)
+half = {"model-00001-of-00002.safetensors": names[: len(names) // 2], "model-00002-of-00002.safetensors": names[len(names) // 2:]}
+wmap = {}
+for fn, ks in half.items():
+    write(os.path.join(tmp, "shards", fn), {k: items[k] for k in ks})
+    wmap.update({k: fn for k in ks})
+json.dump({"metadata": {}, "weight_map": wmap}, open(os.path.join(tmp, "shards", "model.safetensors.index.json"), "w"))
+vl = {("model.language_model." + k[len("model."):] if k.startswith("model.") else k): v for k, v in items.items()}
+vl["model.visual.patch_embed.proj.weight"] = ({"dtype": "F32", "shape": [2]}, b"\0" * 8)
+write(os.path.join(tmp, "vl", "model.safetensors"), vl)
+PY
+for case in shards vl; do
+    if ! "$WICK" convert "$tmp/$case" -o "$tmp/$case.gguf" --type f32 --name wick-micro >"$tmp/out" 2>&1; then
+        fail "convert $case: $(cat "$tmp/out")"; continue
+    fi
+    "$WICK" run -m "$tmp/$case.gguf" --tokens "$ids" --dump-logits "$tmp/$case.f32" -t 2 >/dev/null 2>&1
+    cmp -s "$tmp/$case.f32" "$tmp/f32.f32" || fail "$case: logits differ from the single-file conversion"
+done
+grep -q "vision tensors skipped" "$tmp/out" || fail "vl: the vision tensor was not reported as skipped"
+
 # broken inputs: non-zero exit, one line that names the problem
 expect_error() { # WORDS DIR [ARGS...]
     local words=$1 dir=$2
