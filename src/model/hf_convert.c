@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gguf/safetensors.h"
+#include "model/safetensors.h"
 #include "model/synth.h"
 #include "quant/quant.h"
 #include "quant/qtypes.h"

@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "gguf/safetensors.h"
+#include "model/safetensors.h"
 #include "testutil.h"
 
 static char g_path[256];

@@ -1,5 +1,5 @@
 /* safetensors reader (see safetensors.h). */
-#include "gguf/safetensors.h"
+#include "model/safetensors.h"
 
 #include <inttypes.h>
 #include <jansson.h>

@@ -13,8 +13,8 @@
  *
  * Ownership: st_file owns the mapping and the parsed records; tensor data
  * pointers borrow from the mapping and stay valid until st_close. */
-#ifndef WICK_GGUF_SAFETENSORS_H
-#define WICK_GGUF_SAFETENSORS_H
+#ifndef WICK_MODEL_SAFETENSORS_H
+#define WICK_MODEL_SAFETENSORS_H
 
 #include <stddef.h>
 #include <stdint.h>
