@@ -1,6 +1,7 @@
 /* `wick serve`: load a model and serve the OpenAI-compatible API, the
- * monitor page and /metrics. Without -m it makes (once) and serves a tiny
- * synthetic random-weight demo model from the cache directory. */
+ * monitor page and /metrics. Without -m it serves wick's own trained model
+ * (models/wick-coder.gguf, tools/train); --demo makes (once) and serves a
+ * tiny synthetic random-weight demo model from the cache directory. */
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -15,6 +16,7 @@
 #include "chat/chat.h"
 #include "cli/cli_policy.h"
 #include "cli/commands.h"
+#include "gguf/gguf.h"
 #include "pipeline/service.h"
 #include "model/synth.h"
 #include "server/server.h"
@@ -25,6 +27,9 @@
 #define DEMO_PRESET "tiny"
 #define DEMO_QUANT "q8_0"
 #define DEMO_FILE "wick-demo-tiny-q8_0.gguf"
+/* wick's own model (docs/models.md), looked for in models/ beside the
+ * binary's folder (build/wick -> models/), then in ./models/. */
+#define DEFAULT_MODEL "models/wick-coder.gguf"
 
 static void usage(FILE *out)
 {
@@ -35,10 +40,11 @@ static void usage(FILE *out)
             "monitor page at /monitor. One engine thread runs requests one at a time;\n"
             "the others wait in a bounded queue (HTTP 429 when it is full).\n\n"
             "options:\n"
-            "  -m, --model FILE        GGUF model to serve. Without it a tiny SYNTHETIC\n"
-            "                          random-weight demo model is made once in\n"
-            "                          $XDG_CACHE_HOME/wick (or ~/.cache/wick) and served:\n"
-            "                          it exercises the whole server but answers gibberish.\n"
+            "  -m, --model FILE        GGUF model to serve (default: wick's own small code model,\n"
+            "                          " DEFAULT_MODEL ", see docs/models.md)\n"
+            "      --demo              serve a tiny SYNTHETIC random-weight demo model instead,\n"
+            "                          made once in $XDG_CACHE_HOME/wick (or ~/.cache/wick): it\n"
+            "                          exercises the whole server but answers gibberish\n"
             "      --alias NAME        model id shown by /v1/models (default: file name)\n"
             "      --host HOST         address to listen on (default 127.0.0.1). A host\n"
             "                          other than loopback requires --api-key; HTTP is\n"
@@ -124,6 +130,44 @@ static int ensure_demo_model(char *out, size_t cap)
     return 0;
 }
 
+/* The default model: DEFAULT_MODEL under the folder above the binary's, then
+ * under the current folder. Fills out (the file found) or looked (where it
+ * was looked for); returns 0 when found. */
+static int find_default_model(char *out, size_t cap, char *looked, size_t looked_cap)
+{
+    char exe[PATH_MAX - 64]; /* room for DEFAULT_MODEL */
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    looked[0] = '\0';
+    if (n > 0) {
+        exe[n] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) *slash = '\0'; /* the binary's folder */
+        slash = strrchr(exe, '/');
+        if (slash) *slash = '\0'; /* its parent */
+        snprintf(out, cap, "%s/%s", *exe ? exe : "", DEFAULT_MODEL);
+        if (access(out, R_OK) == 0) return 0;
+        snprintf(looked, looked_cap, "%s", out);
+    }
+    snprintf(out, cap, "%s", DEFAULT_MODEL);
+    if (access(out, R_OK) == 0) return 0;
+    size_t used = strlen(looked);
+    snprintf(looked + used, looked_cap - used, "%s./%s", used ? " and " : "", DEFAULT_MODEL);
+    return -1;
+}
+
+/* general.name of a GGUF (the model id of the default model), or "" */
+static void model_name_of(const char *path, char *out, size_t cap)
+{
+    gguf_file *f = NULL;
+    wk_error err = {0};
+    gguf_str name;
+    out[0] = '\0';
+    if (gguf_open(&f, path, &err)) return;
+    if (!gguf_get_str(f, "general.name", &name, &err))
+        snprintf(out, cap, "%.*s", (int)(name.len < cap ? name.len : cap - 1), name.ptr);
+    gguf_close(f);
+}
+
 /* "512M", "2G", "1048576" → bytes. */
 static int parse_size(const char *s, const char *what, size_t *out)
 {
@@ -163,7 +207,7 @@ static int parse_int(const char *s, const char *what, long lo, long hi, long *ou
 int cmd_serve(int argc, char **argv)
 {
     enum { O_HOST = 1000, O_PORT, O_KEY, O_TMPL, O_QUEUE, O_PAR, O_BODY, O_TIMEOUT, O_RTIMEOUT, O_KA, O_ALIAS,
-           O_CMEM, O_CSLOTS, O_CDIR, O_CDISK };
+           O_CMEM, O_CSLOTS, O_CDIR, O_CDISK, O_DEMO };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},   {"host", required_argument, 0, O_HOST},
         {"port", required_argument, 0, O_PORT}, {"api-key", required_argument, 0, O_KEY},
@@ -174,7 +218,7 @@ int cmd_serve(int argc, char **argv)
         {"keepalive-ms", required_argument, 0, O_KA}, {"alias", required_argument, 0, O_ALIAS},
         {"cache-mem", required_argument, 0, O_CMEM}, {"cache-slots", required_argument, 0, O_CSLOTS},
         {"cache-dir", required_argument, 0, O_CDIR}, {"cache-disk", required_argument, 0, O_CDISK},
-        CLI_POLICY_LONG_OPTIONS, CLI_KV_TYPE_OPTION,
+        {"demo", no_argument, 0, O_DEMO}, CLI_POLICY_LONG_OPTIONS, CLI_KV_TYPE_OPTION,
         CLI_DEVICE_OPTION,                      {"verbose", no_argument, 0, 'v'},       {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     srv_config sc;
@@ -189,6 +233,7 @@ int cmd_serve(int argc, char **argv)
     const char *api_key = getenv("WICK_API_KEY");
     ckpt_cache_config *cache_cfg = &ec.pipeline.cache;
     cache_cfg->max_slots = 0; /* the cache's default */
+    bool demo = false;
     long v;
     int c;
     optind = 1;
@@ -249,6 +294,7 @@ int cmd_serve(int argc, char **argv)
         case O_CDISK:
             if (parse_size(optarg, "--cache-disk", &cache_cfg->disk_bytes)) return 2;
             break;
+        case O_DEMO: demo = true; break;
         case 'v': wk_log_set_level(WK_LOG_DEBUG); break;
         case 'h': usage(stdout); return 0;
         default: {
@@ -279,12 +325,26 @@ int cmd_serve(int argc, char **argv)
         return 2;
     }
 
-    char demo_path[PATH_MAX];
-    if (!model_path) {
+    if (demo && model_path) {
+        fprintf(stderr, "wick serve: --demo and -m both name the model to serve; give one\n");
+        return 2;
+    }
+    char demo_path[PATH_MAX], default_path[PATH_MAX], default_name[128];
+    if (demo) {
         if (ensure_demo_model(demo_path, sizeof demo_path)) return 1;
         model_path = demo_path;
         ec.synthetic = true;
         if (!ec.model_id) ec.model_id = "wick-demo-tiny-synthetic";
+    } else if (!model_path) {
+        char looked[2 * PATH_MAX];
+        if (find_default_model(default_path, sizeof default_path, looked, sizeof looked)) {
+            fprintf(stderr, "wick serve: no -m MODEL.gguf given and wick's default model is not there (looked for %s); "
+                            "pass -m FILE.gguf, or --demo for the synthetic demo model\n", looked);
+            return 1;
+        }
+        model_path = default_path;
+        model_name_of(model_path, default_name, sizeof default_name);
+        if (!ec.model_id && default_name[0]) ec.model_id = default_name;
     }
     ec.pipeline.model_path = model_path;
     if (cache_cfg->dir && mkdir_p(cache_cfg->dir)) {

@@ -16,6 +16,7 @@ int cmd_run(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_info(int argc, char **argv);
+int cmd_convert(int argc, char **argv);
 int cmd_tokenizer(int argc, char **argv);
 int cmd_measure(int argc, char **argv);
 int cmd_serve(int argc, char **argv);

@@ -182,6 +182,35 @@ static int bind_tensors(loader *L)
     return 0;
 }
 
+/* The qwen35 MTP block (spec 8.8) at blk.n_layer, when the file declares one. */
+static int bind_nextn(loader *L)
+{
+    model *m = L->m;
+    const model_hparams *hp = &m->hp;
+    const uint32_t n_mtp = hp->n_layer_all - hp->n_layer;
+    if (n_mtp == 0 || !model_arch_is_hybrid(m->arch)) return 0; /* other archs: MTP blocks are not read */
+    if (n_mtp != 1)
+        return wk_fail(L->err, WK_EUNSUPPORTED, "key %s.nextn_predict_layers: %u MTP blocks (qwen35 has one)",
+                       model_arch_name(m->arch), n_mtp);
+    model_nextn *x = &m->nextn;
+    const int N = (int)hp->n_layer;
+    const int64_t E = hp->n_embd, V = hp->n_vocab;
+    TRY(bind_blk(L, &x->eh_proj, N, "nextn.eh_proj.weight", true, 2, 2 * E, E, 1, false));
+    TRY(bind_blk(L, &x->enorm, N, "nextn.enorm.weight", true, 1, E, 1, 1, true));
+    TRY(bind_blk(L, &x->hnorm, N, "nextn.hnorm.weight", true, 1, E, 1, 1, true));
+    TRY(bind_blk(L, &x->shared_head_norm, N, "nextn.shared_head_norm.weight", false, 1, E, 1, 1, true));
+    TRY(bind_blk(L, &x->embed_tokens, N, "nextn.embed_tokens.weight", false, 2, E, V, 1, false));
+    TRY(bind_blk(L, &x->shared_head_head, N, "nextn.shared_head_head.weight", false, 2, E, V, 1, false));
+    model_layer *ly = &x->layer;
+    ly->attn_slot = ly->rec_slot = -1;
+    TRY(bind_blk(L, &ly->attn_norm, N, "attn_norm.weight", true, 1, E, 1, 1, true));
+    TRY(bind_blk(L, &ly->ffn_norm, N, "post_attention_norm.weight", true, 1, E, 1, 1, true));
+    TRY(bind_attention(L, ly, N));
+    TRY(bind_ffn(L, ly, N));
+    x->present = true;
+    return 0;
+}
+
 /* Identity: hash of every tensor's name, type, shape and offset plus the file
  * size — changes whenever the weights' layout or the file does. */
 static uint64_t compute_model_id(const gguf_file *f)
@@ -218,7 +247,8 @@ static int model_build(model *m, wk_error *err)
     if (found < 0) return wk_fail(err, WK_EUNSUPPORTED, "architecture '%s' is not supported", archz);
     m->arch = (enum model_arch)found;
     loader L = {m, err};
-    if ((rc = model_hparams_read(m->file, m->arch, &m->hp, err)) || (rc = bind_tensors(&L))) return rc;
+    if ((rc = model_hparams_read(m->file, m->arch, &m->hp, err)) || (rc = bind_tensors(&L)) || (rc = bind_nextn(&L)))
+        return rc;
     m->model_id = compute_model_id(m->file);
     return 0;
 }

@@ -94,6 +94,19 @@ typedef struct model_layer {
     be_weight ssm_out;       /* {value_dim, n_embd} */
 } model_layer;
 
+/* The MTP ("nextn") block that qwen35 / qwen35moe files carry as block
+ * n_layer when nextn_predict_layers = 1 (spec architectures.md 8.8): bound
+ * and shape-checked at load for a speculative decoder to use; the forward
+ * passes do not read it. */
+typedef struct model_nextn {
+    bool present;
+    be_weight eh_proj;                        /* {2 n_embd, n_embd}: [enorm(embed) | hnorm(hidden)] -> n_embd */
+    be_weight enorm, hnorm;                   /* {n_embd}, F32 */
+    be_weight shared_head_norm;               /* optional, else output_norm */
+    be_weight embed_tokens, shared_head_head; /* optional, else token_embd / output */
+    model_layer layer;                        /* gated full attention + FFN */
+} model_nextn;
+
 typedef struct model {
     enum model_arch arch;
     model_hparams hp;
@@ -101,6 +114,7 @@ typedef struct model {
     be_weight tok_embd, output_norm, output, output_bias;
     model_layer *layers;     /* [n_layer] */
     uint64_t model_id;       /* stable 64-bit identity of the file's contents (header hash) */
+    model_nextn nextn;
 } model;
 
 /* Opens path and binds the model. Every hyper-parameter is validated before

@@ -180,7 +180,7 @@ void synth_quant_name(const synth_quant *q, char *buf, size_t cap)
 }
 
 /* general.file_type (llama_ftype, spec gguf.md 5.1) describing the mix. */
-static uint32_t file_type_of(const synth_quant *q)
+uint32_t synth_file_type(const synth_quant *q)
 {
     switch (q->mix) {
     case SYNTH_MIX_Q4_K_M:
@@ -284,7 +284,7 @@ static int write_metadata(gguf_writer *w, const synth_options *o, const synth_vo
     rc |= gguf_writer_set_str(w, "general.type", "model");
     rc |= gguf_writer_set_str(w, "general.name", name);
     rc |= gguf_writer_set_str(w, "general.description", "random weights with real dimensions, written by wick synth");
-    rc |= gguf_writer_set_u32(w, "general.file_type", file_type_of(&o->quant));
+    rc |= gguf_writer_set_u32(w, "general.file_type", synth_file_type(&o->quant));
     rc |= gguf_writer_set_u32(w, "general.quantization_version", 2);
     rc |= gguf_writer_set_u64(w, "general.seed", o->seed); /* wick's own key: reproduces the file */
 

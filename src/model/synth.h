@@ -103,6 +103,11 @@ int synth_options_init(synth_options *o, const char *preset, wk_error *err);
 int synth_parse_quant(const char *spec, synth_quant *out, wk_error *err);
 /* Canonical name of q, e.g. "Q8_0" or "Q4_K_M", into buf. */
 void synth_quant_name(const synth_quant *q, char *buf, size_t cap);
+/* general.file_type (llama_ftype, spec gguf.md 5.1) of q. */
+uint32_t synth_file_type(const synth_quant *q);
+/* llama-quantize's tensor_type_fallback: type, or a type whose block divides
+ * a row of ne0 elements (Q4_K -> Q5_0, Q6_K -> Q8_0, ..., else F16). */
+uint32_t synth_type_fallback(uint32_t type, int64_t ne0);
 
 /* Checks dimensions for consistency (divisibility, non-zero sizes, limits);
  * WK_EINVAL naming the bad field. synth_plan_new and synth_write call it. */

@@ -57,7 +57,7 @@ static int use_more_bits(uint32_t i, uint32_t n)
 }
 
 /* tensor_type_fallback: a type whose block does not divide the row length. */
-static uint32_t shape_fallback(uint32_t type, int64_t ne0)
+uint32_t synth_type_fallback(uint32_t type, int64_t ne0)
 {
     const qt_traits *t = qt_traits_of(type);
     if (!t || ne0 % t->block_elems == 0) return type;
@@ -86,7 +86,7 @@ static uint32_t choose_type(plan_builder *b, enum cat cat, const char *name, uin
     int eight_experts = d->n_expert == 8 && (d->arch == SYNTH_ARCH_QWEN3MOE || d->arch == SYNTH_ARCH_QWEN35MOE);
     int is_vlike = cat == CAT_ATTN_V;
     if (is_vlike) b->i_attention_wv++;
-    if (q->mix == SYNTH_MIX_PURE) return shape_fallback(type, ne0);
+    if (q->mix == SYNTH_MIX_PURE) return synth_type_fallback(type, ne0);
 
     if (cat == CAT_OUTPUT || (cat == CAT_TOKEN_EMBD && d->tied_embeddings)) {
         type = QT_Q6_K;
@@ -104,7 +104,7 @@ static uint32_t choose_type(plan_builder *b, enum cat cat, const char *name, uin
         if (eight_experts) type = QT_Q5_K;
     }
     (void)name;
-    return shape_fallback(type, ne0);
+    return synth_type_fallback(type, ne0);
 }
 
 static void add(plan_builder *b, const char *name, enum cat cat, uint32_t layer, uint32_t n_dims, int64_t ne0,

@@ -192,65 +192,52 @@ static int load_vocab(import_state *s, json_t *root, wk_error *err)
     return 0;
 }
 
-static int write_gguf(const import_state *s, const char *pre, json_t *cfg, const char *out_path,
-                      const tok_import_opts *opts, wk_error *err)
+/* Sets the tokenizer keys (and general.architecture / general.name when
+ * asked) on w; setter failures are kept by the writer for begin_data. */
+static void set_kvs(gguf_writer *w, const import_state *s, const char *pre, json_t *cfg, const tok_import_opts *opts)
 {
-    gguf_writer *w;
-    int rc = gguf_writer_new(&w, out_path, 32, err);
-    if (rc) return rc;
-    rc = 0;
-    if (opts && opts->architecture) rc |= gguf_writer_set_str(w, "general.architecture", opts->architecture);
-    rc |= gguf_writer_set_str(w, "general.name", opts && opts->name ? opts->name : "tokenizer");
-    rc |= gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2");
-    rc |= gguf_writer_set_str(w, "tokenizer.ggml.pre", pre);
-    rc |= gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)s->tokens, s->n);
-    rc |= gguf_writer_set_arr(w, "tokenizer.ggml.token_type", GGUF_T_INT32, s->types, s->n);
-    rc |= gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", (const char *const *)s->merges, s->n_merges);
-    if (cfg) {
-        static const struct { const char *cfg_key, *gguf_key; } ids[] = {
-            {"bos_token", "tokenizer.ggml.bos_token_id"},
-            {"eos_token", "tokenizer.ggml.eos_token_id"},
-            {"unk_token", "tokenizer.ggml.unknown_token_id"},
-            {"pad_token", "tokenizer.ggml.padding_token_id"},
-        };
-        for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
-            int32_t id = config_token_id(s, cfg, ids[i].cfg_key);
-            if (id >= 0) rc |= gguf_writer_set_u32(w, ids[i].gguf_key, (uint32_t)id);
-        }
-        json_t *b = json_object_get(cfg, "add_bos_token");
-        if (json_is_boolean(b)) rc |= gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", json_is_true(b));
-        b = json_object_get(cfg, "add_eos_token");
-        if (json_is_boolean(b)) rc |= gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", json_is_true(b));
-        json_t *tpl = json_object_get(cfg, "chat_template");
-        if (json_is_string(tpl)) {
-            rc |= gguf_writer_set_str(w, "tokenizer.chat_template", json_string_value(tpl));
-        } else if (json_is_array(tpl)) { /* [{name, template}, ...] */
-            size_t i;
-            json_t *item;
-            json_array_foreach(tpl, i, item) {
-                const char *name = json_string_value(json_object_get(item, "name"));
-                const char *text = json_string_value(json_object_get(item, "template"));
-                if (!name || !text) continue;
-                char key[256];
-                if (strcmp(name, "default") == 0) snprintf(key, sizeof key, "tokenizer.chat_template");
-                else snprintf(key, sizeof key, "tokenizer.chat_template.%s", name);
-                rc |= gguf_writer_set_str(w, key, text);
-            }
+    if (opts && opts->architecture) gguf_writer_set_str(w, "general.architecture", opts->architecture);
+    if (opts && opts->name) gguf_writer_set_str(w, "general.name", opts->name);
+    gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2");
+    gguf_writer_set_str(w, "tokenizer.ggml.pre", pre);
+    gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)s->tokens, s->n);
+    gguf_writer_set_arr(w, "tokenizer.ggml.token_type", GGUF_T_INT32, s->types, s->n);
+    gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", (const char *const *)s->merges, s->n_merges);
+    if (!cfg) return;
+    static const struct { const char *cfg_key, *gguf_key; } ids[] = {
+        {"bos_token", "tokenizer.ggml.bos_token_id"},
+        {"eos_token", "tokenizer.ggml.eos_token_id"},
+        {"unk_token", "tokenizer.ggml.unknown_token_id"},
+        {"pad_token", "tokenizer.ggml.padding_token_id"},
+    };
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+        int32_t id = config_token_id(s, cfg, ids[i].cfg_key);
+        if (id >= 0) gguf_writer_set_u32(w, ids[i].gguf_key, (uint32_t)id);
+    }
+    json_t *b = json_object_get(cfg, "add_bos_token");
+    if (json_is_boolean(b)) gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", json_is_true(b));
+    b = json_object_get(cfg, "add_eos_token");
+    if (json_is_boolean(b)) gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", json_is_true(b));
+    json_t *tpl = json_object_get(cfg, "chat_template");
+    if (json_is_string(tpl)) {
+        gguf_writer_set_str(w, "tokenizer.chat_template", json_string_value(tpl));
+    } else if (json_is_array(tpl)) { /* [{name, template}, ...] */
+        size_t i;
+        json_t *item;
+        json_array_foreach(tpl, i, item) {
+            const char *name = json_string_value(json_object_get(item, "name"));
+            const char *text = json_string_value(json_object_get(item, "template"));
+            if (!name || !text) continue;
+            char key[256];
+            if (strcmp(name, "default") == 0) snprintf(key, sizeof key, "tokenizer.chat_template");
+            else snprintf(key, sizeof key, "tokenizer.chat_template.%s", name);
+            gguf_writer_set_str(w, key, text);
         }
     }
-    if (rc) {
-        gguf_writer_abort(w);
-        return wk_fail(err, WK_EIO, "writing tokenizer metadata to %s failed", out_path);
-    }
-    if ((rc = gguf_writer_begin_data(w, err))) {
-        gguf_writer_abort(w);
-        return rc;
-    }
-    return gguf_writer_finish(w, err);
 }
 
-int tok_import_hf(const char *tokenizer_json_path, const char *config_path, const char *out_path,
-                  const tok_import_opts *opts, wk_error *err)
+int tok_import_hf_kvs(gguf_writer *w, const char *tokenizer_json_path, const char *config_path,
+                      const tok_import_opts *opts, wk_error *err)
 {
     json_error_t jerr;
     json_t *root = json_load_file(tokenizer_json_path, 0, &jerr);
@@ -280,10 +267,25 @@ int tok_import_hf(const char *tokenizer_json_path, const char *config_path, cons
     }
     else if ((rc = detect_pre(json_object_get(root, "pre_tokenizer"), pre, sizeof pre, err))) goto done;
     if ((rc = load_vocab(&s, root, err))) goto done;
-    rc = write_gguf(&s, pre, cfg, out_path, opts, err);
+    set_kvs(w, &s, pre, cfg, opts);
 done:
     state_free(&s);
     json_decref(cfg);
     json_decref(root);
     return rc;
+}
+
+int tok_import_hf(const char *tokenizer_json_path, const char *config_path, const char *out_path,
+                  const tok_import_opts *opts, wk_error *err)
+{
+    gguf_writer *w;
+    int rc = gguf_writer_new(&w, out_path, 32, err);
+    if (rc) return rc;
+    if (!opts || !opts->name) gguf_writer_set_str(w, "general.name", "tokenizer");
+    if ((rc = tok_import_hf_kvs(w, tokenizer_json_path, config_path, opts, err)) ||
+        (rc = gguf_writer_begin_data(w, err))) {
+        gguf_writer_abort(w);
+        return rc;
+    }
+    return gguf_writer_finish(w, err);
 }

@@ -172,4 +172,10 @@ typedef struct tok_import_opts {
 int tok_import_hf(const char *tokenizer_json_path, const char *config_path, const char *out_path,
                   const tok_import_opts *opts, wk_error *err);
 
+/* The same tokenizer metadata added to an open writer (before
+ * gguf_writer_begin_data), e.g. by `wick convert` next to the weights.
+ * general.architecture / general.name are set only when opts gives them. */
+int tok_import_hf_kvs(gguf_writer *w, const char *tokenizer_json_path, const char *config_path,
+                      const tok_import_opts *opts, wk_error *err);
+
 #endif

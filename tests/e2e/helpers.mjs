@@ -19,7 +19,8 @@ export function wickBin() {
   throw new Error('wick binary not found: set WICK_BIN');
 }
 
-// The demo model is made once per cache dir (wick serve without -m); all test
+// Servers without -m serve the synthetic demo model (--demo: these tests check
+// behaviour, not words). It is made once per cache dir; all test
 // files share one dir so it is written once.
 export function cacheDir() {
   const d = process.env.WICK_E2E_CACHE || path.join(os.tmpdir(), 'wick-e2e-cache');
@@ -29,7 +30,8 @@ export function cacheDir() {
 
 // Starts `wick serve` with extra args; resolves once /health answers 200.
 export async function startServer(args = [], { env = {}, waitHealth = true } = {}) {
-  const proc = spawn(wickBin(), ['serve', '--port', '0', '-t', '1', ...args], {
+  const model = args.includes('-m') ? [] : ['--demo'];
+  const proc = spawn(wickBin(), ['serve', '--port', '0', '-t', '1', ...model, ...args], {
     env: { ...process.env, XDG_CACHE_HOME: cacheDir(), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
