@@ -1,0 +1,304 @@
+/* Per-sequence grammar states: token masks (a walk of the vocabulary's
+ * prefix tree through the DFA, cached per DFA state) and token acceptance. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/grammar_impl.h"
+
+/* Memory for cached masks; a 248K-token mask is 31 KB, so about 500 of
+ * them: enough for every configuration a structured output revisits. */
+#define MASK_CACHE_BYTES (16u << 20)
+#define MASK_SLOTS_MIN 8
+#define MASK_SLOTS_MAX 4096
+
+static void link_state(gram_runtime *rt, gram_state *s)
+{
+    s->prev = NULL;
+    s->next = rt->live;
+    if (rt->live) rt->live->prev = s;
+    rt->live = s;
+}
+
+int gram_state_new(gram_state **out, const gram_grammar *g, const gram_vocab *gv, wk_error *err)
+{
+    *out = NULL;
+    gram_state *s = calloc(1, sizeof *s);
+    if (!s) return wk_fail(err, WK_ENOMEM, "grammar: out of memory");
+    int rc = gram_runtime_new(&s->rt, g, gv, err);
+    if (rc) {
+        free(s);
+        return rc;
+    }
+    gram_runtime *rt = s->rt;
+    if (gv) {
+        size_t words = gram_mask_words(gv) * sizeof(uint32_t);
+        size_t slots = words ? MASK_CACHE_BYTES / words : MASK_SLOTS_MAX;
+        if (slots < MASK_SLOTS_MIN) slots = MASK_SLOTS_MIN;
+        if (slots > MASK_SLOTS_MAX) slots = MASK_SLOTS_MAX;
+        rt->masks = calloc(slots, sizeof *rt->masks);
+        rt->walk = malloc((gv->max_depth + 1) * sizeof *rt->walk);
+        if (!rt->masks || !rt->walk) {
+            gram_runtime_release(rt);
+            free(s);
+            return wk_fail(err, WK_ENOMEM, "grammar: out of memory");
+        }
+        rt->n_mask_slots = slots;
+        for (size_t i = 0; i < slots; i++) rt->masks[i].dstate = GRAM_NONE;
+    }
+    s->dstate = rt->start;
+    link_state(rt, s);
+    *out = s;
+    return 0;
+}
+
+int gram_state_clone(gram_state **out, const gram_state *src, wk_error *err)
+{
+    *out = NULL;
+    gram_state *s = malloc(sizeof *s);
+    if (!s) return wk_fail(err, WK_ENOMEM, "grammar: out of memory");
+    *s = *src;
+    s->rt->refs++;
+    link_state(s->rt, s);
+    *out = s;
+    return 0;
+}
+
+void gram_state_free(gram_state *s)
+{
+    if (!s) return;
+    gram_runtime *rt = s->rt;
+    if (s->prev) s->prev->next = s->next;
+    else rt->live = s->next;
+    if (s->next) s->next->prev = s->prev;
+    gram_runtime_release(rt);
+    free(s);
+}
+
+void gram_masks_clear(gram_runtime *rt)
+{
+    for (size_t i = 0; i < rt->n_mask_slots; i++) rt->masks[i].dstate = GRAM_NONE;
+    if (rt->ds_slot) memset(rt->ds_slot, 0xFF, rt->n_ds_slot * sizeof *rt->ds_slot);
+}
+
+/* Between steps: a cache grown past its budget is rebuilt around the live
+ * states. */
+static int keep_cache_bounded(gram_runtime *rt, wk_error *err)
+{
+    if (gram_runtime_bytes(rt) <= GRAM_CACHE_SOFT_BYTES) return 0;
+    return gram_runtime_compact(rt, err);
+}
+
+/* ---- masks ---- */
+
+static inline void mask_set(uint32_t *mask, int32_t id) { mask[(uint32_t)id >> 5] |= 1u << ((uint32_t)id & 31); }
+
+/* Walks the prefix tree from DFA state d, setting the bits of tokens whose
+ * bytes all pass. A subtree is skipped at its first rejected byte. */
+static int walk_tokens(gram_runtime *rt, uint32_t d, uint32_t *mask, wk_error *err)
+{
+    const gram_vocab *gv = rt->gv;
+    const uint8_t *cls = rt->g->byte_class;
+    const uint8_t *node_byte = gv->node_byte;
+    const uint16_t *node_depth = gv->node_depth;
+    const uint32_t *skip = gv->node_skip, *tok_begin = gv->tok_begin;
+    const int32_t *tok_ids = gv->tok_ids;
+    uint32_t *st = rt->walk;
+    size_t width = rt->width;
+    st[0] = d;
+    for (uint32_t i = 0, n = gv->n_nodes; i < n;) {
+        uint32_t depth = node_depth[i];
+        uint32_t c = cls[node_byte[i]];
+        int32_t t = rt->next[(size_t)st[depth - 1] * width + c];
+        if (t < 0) {
+            int64_t r = gram_dfa_step_slow(rt, st[depth - 1], c, err);
+            if (r < 0) return (int)r;
+            t = (int32_t)r;
+        }
+        if (t == GRAM_DEAD) {
+            i = skip[i];
+            continue;
+        }
+        st[depth] = (uint32_t)t;
+        for (uint32_t k = tok_begin[i]; k < tok_begin[i + 1]; k++) mask_set(mask, tok_ids[k]);
+        i++;
+    }
+    return 0;
+}
+
+static int compute_mask(gram_runtime *rt, uint32_t d, uint32_t *mask, wk_error *err)
+{
+    memset(mask, 0, gram_mask_words(rt->gv) * sizeof *mask);
+    int rc = walk_tokens(rt, d, mask, err);
+    if (rc) return rc;
+    const gram_grammar *g = rt->g;
+    for (size_t k = 0; k < g->n_specials; k++) {
+        int32_t tok = rt->special_token[k];
+        if (tok < 0) continue;
+        int64_t t = gram_dfa_step(rt, d, g->n_classes + (uint32_t)k, err);
+        if (t < 0) return (int)t;
+        if (t != GRAM_DEAD) mask_set(mask, tok);
+    }
+    if (rt->ds[d].accept)
+        for (size_t k = 0; k < rt->gv->n_eog; k++) mask_set(mask, rt->gv->eog[k]);
+    return 0;
+}
+
+/* The cache slot holding d's mask, or NULL. */
+static gram_mask_slot *cached_mask(gram_runtime *rt, uint32_t d)
+{
+    if (d >= rt->n_ds_slot || rt->ds_slot[d] == GRAM_NONE) return NULL;
+    return &rt->masks[rt->ds_slot[d]];
+}
+
+/* A slot for d's mask (round robin), or NULL when out of memory (the mask
+ * is then just not cached). */
+static gram_mask_slot *claim_slot(gram_runtime *rt, uint32_t d)
+{
+    if (d >= rt->n_ds_slot) {
+        size_t n = rt->n_ds_slot ? rt->n_ds_slot : 256;
+        while (n <= d) n *= 2;
+        uint32_t *v = realloc(rt->ds_slot, n * sizeof *v);
+        if (!v) return NULL;
+        memset(v + rt->n_ds_slot, 0xFF, (n - rt->n_ds_slot) * sizeof *v);
+        rt->ds_slot = v;
+        rt->n_ds_slot = n;
+    }
+    size_t i = rt->mask_clock;
+    rt->mask_clock = (i + 1) % rt->n_mask_slots;
+    gram_mask_slot *slot = &rt->masks[i];
+    if (!slot->mask) {
+        slot->mask = malloc(gram_mask_words(rt->gv) * sizeof *slot->mask);
+        if (!slot->mask) return NULL;
+    }
+    if (slot->dstate != GRAM_NONE) rt->ds_slot[slot->dstate] = GRAM_NONE;
+    slot->dstate = d;
+    rt->ds_slot[d] = (uint32_t)i;
+    return slot;
+}
+
+int gram_mask(gram_state *s, uint32_t *mask, wk_error *err)
+{
+    gram_runtime *rt = s->rt;
+    if (!rt->gv) return wk_fail(err, WK_EINVAL, "grammar: a state without a vocabulary has no token mask");
+    size_t words = gram_mask_words(rt->gv);
+    if (s->done) {
+        memset(mask, 0, words * sizeof *mask);
+        return 0;
+    }
+    int rc = keep_cache_bounded(rt, err);
+    if (rc) return rc;
+    gram_mask_slot *slot = cached_mask(rt, s->dstate);
+    if (slot) {
+        memcpy(mask, slot->mask, words * sizeof *mask);
+        return 0;
+    }
+    if ((rc = compute_mask(rt, s->dstate, mask, err))) return rc;
+    slot = claim_slot(rt, s->dstate);
+    if (slot) memcpy(slot->mask, mask, words * sizeof *mask);
+    return 0;
+}
+
+int gram_mask_logits(gram_state *s, float *logits, wk_error *err)
+{
+    gram_runtime *rt = s->rt;
+    if (!rt->gv) return wk_fail(err, WK_EINVAL, "grammar: a state without a vocabulary has no token mask");
+    size_t words = gram_mask_words(rt->gv);
+    uint32_t *mask = malloc(words * sizeof *mask);
+    if (!mask) return wk_fail(err, WK_ENOMEM, "grammar: out of memory");
+    int rc = gram_mask(s, mask, err);
+    if (!rc) {
+        int32_t n = rt->gv->n_tokens;
+        for (int32_t id = 0; id < n; id++)
+            if (!(mask[id >> 5] >> (id & 31) & 1)) logits[id] = -INFINITY;
+    }
+    free(mask);
+    return rc;
+}
+
+/* ---- acceptance ---- */
+
+/* DFA state after bytes from d, or GRAM_DEAD, or a negative error. */
+static int64_t walk_bytes(gram_runtime *rt, uint32_t d, const char *bytes, size_t len, wk_error *err)
+{
+    int64_t cur = d;
+    for (size_t i = 0; i < len && cur > 0; i++)
+        cur = gram_dfa_step(rt, (uint32_t)cur, rt->g->byte_class[(uint8_t)bytes[i]], err);
+    return cur;
+}
+
+static int not_allowed(const gram_state *s, int32_t token, wk_error *err)
+{
+    const gram_vocab *gv = s->rt->gv;
+    uint32_t len = gv->len[token];
+    char shown[48];
+    size_t k = 0;
+    for (uint32_t i = 0; i < len && k + 5 < sizeof shown; i++) {
+        unsigned char c = (unsigned char)gv->bytes[gv->off[token] + i];
+        if (c >= 0x20 && c < 0x7F && c != '"' && c != '\\') shown[k++] = (char)c;
+        else k += (size_t)snprintf(shown + k, sizeof shown - k, "\\x%02X", c);
+    }
+    shown[k] = 0;
+    return wk_fail(err, WK_EINVAL, "grammar: token %d (\"%s%s\") is not allowed here", token, shown,
+                   k + 5 >= sizeof shown ? "..." : "");
+}
+
+int gram_accept(gram_state *s, int32_t token, wk_error *err)
+{
+    gram_runtime *rt = s->rt;
+    const gram_vocab *gv = rt->gv;
+    if (!gv) return wk_fail(err, WK_EINVAL, "grammar: a state without a vocabulary takes bytes, not tokens");
+    if (token < 0 || token >= gv->n_tokens)
+        return wk_fail(err, WK_EINVAL, "grammar: token %d is out of range (vocabulary %d)", token, gv->n_tokens);
+    if (s->done) return wk_fail(err, WK_EINVAL, "grammar: token %d after the end of generation", token);
+    int rc = keep_cache_bounded(rt, err);
+    if (rc) return rc;
+    const gram_grammar *g = rt->g;
+    for (size_t k = 0; k < g->n_specials; k++) {
+        if (rt->special_token[k] != token) continue;
+        int64_t t = gram_dfa_step(rt, s->dstate, g->n_classes + (uint32_t)k, err);
+        if (t < 0) return (int)t;
+        if (t != GRAM_DEAD) {
+            s->dstate = (uint32_t)t;
+            return 0;
+        }
+    }
+    switch (gv->kind[token]) {
+    case GT_EOG:
+        if (!rt->ds[s->dstate].accept) return not_allowed(s, token, err);
+        s->done = true;
+        return 0;
+    case GT_TEXT: {
+        int64_t t = walk_bytes(rt, s->dstate, gv->bytes + gv->off[token], gv->len[token], err);
+        if (t < 0) return (int)t;
+        if (t == GRAM_DEAD) return not_allowed(s, token, err);
+        s->dstate = (uint32_t)t;
+        return 0;
+    }
+    default:
+        return not_allowed(s, token, err);
+    }
+}
+
+int gram_accept_bytes(gram_state *s, const char *bytes, size_t len, wk_error *err)
+{
+    if (s->done) return wk_fail(err, WK_EINVAL, "grammar: text after the end of generation");
+    int rc = keep_cache_bounded(s->rt, err);
+    if (rc) return rc;
+    int64_t t = walk_bytes(s->rt, s->dstate, bytes, len, err);
+    if (t < 0) return (int)t;
+    if (t == GRAM_DEAD) return wk_fail(err, WK_EINVAL, "grammar: the text is not allowed here");
+    s->dstate = (uint32_t)t;
+    return 0;
+}
+
+size_t gram_state_cache_bytes(const gram_state *s) { return gram_runtime_bytes(s->rt); }
+
+bool gram_can_end(const gram_state *s) { return !s->done && s->rt->ds[s->dstate].accept; }
+
+bool gram_is_done(const gram_state *s)
+{
+    const gram_dstate *d = &s->rt->ds[s->dstate];
+    return s->done || d->n_frames == 0;
+}
