@@ -86,6 +86,43 @@ size_t gram_utf8_decode(const char *s, size_t n, uint32_t *cp);
 
 /* ---- vocabulary ------------------------------------------------------------ */
 
+/* Bytes used somewhere in a subtree: ASCII one bit each, the rest as one
+ * flag. In a subtree, utf8 says that every token's bytes from the
+ * subtree's root on are valid UTF-8 (a last character may be cut). For a
+ * DFA state: the ASCII bytes that lead back to it, and (high) whether
+ * every UTF-8 character does, with its partial sequences alive. */
+typedef struct gram_byte_use {
+    uint64_t ascii[2];
+    bool high;
+    bool utf8;
+} gram_byte_use;
+
+/* UTF-8 decoding as a small automaton: 0 at a character boundary, 1..3
+ * continuation bytes to come, 4..7 the restricted second byte after E0,
+ * ED, F0, F4. Returns the next state, or -1 for an invalid byte. */
+static inline int gram_utf8_next(int st, unsigned b)
+{
+    switch (st) {
+    case 0:
+        if (b < 0x80) return 0;
+        if (b >= 0xC2 && b <= 0xDF) return 1;
+        if (b == 0xE0) return 4;
+        if (b == 0xED) return 5;
+        if (b >= 0xE1 && b <= 0xEF) return 2;
+        if (b == 0xF0) return 6;
+        if (b >= 0xF1 && b <= 0xF3) return 3;
+        if (b == 0xF4) return 7;
+        return -1;
+    case 1: case 2: case 3: return b >= 0x80 && b <= 0xBF ? st - 1 : -1;
+    case 4: return b >= 0xA0 && b <= 0xBF ? 1 : -1;
+    case 5: return b >= 0x80 && b <= 0x9F ? 1 : -1;
+    case 6: return b >= 0x90 && b <= 0xBF ? 2 : -1;
+    default: return b >= 0x80 && b <= 0x8F ? 2 : -1;
+    }
+}
+
+#define GRAM_BULK_TOKENS 16
+
 enum gram_tok_kind {
     GT_NEVER = 0, /* unused or empty: never allowed */
     GT_TEXT,      /* walked as bytes */
@@ -114,6 +151,10 @@ struct gram_vocab {
     uint32_t *tok_begin; /* n_nodes + 1 */
     int32_t *tok_ids;
     uint32_t max_depth;
+    /* Subtrees with at least GRAM_BULK_TOKENS tokens: the bytes they use,
+     * so that a state that loops on all of them takes the subtree whole. */
+    uint32_t *node_bulk; /* per node: index into bulk, or GRAM_NONE */
+    gram_byte_use *bulk;
 };
 
 /* Id of the special (or end-of-generation) token with exactly this text, or -1. */
@@ -126,7 +167,9 @@ int32_t gram_vocab_find_special(const gram_vocab *gv, const char *text, size_t l
  * (the whole grammar matched). pos indexes the alt's element to match next;
  * count is how many times a GE_REPEAT element there has matched so far. */
 typedef struct gram_frame {
-    uint32_t parent, alt, pos, count, depth;
+    uint32_t parent, alt, pos, count;
+    uint32_t depth : 31;
+    uint32_t relative : 1; /* rooted at the placeholder (gram_dfa_relative) */
 } gram_frame;
 
 /* A DFA state: a sorted set of frames whose element is a terminal, plus
@@ -134,16 +177,30 @@ typedef struct gram_frame {
 typedef struct gram_dstate {
     uint64_t frames_off;
     uint32_t n_frames;
-    uint32_t accept;
+    bool accept;
+    bool escape;      /* a relative state (below) can return into its placeholder here */
     uint64_t hash;
+    /* bytes on which the state goes to itself (valid when loops_known) */
+    gram_byte_use loops;
+    bool loops_known;
+    /* The same configuration relative to the deepest frame all its stacks
+     * share, that frame replaced by a placeholder of the same depth (see
+     * gram_dfa_relative); valid when rel_known, GRAM_NONE if there is none. */
+    bool rel_known;
+    uint32_t rel;
+    uint32_t rel_base_depth;
 } gram_dstate;
 
 #define GRAM_DEAD 0
 #define GRAM_UNKNOWN (-1)
 
+/* A cached mask. For a relative state: the tokens it accepts by itself,
+ * and the candidates whose acceptance depends on the frames below it. */
 typedef struct gram_mask_slot {
     uint32_t dstate; /* GRAM_NONE: empty */
     uint32_t *mask;
+    int32_t *cand;
+    size_t n_cand, cap_cand;
 } gram_mask_slot;
 
 typedef struct gram_runtime gram_runtime;
@@ -184,11 +241,13 @@ struct gram_runtime {
     size_t n_work, cap_work;
     uint32_t *ready;
     size_t n_ready, cap_ready;
-    bool accept;
+    bool accept, escape;
     size_t steps;             /* closure work of the current computation */
     int err_code;             /* first failure inside a computation */
 
     uint32_t start;           /* DFA state at the start of the grammar */
+    uint32_t placeholder;     /* frame standing for "the rest of the stack" (0: not made yet) */
+    uint32_t rel_max_depth;   /* deepest frame a relative closure has tried */
 
     /* masks of recent DFA states (grammar_state.c) */
     gram_mask_slot *masks;
@@ -197,6 +256,7 @@ struct gram_runtime {
     size_t n_ds_slot;
 
     uint32_t *walk;           /* DFA state per trie depth during a mask walk */
+    uint8_t *walk_escaped;    /* per depth: a relative walk passed an escape on the way */
 };
 
 int gram_runtime_new(gram_runtime **out, const gram_grammar *g, const gram_vocab *gv, wk_error *err);
@@ -209,6 +269,16 @@ static inline int64_t gram_dfa_step(gram_runtime *rt, uint32_t d, uint32_t c, wk
     int32_t t = rt->next[(size_t)d * rt->width + c];
     return t >= 0 ? t : gram_dfa_step_slow(rt, d, c, err);
 }
+/* The relative configuration of DFA state d: its stacks cut at the deepest
+ * frame they all share, which becomes a placeholder. Tokens that never
+ * return into that frame are accepted alike by every state with the same
+ * relative configuration, so masks are shared across contexts (a string
+ * inside any property, at any depth, say). Returns the relative state's
+ * id, GRAM_NONE when the stacks share no frame, or a negative error. The
+ * shared frame's depth is *base_depth: relative frames count depth from
+ * the placeholder, so the relative result holds for d while base_depth +
+ * rel_max_depth <= GRAM_MAX_DEPTH (no path that one keeps is cut here). */
+int64_t gram_dfa_relative(gram_runtime *rt, uint32_t d, uint32_t *base_depth, wk_error *err);
 /* Bytes the runtime's caches take now. */
 size_t gram_runtime_bytes(const gram_runtime *rt);
 /* Drops every cache, keeping the DFA states of live states (renumbered). */

@@ -71,6 +71,8 @@ static int frame_tab_rehash(gram_runtime *rt, size_t cap)
 static uint32_t intern_frame(gram_runtime *rt, uint32_t parent, uint32_t alt, uint32_t pos, uint32_t count)
 {
     uint32_t depth = rt->frames[parent].depth + 1;
+    bool relative = rt->frames[parent].relative;
+    if (relative && depth > rt->rel_max_depth) rt->rel_max_depth = depth;
     if (depth > GRAM_MAX_DEPTH) return GRAM_NONE;
     size_t mask = rt->frame_tab_cap - 1;
     size_t i = frame_hash(parent, alt, pos, count) & mask;
@@ -97,7 +99,7 @@ static uint32_t intern_frame(gram_runtime *rt, uint32_t parent, uint32_t alt, ui
         rt->mark = m;
     }
     uint32_t id = (uint32_t)rt->n_frames++;
-    rt->frames[id] = (gram_frame){parent, alt, pos, count, depth};
+    rt->frames[id] = (gram_frame){parent, alt, pos, count, depth, relative};
     rt->mark[id] = 0;
     rt->frame_tab[i] = id;
     if (rt->n_frames * 2 > rt->frame_tab_cap && frame_tab_rehash(rt, rt->frame_tab_cap * 2)) {
@@ -116,7 +118,7 @@ static void closure_begin(gram_runtime *rt)
         rt->stamp = 1;
     }
     rt->n_work = rt->n_ready = 0;
-    rt->accept = false;
+    rt->accept = rt->escape = false;
     rt->steps = 0;
 }
 
@@ -150,6 +152,10 @@ static void advance(gram_runtime *rt, uint32_t parent, uint32_t alt, uint32_t po
             return;
         }
         gram_frame f = rt->frames[parent];
+        if (f.alt == GRAM_NONE) { /* a placeholder: what lies below is not known here */
+            rt->escape = true;
+            return;
+        }
         const gram_elem *e = frame_elem(rt, &f);
         if (e->kind == GE_RULE) {
             parent = f.parent;
@@ -204,9 +210,9 @@ static int cmp_u32(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static uint64_t dstate_hash(const uint32_t *frames, size_t n, bool accept)
+static uint64_t dstate_hash(const uint32_t *frames, size_t n, bool accept, bool escape)
 {
-    uint64_t h = accept ? 0x9e3779b97f4a7c15ull : 0x632be59bd9b4e019ull;
+    uint64_t h = (accept ? 0x9e3779b97f4a7c15ull : 0x632be59bd9b4e019ull) ^ (escape ? 0x2545f4914f6cdd1dull : 0);
     for (size_t i = 0; i < n; i++) h = mix64(h ^ frames[i]) + i;
     return h | 1; /* never 0 */
 }
@@ -228,15 +234,15 @@ static int ds_tab_rehash(gram_runtime *rt, size_t cap)
 
 /* The DFA state for a sorted frame set, made if new. Returns its id or a
  * negative error. */
-static int64_t intern_dstate(gram_runtime *rt, const uint32_t *frames, size_t n, bool accept)
+static int64_t intern_dstate(gram_runtime *rt, const uint32_t *frames, size_t n, bool accept, bool escape)
 {
-    if (n == 0 && !accept) return GRAM_DEAD;
-    uint64_t h = dstate_hash(frames, n, accept);
+    if (n == 0 && !accept && !escape) return GRAM_DEAD;
+    uint64_t h = dstate_hash(frames, n, accept, escape);
     size_t mask = rt->ds_tab_cap - 1;
     size_t i = h & mask;
     for (uint32_t id; (id = rt->ds_tab[i]); i = (i + 1) & mask) {
         const gram_dstate *d = &rt->ds[id];
-        if (d->hash == h && d->n_frames == n && d->accept == accept &&
+        if (d->hash == h && d->n_frames == n && d->accept == accept && d->escape == escape &&
             !memcmp(rt->ds_frames + d->frames_off, frames, n * sizeof *frames))
             return id;
     }
@@ -252,7 +258,8 @@ static int64_t intern_dstate(gram_runtime *rt, const uint32_t *frames, size_t n,
         return WK_ENOMEM;
     uint32_t id = (uint32_t)rt->n_ds++;
     memcpy(rt->ds_frames + rt->n_ds_frames, frames, n * sizeof *frames);
-    rt->ds[id] = (gram_dstate){.frames_off = rt->n_ds_frames, .n_frames = (uint32_t)n, .accept = accept, .hash = h};
+    rt->ds[id] = (gram_dstate){
+        .frames_off = rt->n_ds_frames, .n_frames = (uint32_t)n, .accept = accept, .escape = escape, .hash = h};
     rt->n_ds_frames += n;
     for (size_t c = 0; c < rt->width; c++) rt->next[(size_t)id * rt->width + c] = GRAM_UNKNOWN;
     rt->ds_tab[i] = id;
@@ -280,7 +287,7 @@ static int64_t closure_finish(gram_runtime *rt, wk_error *err)
     if (rt->err_code == WK_ENOMEM) return wk_fail(err, WK_ENOMEM, "grammar: out of memory");
     if (rt->err_code) return wk_fail(err, rt->err_code, "grammar: state space exhausted");
     qsort(rt->ready, rt->n_ready, sizeof *rt->ready, cmp_u32);
-    int64_t id = intern_dstate(rt, rt->ready, rt->n_ready, rt->accept);
+    int64_t id = intern_dstate(rt, rt->ready, rt->n_ready, rt->accept, rt->escape);
     if (id < 0) return wk_fail(err, (int)id, "grammar: out of memory for DFA states");
     return id;
 }
@@ -307,6 +314,80 @@ int64_t gram_dfa_step_slow(gram_runtime *rt, uint32_t d, uint32_t c, wk_error *e
     return t;
 }
 
+/* ---- relative configurations ---- */
+
+/* The placeholder frame: no alternative, never expanded, depth 0. */
+static uint32_t placeholder(gram_runtime *rt)
+{
+    if (!rt->placeholder) {
+        uint32_t id = intern_frame(rt, 0, GRAM_NONE, 0, 0);
+        if (id == GRAM_NONE) return id;
+        rt->frames[id].depth = 0;
+        rt->frames[id].relative = 1;
+        rt->placeholder = id;
+    }
+    return rt->placeholder;
+}
+
+/* Frame f re-rooted: its chain up to (not including) `base` copied onto
+ * `ph`. Chains are short (the part above the shared frame). */
+static uint32_t reroot(gram_runtime *rt, uint32_t f, uint32_t base, uint32_t ph)
+{
+    if (f == base) return ph;
+    gram_frame fr = rt->frames[f];
+    uint32_t p = reroot(rt, fr.parent, base, ph);
+    return p == GRAM_NONE ? GRAM_NONE : intern_frame(rt, p, fr.alt, fr.pos, fr.count);
+}
+
+int64_t gram_dfa_relative(gram_runtime *rt, uint32_t d, uint32_t *base_depth, wk_error *err)
+{
+    if (rt->ds[d].rel_known) {
+        *base_depth = rt->ds[d].rel_base_depth;
+        return rt->ds[d].rel;
+    }
+    gram_dstate ds = rt->ds[d];
+    uint32_t rel = GRAM_NONE, base = 0;
+    if (ds.n_frames && !ds.accept && !ds.escape) {
+        /* deepest frame shared by all stacks: lift the first stack's
+         * ancestors and check each stack against them */
+        base = rt->frames[rt->ds_frames[ds.frames_off]].parent;
+        for (uint32_t k = 1; k < ds.n_frames && base; k++) {
+            uint32_t f = rt->frames[rt->ds_frames[ds.frames_off + k]].parent;
+            while (base && f) {
+                uint32_t bd = rt->frames[base].depth, fd = rt->frames[f].depth;
+                if (f == base) break;
+                if (fd >= bd) f = rt->frames[f].parent;
+                else base = rt->frames[base].parent;
+            }
+            if (f != base) base = 0;
+        }
+        if (base) {
+            rt->err_code = 0;
+            uint32_t ph = placeholder(rt);
+            uint32_t *frames = malloc(ds.n_frames * sizeof *frames);
+            if (!frames) return wk_fail(err, WK_ENOMEM, "grammar: out of memory");
+            size_t n = 0;
+            for (uint32_t k = 0; k < ds.n_frames && ph != GRAM_NONE; k++) {
+                uint32_t r = reroot(rt, rt->ds_frames[ds.frames_off + k], base, ph);
+                if (r == GRAM_NONE) break;
+                frames[n++] = r;
+            }
+            int64_t id = -1;
+            if (n == ds.n_frames && !rt->err_code) {
+                qsort(frames, n, sizeof *frames, cmp_u32);
+                id = intern_dstate(rt, frames, n, false, false);
+            }
+            free(frames);
+            if (rt->err_code == WK_ENOMEM || id == WK_ENOMEM) return wk_fail(err, WK_ENOMEM, "grammar: out of memory");
+            if (id > 0) rel = (uint32_t)id;
+        }
+    }
+    rt->ds[d].rel_known = true;
+    rt->ds[d].rel = rel;
+    rt->ds[d].rel_base_depth = *base_depth = rel == GRAM_NONE ? 0 : rt->frames[base].depth;
+    return rel;
+}
+
 /* ---- runtime ---- */
 
 static int runtime_tables_init(gram_runtime *rt)
@@ -316,7 +397,7 @@ static int runtime_tables_init(gram_runtime *rt)
     free(rt->mark);
     rt->mark = calloc(rt->cap_frames, sizeof *rt->mark);
     if (!rt->mark) return WK_ENOMEM;
-    rt->frames[0] = (gram_frame){0, 0, 0, 0, 0};
+    rt->frames[0] = (gram_frame){0, 0, 0, 0, 0, 0};
     rt->stamp = 0;
     if (frame_tab_rehash(rt, 2048)) return WK_ENOMEM;
     rt->n_ds = 1; /* 0: dead */
@@ -384,10 +465,14 @@ void gram_runtime_release(gram_runtime *rt)
     free(rt->ds_tab);
     free(rt->work);
     free(rt->ready);
-    for (size_t i = 0; i < rt->n_mask_slots; i++) free(rt->masks[i].mask);
+    for (size_t i = 0; i < rt->n_mask_slots; i++) {
+        free(rt->masks[i].mask);
+        free(rt->masks[i].cand);
+    }
     free(rt->masks);
     free(rt->ds_slot);
     free(rt->walk);
+    free(rt->walk_escaped);
     free(rt);
 }
 
@@ -472,7 +557,7 @@ int gram_runtime_compact(gram_runtime *rt, wk_error *err)
         uint32_t nf = saved[r++];
         bool acc = saved[r++];
         for (uint32_t j = 0; j < nf; j++) saved[r + j] = remap[saved[r + j]];
-        int64_t id = intern_dstate(rt, saved + r, nf, acc);
+        int64_t id = intern_dstate(rt, saved + r, nf, acc, false);
         if (id < 0) goto done;
         new_ds[i] = (uint32_t)id;
         r += nf;

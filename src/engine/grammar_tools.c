@@ -189,11 +189,16 @@ static const char *xml_tool(js_ctx *c, const tool *t)
             js_fail(c, WK_ENOMEM, "out of memory");
             goto done;
         }
+        /* the value with its end marker is one rule, shared by parameters
+         * of the same schema: masks inside it are then shared too */
+        gram_buf_printf(&b, "%s \"\\n</parameter>\\n\"", val);
+        const char *value = js_rule(c, "value", &b);
+        b.len = 0;
         sprintf(open, "<parameter=%s>\n", keys[j]);
         gram_buf_literal(&b, open, strlen(open));
         free(open);
-        gram_buf_printf(&b, " %s \"\\n</parameter>\\n\"", val);
-        const char *param = js_rule(c, "param", &b);
+        if (value) gram_buf_printf(&b, " %s", value);
+        const char *param = value ? js_rule(c, "param", &b) : NULL;
         if (!param) goto done;
         b.len = 0;
         bool required = listed(req, keys[j]);

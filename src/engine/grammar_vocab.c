@@ -45,6 +45,8 @@ void gram_vocab_free(gram_vocab *gv)
     free(gv->node_skip);
     free(gv->tok_begin);
     free(gv->tok_ids);
+    free(gv->node_bulk);
+    free(gv->bulk);
     free(gv);
 }
 
@@ -74,6 +76,62 @@ int32_t gram_vocab_find_special(const gram_vocab *gv, const char *text, size_t l
     return -1;
 }
 
+/* The byte use of every subtree with at least GRAM_BULK_TOKENS tokens
+ * (children come after their parent in preorder: one backward pass). */
+static int bulk_subtrees(gram_vocab *gv, const uint32_t *parent)
+{
+    uint32_t nn = gv->n_nodes;
+    gram_byte_use *use = calloc(nn ? nn : 1, sizeof *use);
+    gv->node_bulk = malloc((nn ? nn : 1) * sizeof *gv->node_bulk);
+    if (!use || !gv->node_bulk) {
+        free(use);
+        return WK_ENOMEM;
+    }
+    size_t n_bulk = 0;
+    for (uint32_t i = nn; i-- > 0;) {
+        uint8_t b = gv->node_byte[i];
+        if (b < 128) use[i].ascii[b >> 6] |= 1ull << (b & 63);
+        else use[i].high = true;
+        if (parent[i] != GRAM_NONE) {
+            gram_byte_use *p = &use[parent[i]];
+            p->ascii[0] |= use[i].ascii[0];
+            p->ascii[1] |= use[i].ascii[1];
+            p->high |= use[i].high;
+        }
+        n_bulk += gv->tok_begin[gv->node_skip[i]] - gv->tok_begin[i] >= GRAM_BULK_TOKENS;
+    }
+    gv->bulk = malloc((n_bulk ? n_bulk : 1) * sizeof *gv->bulk);
+    int8_t *dec = malloc((gv->max_depth + 1) * sizeof *dec);
+    if (!gv->bulk || !dec) {
+        free(use);
+        free(dec);
+        return WK_ENOMEM;
+    }
+    size_t k = 0;
+    for (uint32_t i = 0; i < nn; i++) {
+        if (gv->tok_begin[gv->node_skip[i]] - gv->tok_begin[i] < GRAM_BULK_TOKENS) {
+            gv->node_bulk[i] = GRAM_NONE;
+            continue;
+        }
+        /* valid UTF-8 from this node down? (the sum over bulk nodes of
+         * their subtree sizes is at most nodes × depth) */
+        bool utf8 = true;
+        uint32_t d0 = gv->node_depth[i];
+        dec[d0 - 1] = 0;
+        for (uint32_t j = i; j < gv->node_skip[i] && utf8; j++) {
+            int nx = gram_utf8_next(dec[gv->node_depth[j] - 1], gv->node_byte[j]);
+            if (nx < 0) utf8 = false;
+            else dec[gv->node_depth[j]] = (int8_t)nx;
+        }
+        use[i].utf8 = utf8;
+        gv->bulk[k] = use[i];
+        gv->node_bulk[i] = (uint32_t)k++;
+    }
+    free(use);
+    free(dec);
+    return 0;
+}
+
 /* Builds the prefix tree over refs[0..n) (sorted). */
 static int build_trie(gram_vocab *gv, const tok_ref *refs, size_t n, size_t total_bytes)
 {
@@ -85,9 +143,12 @@ static int build_trie(gram_vocab *gv, const tok_ref *refs, size_t n, size_t tota
     gv->tok_ids = malloc((n ? n : 1) * sizeof *gv->tok_ids);
     uint32_t *path = malloc((MAX_TOKEN_BYTES + 1) * sizeof *path);
     uint32_t *tok_node = malloc((n ? n : 1) * sizeof *tok_node);
-    if (!gv->node_byte || !gv->node_depth || !gv->node_skip || !gv->tok_begin || !gv->tok_ids || !path || !tok_node) {
+    uint32_t *parent = malloc(cap * sizeof *parent);
+    if (!gv->node_byte || !gv->node_depth || !gv->node_skip || !gv->tok_begin || !gv->tok_ids || !path || !tok_node ||
+        !parent) {
         free(path);
         free(tok_node);
+        free(parent);
         return WK_ENOMEM;
     }
     uint32_t nn = 0, open = 0; /* path[1..open]: the nodes of the previous token */
@@ -103,6 +164,7 @@ static int build_trie(gram_vocab *gv, const tok_ref *refs, size_t n, size_t tota
         for (uint32_t d = l + 1; d <= r->len; d++) {
             gv->node_byte[nn] = (uint8_t)r->s[d - 1];
             gv->node_depth[nn] = (uint16_t)d;
+            parent[nn] = d > 1 ? path[d - 1] : GRAM_NONE;
             path[d] = nn++;
         }
         if (r->len > open) open = r->len;
@@ -112,15 +174,18 @@ static int build_trie(gram_vocab *gv, const tok_ref *refs, size_t n, size_t tota
     }
     for (uint32_t d = 1; d <= open; d++) gv->node_skip[path[d]] = nn;
     gv->n_nodes = nn;
+
     /* tokens grouped by node: tok_node is non-decreasing in sorted order */
     for (size_t t = 0; t < n; t++) {
         gv->tok_ids[t] = refs[t].id;
         gv->tok_begin[tok_node[t] + 1]++;
     }
     for (uint32_t i = 0; i < nn; i++) gv->tok_begin[i + 1] += gv->tok_begin[i];
+    int rc = bulk_subtrees(gv, parent);
     free(path);
     free(tok_node);
-    return 0;
+    free(parent);
+    return rc;
 }
 
 int gram_vocab_new(gram_vocab **out, const tok_vocab *v, wk_error *err)

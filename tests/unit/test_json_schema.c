@@ -692,6 +692,46 @@ static const json_t *tool_params(const json_t *tools, const char *name)
     return NULL;
 }
 
+/* On the real Qwen3 vocabulary: documents the way a model writes them,
+ * through strings in several contexts (the masks shared across contexts),
+ * tool calls with the special tokens, and random continuations. */
+static void test_masks_equal_the_reference_on_the_qwen3_vocab(void **state)
+{
+    (void)state;
+    tok_vocab *v = gt_qwen3_vocab();
+    if (!v) {
+        if (golden_required()) fail_msg("Qwen3 tokenizer.json missing (CI requires it)");
+        WK_SKIP();
+    }
+    gram_vocab *gv;
+    wk_error err = {0};
+    assert_int_equal(gram_vocab_new(&gv, v, &err), 0);
+    json_t *schema = J(k_schemas[0]);
+    gram_grammar *g;
+    assert_int_equal(gram_from_json_schema(&g, schema, GRAM_REASONING_NONE, &err), 0);
+    gt_document_checks_masks(g, gv, v, "{\"name\": \"Zoë \\\"Z\\\"\", \"age\": 42, \"email\": \"z@x.org\", "
+                                       "\"tags\": [\"a\",\"c\"]}");
+    assert_true(gt_random_walk_checks_masks(g, gv, v, 5, 3) > 0);
+    gram_grammar_free(g);
+    json_decref(schema);
+    assert_int_equal(gram_json_object(&g, GRAM_REASONING_NONE, &err), 0);
+    gt_document_checks_masks(g, gv, v, "{\"k\": {\"deep\": [\"x y\", {\"z\": \"中文 ok\"}]}, \"s\": \"end\"}");
+    gram_grammar_free(g);
+    json_t *tools = J(k_tools);
+    assert_int_equal(gram_for_tools(&g, tools, CHAT_TOOLS_HERMES, NULL, true, GRAM_REASONING_NONE, &err), 0);
+    gt_document_checks_masks(g, gv, v, "<tool_call>\n{\"name\": \"write_file\", \"arguments\": {\"path\": \"a.py\", "
+                                       "\"content\": \"print(1)\\n<\\/tool_call>\"}}\n</tool_call>");
+    gram_grammar_free(g);
+    assert_int_equal(gram_for_tools(&g, tools, CHAT_TOOLS_QWEN_XML, NULL, true, GRAM_REASONING_NONE, &err), 0);
+    gt_document_checks_masks(g, gv, v, "<tool_call>\n<function=write_file>\n<parameter=path>\na.py\n</parameter>\n"
+                                       "<parameter=content>\nif a < b:\n    x = \"</p>\"\n</parameter>\n</function>\n</tool_call>");
+    assert_true(gt_random_walk_checks_masks(g, gv, v, 5, 4) > 0);
+    gram_grammar_free(g);
+    json_decref(tools);
+    gram_vocab_free(gv);
+    tok_free(v);
+}
+
 static void check_tool_samples(const tok_vocab *v, chat_tool_format fmt, const char *name, bool parallel,
                                enum gram_reasoning reasoning, int walks)
 {
@@ -858,6 +898,7 @@ int main(void)
         cmocka_unit_test(test_sampling_yields_valid_json_on_the_golden_model_vocab),
         cmocka_unit_test(test_sampling_yields_valid_json_on_a_bpe_vocab),
         cmocka_unit_test(test_schema_masks_equal_the_reference),
+        cmocka_unit_test(test_masks_equal_the_reference_on_the_qwen3_vocab),
         cmocka_unit_test(test_tool_calls_always_parse_hermes),
         cmocka_unit_test(test_tool_calls_always_parse_qwen_xml),
         cmocka_unit_test(test_tool_call_texts),
