@@ -33,9 +33,10 @@
  *
  * Bounds: a parse stack deeper than GRAM_MAX_DEPTH frames is dropped (the
  * grammar's language is cut at that nesting: output stays valid, deeper
- * nesting is just not offered); more than GRAM_MAX_PARSES simultaneous
- * parses, or a state cache beyond GRAM_CACHE_HARD_BYTES, fail with
- * WK_ERANGE instead of using unbounded time or memory. */
+ * nesting is just not offered; should that leave no token at all, the mask
+ * fails with WK_ERANGE); more than GRAM_MAX_PARSES simultaneous parses, or
+ * a state cache beyond GRAM_CACHE_HARD_BYTES, fail with WK_ERANGE instead
+ * of using unbounded time or memory. */
 #ifndef WICK_ENGINE_GRAMMAR_H
 #define WICK_ENGINE_GRAMMAR_H
 
@@ -100,14 +101,17 @@ void gram_state_free(gram_state *s);
 
 /* Token mask for the next step: bit (id % 32) of mask[id / 32] is set iff
  * token id is allowed. mask has gram_mask_words(gv) words. After an
- * end-of-generation token was accepted nothing is allowed. WK_ERANGE when
- * a bound above is hit, WK_ENOMEM. */
+ * end-of-generation token was accepted nothing is allowed; otherwise the
+ * mask is empty only where gram_is_done and the vocabulary has no
+ * end-of-generation token. WK_ERANGE when a bound above is hit, WK_ENOMEM;
+ * after an error other than WK_EINVAL the state is to be freed. */
 int gram_mask(gram_state *s, uint32_t *mask, wk_error *err);
 /* Same, applied to logits[n_tokens]: disallowed tokens become -INFINITY. */
 int gram_mask_logits(gram_state *s, float *logits, wk_error *err);
 
 /* Advances over one token. WK_EINVAL (state unchanged) if the token is not
- * allowed here (exactly when its mask bit is clear); WK_ERANGE, WK_ENOMEM. */
+ * allowed here (exactly when its mask bit is clear); WK_ERANGE, WK_ENOMEM.
+ * err may be NULL (a refusal then costs no message). */
 int gram_accept(gram_state *s, int32_t token, wk_error *err);
 /* Advances over raw bytes (no special tokens), as if they were one token.
  * WK_EINVAL (state unchanged) if the grammar rejects them. */

@@ -286,7 +286,7 @@ static int64_t closure_finish(gram_runtime *rt, wk_error *err)
     }
     if (rt->err_code == WK_ENOMEM) return wk_fail(err, WK_ENOMEM, "grammar: out of memory");
     if (rt->err_code) return wk_fail(err, rt->err_code, "grammar: state space exhausted");
-    qsort(rt->ready, rt->n_ready, sizeof *rt->ready, cmp_u32);
+    if (rt->n_ready > 1) qsort(rt->ready, rt->n_ready, sizeof *rt->ready, cmp_u32);
     int64_t id = intern_dstate(rt, rt->ready, rt->n_ready, rt->accept, rt->escape);
     if (id < 0) return wk_fail(err, (int)id, "grammar: out of memory for DFA states");
     return id;
@@ -403,6 +403,9 @@ static int runtime_tables_init(gram_runtime *rt)
     rt->n_ds = 1; /* 0: dead */
     rt->n_ds_frames = 0;
     if (grow((void **)&rt->ds, &rt->cap_ds, 256, sizeof *rt->ds)) return WK_ENOMEM;
+    if (grow((void **)&rt->ds_frames, &rt->cap_ds_frames, 1024, sizeof *rt->ds_frames)) return WK_ENOMEM;
+    if (grow((void **)&rt->work, &rt->cap_work, 256, sizeof *rt->work)) return WK_ENOMEM;
+    if (grow((void **)&rt->ready, &rt->cap_ready, 256, sizeof *rt->ready)) return WK_ENOMEM;
     free(rt->next);
     rt->next = malloc(rt->cap_ds * rt->width * sizeof *rt->next);
     if (!rt->next) return WK_ENOMEM;

@@ -247,7 +247,9 @@ static int read_char(parser *p, uint32_t *cp)
     case 'x': digits = 2; break;
     case 'u': digits = 4; break;
     case 'U': digits = 8; break;
-    default: return fail_at(p, at, "unknown escape \\%c", e);
+    default:
+        if ((unsigned char)e >= 0x20 && (unsigned char)e < 0x7F) return fail_at(p, at, "unknown escape \\%c", e);
+        return fail_at(p, at, "unknown escape: backslash before byte 0x%02X", (unsigned char)e);
     }
     uint32_t v = 0;
     for (int k = 0; k < digits; k++) {
@@ -328,7 +330,7 @@ static uint32_t utf8_rule(parser *p, uint32_t owner, const gram_utf8_seq *seq, s
 static int add_class_elem(parser *p, uint32_t rule, uint32_t alt, gram_cp_range *rg, size_t n, size_t at)
 {
     /* sort, merge, drop surrogates */
-    qsort(rg, n, sizeof *rg, cmp_range);
+    if (n) qsort(rg, n, sizeof *rg, cmp_range);
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
         if (m && rg[i].lo <= rg[m - 1].hi + 1) {
@@ -413,7 +415,7 @@ static int parse_class(parser *p, uint32_t rule, uint32_t alt)
     p->i++;
     if (negate) {
         /* complement over the code points */
-        qsort(rg, n, sizeof *rg, cmp_range);
+        if (n) qsort(rg, n, sizeof *rg, cmp_range);
         gram_cp_range *inv = malloc((n + 1) * sizeof *inv);
         if (!inv) { rc = oom(p); goto done; }
         size_t m = 0;
@@ -585,7 +587,8 @@ static int parse_sequence(parser *p, uint32_t rule, uint32_t alt)
             p->i += len;
             rc = add_elem(p, rule, alt, (gram_elem){.kind = GE_RULE, .arg = ref});
         } else {
-            return fail_at(p, p->i, "unexpected character '%c'", c);
+            if ((unsigned char)c >= 0x20 && (unsigned char)c < 0x7F) return fail_at(p, p->i, "unexpected character '%c'", c);
+            return fail_at(p, p->i, "unexpected byte 0x%02X", (unsigned char)c);
         }
         if (rc || parse_postfix(p, rule, alt, start)) return WK_EINVAL;
     }

@@ -354,6 +354,11 @@ int gram_mask(gram_state *s, uint32_t *mask, wk_error *err)
         return 0;
     }
     if ((rc = compute_mask(rt, s->dstate, mask, err))) return rc;
+    bool any = false;
+    for (size_t w = 0; w < words && !any; w++) any = mask[w] != 0;
+    if (!any && !gram_is_done(s)) /* every way on was cut at the depth cap (or needs a token the vocabulary lacks) */
+        return wk_fail(err, WK_ERANGE, "grammar: no token can continue here (nesting deeper than %d frames?)",
+                       GRAM_MAX_DEPTH);
     slot = claim_slot(rt, s->dstate);
     if (slot) memcpy(slot->mask, mask, words * sizeof *mask);
     return 0;
@@ -380,6 +385,7 @@ int gram_mask_logits(gram_state *s, float *logits, wk_error *err)
 
 static int not_allowed(const gram_state *s, int32_t token, wk_error *err)
 {
+    if (!err) return WK_EINVAL; /* nobody reads the message: skip formatting it */
     const gram_vocab *gv = s->rt->gv;
     uint32_t len = gv->len[token];
     char shown[48];

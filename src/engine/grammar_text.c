@@ -222,3 +222,17 @@ void gram_text_free(gram_text *t)
     free(t->names);
     memset(t, 0, sizeof *t);
 }
+
+int gram_error_one_line(wk_error *err)
+{
+    if (!err) return WK_EINVAL;
+    char out[WK_ERROR_MSG_CAP];
+    size_t o = 0;
+    for (const unsigned char *m = (const unsigned char *)err->msg; *m && o + 5 < sizeof out; m++) {
+        if (*m < 0x20 || *m == 0x7F) o += (size_t)snprintf(out + o, sizeof out - o, "\\x%02X", *m);
+        else out[o++] = (char)*m;
+    }
+    out[o] = 0;
+    memcpy(err->msg, out, o + 1);
+    return err->code;
+}

@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/err.h"
+
 /* ---- byte-string keys → uint32 (open addressing, keys copied) ---- */
 
 typedef struct gram_smap_slot {
@@ -63,5 +65,9 @@ const char *gram_text_reserve(gram_text *t, const char *hint);
 /* Writes `name ::= body`. */
 void gram_text_define(gram_text *t, const char *name, const char *body);
 void gram_text_free(gram_text *t);
+
+/* Rewrites err's message on one line: control bytes (a newline in a
+ * property name, say) become \xHH. Returns err->code. */
+int gram_error_one_line(wk_error *err);
 
 #endif

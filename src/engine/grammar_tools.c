@@ -282,6 +282,7 @@ int gram_tools_gbnf(const json_t *tools, chat_tool_format format, const char *na
     gram_buf_free(&alts);
     js_free(&c);
     json_decref(keep);
+    if (rc) gram_error_one_line(err);
     return rc;
 }
 

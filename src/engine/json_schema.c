@@ -901,6 +901,7 @@ int gram_json_schema_gbnf(const json_t *schema, enum gram_reasoning reasoning, c
     const char *r = js_schema(&c, schema, JS_JSON);
     int rc = js_finish(&c, r, reasoning, NULL, 0, gbnf);
     js_free(&c);
+    if (rc) gram_error_one_line(err);
     return rc;
 }
 
@@ -908,7 +909,10 @@ int js_compile(gram_grammar **out, char *gbnf, const char *what, wk_error *err)
 {
     int rc = gram_compile_gbnf(out, gbnf, strlen(gbnf), err);
     free(gbnf);
-    if (rc) wk_fail_prefix(err, "%s: ", what);
+    if (rc) {
+        wk_fail_prefix(err, "%s: ", what);
+        gram_error_one_line(err);
+    }
     return rc;
 }
 

@@ -111,6 +111,7 @@ static void test_character_classes(void **state)
     expect_lang("root ::= .", L("a", "\n", "é", "中", "\xF4\x8F\xBF\xBF"), L("\xE4\xB8"),
                 L("\x80", "\xC0\x80", "\xC1\xBF", "\xED\xA0\x80", "\xF4\x90\x80\x80", "\xF5", "\xFF", "ab"));
     expect_lang("root ::= [^\"\\\\]*", L("", "abc", "é中"), NULL, L("\"", "a\\", "\xFF"));
+    expect_lang("root ::= [^]", L("a", "\"", "中"), L(""), L("\xFF", "ab"));
 }
 
 static void test_rule_references_and_recursion(void **state)
@@ -177,6 +178,7 @@ static void test_compile_errors_name_the_problem(void **state)
     expect_compile_error("root ::= \"a\" | x\nx ::= \"b\" x", WK_EINVAL, "'x' can never complete");
     expect_compile_error("root ::= \"a\" x*\nx ::= \"b\" x", WK_EINVAL, "'x' can never complete");
     expect_compile_error("root ::= [^\\x00-\\U0010FFFF]", WK_EINVAL, "matches nothing");
+    expect_compile_error("root ::= []", WK_EINVAL, "matches nothing");
     expect_compile_error("root ::= ?", WK_EINVAL, "unexpected character");
     expect_compile_error("root = \"a\"", WK_EINVAL, "expected '::='");
 }

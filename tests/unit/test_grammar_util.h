@@ -97,7 +97,7 @@ static void gt_mask_reference(gram_state *s, int32_t n_tokens, uint32_t *mask)
     wk_error err = {0};
     for (int32_t t = 0; t < n_tokens; t++) {
         if (!c) assert_int_equal(gram_state_clone(&c, s, &err), 0);
-        if (gram_accept(c, t, &err) == 0) {
+        if (gram_accept(c, t, NULL) == 0) {
             mask[t >> 5] |= 1u << (t & 31);
             gram_state_free(c);
             c = NULL;
@@ -107,7 +107,8 @@ static void gt_mask_reference(gram_state *s, int32_t n_tokens, uint32_t *mask)
 }
 
 /* Feeds the tokens of text (tokenized with special tokens) and checks the
- * mask against the reference before each one. */
+ * mask against the reference before the first few and then every other
+ * one (a reference mask costs a pass over the whole vocabulary). */
 __attribute__((unused)) static void gt_document_checks_masks(const gram_grammar *g, const gram_vocab *gv,
                                                              const tok_vocab *v, const char *text)
 {
@@ -122,6 +123,7 @@ __attribute__((unused)) static void gt_document_checks_masks(const gram_grammar 
     assert_int_equal(gram_state_new(&s, g, gv, &err), 0);
     for (size_t k = 0; k <= n_ids; k++) {
         if (gram_mask(s, mask, &err)) fail_msg("mask: %s", err.msg);
+        if (k > 4 && k % 2 && k != n_ids) goto next;
         gt_mask_reference(s, n, ref);
         for (size_t w = 0; w < words; w++)
             if (mask[w] != ref[w]) {
@@ -129,6 +131,7 @@ __attribute__((unused)) static void gt_document_checks_masks(const gram_grammar 
                 fail_msg("before token %zu of the document: mask bit of token %d is %d, reference %d", k, t,
                          gt_bit(mask, t), gt_bit(ref, t));
             }
+    next:
         if (k < n_ids && gram_accept(s, ids[k], &err)) fail_msg("document token %zu (%d): %s", k, ids[k], err.msg);
     }
     assert_true(gram_can_end(s));
