@@ -279,10 +279,17 @@ static inline int64_t gram_dfa_step(gram_runtime *rt, uint32_t d, uint32_t c, wk
  * the placeholder, so the relative result holds for d while base_depth +
  * rel_max_depth <= GRAM_MAX_DEPTH (no path that one keeps is cut here). */
 int64_t gram_dfa_relative(gram_runtime *rt, uint32_t d, uint32_t *base_depth, wk_error *err);
+/* DFA state after bytes from d, or GRAM_DEAD, or a negative error. */
+int64_t gram_dfa_walk_bytes(gram_runtime *rt, uint32_t d, const char *bytes, size_t len, wk_error *err);
+/* Between steps: compacts a cache grown past GRAM_CACHE_SOFT_BYTES. */
+int gram_runtime_keep_bounded(gram_runtime *rt, wk_error *err);
 /* Bytes the runtime's caches take now. */
 size_t gram_runtime_bytes(const gram_runtime *rt);
 /* Drops every cache, keeping the DFA states of live states (renumbered). */
 int gram_runtime_compact(gram_runtime *rt, wk_error *err);
+/* The mask cache and walk scratch of a runtime with a vocabulary
+ * (grammar_mask.c); freed by gram_runtime_release. */
+int gram_masks_init(gram_runtime *rt, wk_error *err);
 /* Forgets all cached masks (DFA ids are about to change). */
 void gram_masks_clear(gram_runtime *rt);
 

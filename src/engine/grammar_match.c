@@ -479,6 +479,23 @@ void gram_runtime_release(gram_runtime *rt)
     free(rt);
 }
 
+/* DFA state after bytes from d, or GRAM_DEAD, or a negative error. */
+int64_t gram_dfa_walk_bytes(gram_runtime *rt, uint32_t d, const char *bytes, size_t len, wk_error *err)
+{
+    int64_t cur = d;
+    for (size_t i = 0; i < len && cur > 0; i++)
+        cur = gram_dfa_step(rt, (uint32_t)cur, rt->g->byte_class[(uint8_t)bytes[i]], err);
+    return cur;
+}
+
+/* Between steps: a cache grown past its budget is rebuilt around the live
+ * states. */
+int gram_runtime_keep_bounded(gram_runtime *rt, wk_error *err)
+{
+    if (gram_runtime_bytes(rt) <= GRAM_CACHE_SOFT_BYTES) return 0;
+    return gram_runtime_compact(rt, err);
+}
+
 size_t gram_runtime_bytes(const gram_runtime *rt)
 {
     size_t mask_bytes = rt->gv ? rt->n_mask_slots * gram_mask_words(rt->gv) * sizeof(uint32_t) : 0;
@@ -566,6 +583,7 @@ int gram_runtime_compact(gram_runtime *rt, wk_error *err)
         r += nf;
     }
     rt->start = new_ds[0];
+    rt->placeholder = 0; /* not kept: live states never use it */
     k = 1;
     for (gram_state *s = rt->live; s; s = s->next) s->dstate = new_ds[k++];
     gram_masks_clear(rt);
