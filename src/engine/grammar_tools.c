@@ -98,22 +98,15 @@ static const char *hermes_tool(js_ctx *c, const tool *t, json_t *keep)
     return r;
 }
 
-/* Whether a declared "type" allows strings, as chat_parse.c decides
- * between raw text and JSON for an XML parameter value. */
+/* Whether a declared "type" allows strings: how chat_parse.c (its
+ * type_allows_string) decides between raw text and JSON for an XML
+ * parameter value; the two must agree. */
 static bool type_allows_string(const json_t *type)
 {
     if (json_is_string(type)) return !strcmp(json_string_value(type), "string");
     size_t i;
     const json_t *t;
     json_array_foreach(type, i, t) if (json_is_string(t) && !strcmp(json_string_value(t), "string")) return true;
-    return false;
-}
-
-static bool listed(const json_t *arr, const char *key)
-{
-    size_t i;
-    const json_t *k;
-    json_array_foreach(arr, i, k) if (json_is_string(k) && !strcmp(json_string_value(k), key)) return true;
     return false;
 }
 
@@ -201,7 +194,7 @@ static const char *xml_tool(js_ctx *c, const tool *t)
         const char *param = value ? js_rule(c, "param", &b) : NULL;
         if (!param) goto done;
         b.len = 0;
-        bool required = listed(req, keys[j]);
+        bool required = js_listed(req, keys[j]);
         gram_buf_printf(&b, "%s%s%s%s", param, required ? "" : "?", next ? " " : "", next ? next : "");
         next = js_rule(c, "params", &b);
         if (!next) goto done;

@@ -431,11 +431,11 @@ typedef struct prop {
     bool required;
 } prop;
 
-static bool in_required(const json_t *req, const char *key)
+bool js_listed(const json_t *arr, const char *key)
 {
     size_t i;
     const json_t *k;
-    json_array_foreach(req, i, k) if (json_is_string(k) && !strcmp(json_string_value(k), key)) return true;
+    json_array_foreach(arr, i, k) if (json_is_string(k) && !strcmp(json_string_value(k), key)) return true;
     return false;
 }
 
@@ -455,7 +455,7 @@ static const char *object_rule(js_ctx *c, const json_t *s)
     size_t np = 0;
     const char *k;
     const json_t *v;
-    json_object_foreach((json_t *)props, k, v) p[np++] = (prop){k, v, in_required(req, k)};
+    json_object_foreach((json_t *)props, k, v) p[np++] = (prop){k, v, js_listed(req, k)};
     size_t i;
     json_array_foreach(req, i, v) {
         if (!json_is_string(v)) {
@@ -702,6 +702,15 @@ static const char *ref_rule(js_ctx *c, const json_t *s, enum js_mode mode)
 
 /* ------------------------------------------------------------- combinators */
 
+/* Appends rule r as an alternative (raw-mode schemas without a string
+ * value drop out). */
+static void add_alternative(gram_buf *b, const char *r, bool *first)
+{
+    if (r == NO_STRING) return;
+    gram_buf_printf(b, "%s%s", *first ? "" : " | ", r);
+    *first = false;
+}
+
 static const char *any_of_rule(js_ctx *c, const json_t *s, const char *kw, enum js_mode mode)
 {
     const char *allowed[] = {kw};
@@ -722,9 +731,7 @@ static const char *any_of_rule(js_ctx *c, const json_t *s, const char *kw, enum 
             gram_buf_free(&b);
             return NULL;
         }
-        if (r == NO_STRING) continue;
-        gram_buf_printf(&b, "%s%s", first ? "" : " | ", r);
-        first = false;
+        add_alternative(&b, r, &first);
     }
     const char *r = first ? NO_STRING : js_rule(c, kw, &b);
     gram_buf_free(&b);
@@ -825,9 +832,7 @@ static const char *schema_body(js_ctx *c, const json_t *s, enum js_mode mode)
             gram_buf_free(&b);
             return NULL;
         }
-        if (r == NO_STRING) continue;
-        gram_buf_printf(&b, "%s%s", first ? "" : " | ", r);
-        first = false;
+        add_alternative(&b, r, &first);
     }
     const char *r = first ? NO_STRING : js_rule(c, "types", &b);
     gram_buf_free(&b);

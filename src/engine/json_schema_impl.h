@@ -61,6 +61,8 @@ const char *js_schema(js_ctx *c, const json_t *schema, enum js_mode mode);
 /* Rule matching exactly one of the byte strings (a prefix tree, so that
  * matching is deterministic), or a failure when n == 0. */
 const char *js_literals(js_ctx *c, const char *hint, char **texts, const size_t *lens, size_t n);
+/* Whether the array lists the string key (as "required" does). */
+bool js_listed(const json_t *arr, const char *key);
 /* Whether text contains one of the forbidden words. */
 bool js_has_word(const js_ctx *c, const char *text, size_t len);
 

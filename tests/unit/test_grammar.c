@@ -332,27 +332,45 @@ static void test_special_tokens_and_end_of_generation(void **state)
     tok_free(v);
 }
 
+/* One grammar on the golden GPT-2 vocabulary, for the tests below. */
+typedef struct gpt2_case {
+    tok_vocab *v;
+    gram_vocab *gv;
+    gram_grammar *g;
+    gram_state *s;
+} gpt2_case;
+
+static void gpt2_case_open(gpt2_case *k, const char *golden, const char *gbnf)
+{
+    wk_error err = {0};
+    k->v = gt_golden_vocab_gz(golden, "gpt-2");
+    assert_int_equal(gram_vocab_new(&k->gv, k->v, &err), 0);
+    k->g = compile(gbnf);
+    assert_int_equal(gram_state_new(&k->s, k->g, k->gv, &err), 0);
+}
+
+static void gpt2_case_close(gpt2_case *k)
+{
+    gram_state_free(k->s);
+    gram_grammar_free(k->g);
+    gram_vocab_free(k->gv);
+    tok_free(k->v);
+}
+
 /* A token literal the vocabulary does not have is matched as text. */
 static void test_token_literal_falls_back_to_text(void **state)
 {
     (void)state;
     GOLDEN_OR_SKIP(golden);
-    tok_vocab *v = gt_golden_vocab_gz(golden, "gpt-2");
-    gram_vocab *gv;
+    gpt2_case k;
+    gpt2_case_open(&k, golden, "root ::= <tool_call> \"x\"");
     wk_error err = {0};
-    assert_int_equal(gram_vocab_new(&gv, v, &err), 0);
-    gram_grammar *g = compile("root ::= <tool_call> \"x\"");
-    gram_state *s;
-    assert_int_equal(gram_state_new(&s, g, gv, &err), 0);
-    int32_t lt = tok_find(v, "<", 1);
+    int32_t lt = tok_find(k.v, "<", 1);
     assert_true(lt >= 0);
-    assert_int_equal(gram_accept(s, lt, &err), 0);
-    assert_int_equal(gram_accept_bytes(s, "tool_call>x", 11, &err), 0);
-    assert_true(gram_can_end(s));
-    gram_state_free(s);
-    gram_grammar_free(g);
-    gram_vocab_free(gv);
-    tok_free(v);
+    assert_int_equal(gram_accept(k.s, lt, &err), 0);
+    assert_int_equal(gram_accept_bytes(k.s, "tool_call>x", 11, &err), 0);
+    assert_true(gram_can_end(k.s));
+    gpt2_case_close(&k);
 }
 
 /* A rejected token leaves the state where it was. */
@@ -360,27 +378,20 @@ static void test_rejected_token_leaves_state_unchanged(void **state)
 {
     (void)state;
     GOLDEN_OR_SKIP(golden);
-    tok_vocab *v = gt_golden_vocab_gz(golden, "gpt-2");
-    gram_vocab *gv;
+    gpt2_case k;
+    gpt2_case_open(&k, golden, "root ::= \"ab\" \"cd\"");
     wk_error err = {0};
-    assert_int_equal(gram_vocab_new(&gv, v, &err), 0);
-    gram_grammar *g = compile("root ::= \"ab\" \"cd\"");
-    gram_state *s;
-    assert_int_equal(gram_state_new(&s, g, gv, &err), 0);
-    int32_t x = tok_find(v, "x", 1), a = tok_find(v, "a", 1), ab = tok_find(v, "ab", 2);
+    int32_t x = tok_find(k.v, "x", 1), a = tok_find(k.v, "a", 1), ab = tok_find(k.v, "ab", 2);
     assert_true(x >= 0 && a >= 0 && ab >= 0);
-    assert_int_equal(gram_accept(s, x, &err), WK_EINVAL);
+    assert_int_equal(gram_accept(k.s, x, &err), WK_EINVAL);
     assert_non_null(strstr(err.msg, "not allowed"));
-    assert_int_equal(gram_accept(s, ab, &err), 0);
-    assert_int_equal(gram_accept(s, a, &err), WK_EINVAL);
-    assert_int_equal(gram_accept_bytes(s, "cd", 2, &err), 0);
-    assert_true(gram_can_end(s));
-    assert_int_equal(gram_accept(s, -1, &err), WK_EINVAL);
-    assert_int_equal(gram_accept(s, tok_n_vocab(v), &err), WK_EINVAL);
-    gram_state_free(s);
-    gram_grammar_free(g);
-    gram_vocab_free(gv);
-    tok_free(v);
+    assert_int_equal(gram_accept(k.s, ab, &err), 0);
+    assert_int_equal(gram_accept(k.s, a, &err), WK_EINVAL);
+    assert_int_equal(gram_accept_bytes(k.s, "cd", 2, &err), 0);
+    assert_true(gram_can_end(k.s));
+    assert_int_equal(gram_accept(k.s, -1, &err), WK_EINVAL);
+    assert_int_equal(gram_accept(k.s, tok_n_vocab(k.v), &err), WK_EINVAL);
+    gpt2_case_close(&k);
 }
 
 /* A state cache pushed past its budget is compacted around the live
