@@ -10,9 +10,11 @@
  * string), any other as JSON. No value contains the text that would end
  * the call for the parser ("</tool_call>"; in XML also "</parameter>"):
  * JSON strings can still hold such text with an escape (<\/tool_call>),
- * raw text cannot. Parameters appear in declared order, required ones
- * always; schemas follow json_schema.h. Several calls are separated by
- * whitespace. */
+ * raw text cannot. A string with a length bound too long to track that
+ * exactly (thousands of characters) has no raw '<' at all instead (JSON
+ * can still write \u003c; raw text then has no '<'). Parameters appear in
+ * declared order, required ones always; schemas follow json_schema.h.
+ * Several calls are separated by whitespace. */
 #ifndef WICK_ENGINE_GRAMMAR_TOOLS_H
 #define WICK_ENGINE_GRAMMAR_TOOLS_H
 

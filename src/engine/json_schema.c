@@ -234,7 +234,10 @@ static int read_count(js_ctx *c, const json_t *s, const char *key, uint32_t dflt
         return -1;
     }
     if (d > 1000000) {
-        if (dflt == UINT32_MAX && strncmp(key, "max", 3) == 0) return 0; /* a huge maximum is no maximum */
+        if (!strncmp(key, "max", 3)) { /* a tighter maximum keeps the output valid */
+            *out = 1000000;
+            return 0;
+        }
         js_fail(c, WK_ERANGE, "%s %.0f is above the supported 1000000", key, d);
         return -1;
     }

@@ -86,8 +86,9 @@ static void put_negated_class(gram_buf *b, const bool *excl)
  * the characters not in base_excl (plus esc_rule after a backslash when
  * non-NULL), never containing any of the words. Returns the start rule. */
 static const char *text_avoiding(js_ctx *c, const char *const *words, size_t n_words, const bool *base_excl,
-                                 const char *esc_rule, uint32_t min, uint32_t max, const char *hint)
+                                 const char *esc_rule, uint32_t min, uint32_t max, const char *hint, bool *too_big)
 {
+    *too_big = false;
     ac_machine *m = malloc(sizeof *m);
     if (!m) return js_fail(c, WK_ENOMEM, "out of memory");
     if (ac_build(m, words, n_words)) {
@@ -100,8 +101,8 @@ static const char *text_avoiding(js_ctx *c, const char *const *words, size_t n_w
     uint32_t K = bounded ? max : min;
     if ((uint64_t)m->n * (K + 1) > MAX_BOUNDED_RULES) {
         free(m);
-        return js_fail(c, WK_EUNSUPPORTED, "string length bound %u is too large for a value inside a tool call "
-                                           "(at most %u here)", K, MAX_BOUNDED_RULES / MAX_AC_STATES);
+        *too_big = true;
+        return NULL;
     }
     size_t n_rules = (size_t)m->n * (K + 1);
     const char **name = calloc(n_rules, sizeof *name);
@@ -178,6 +179,37 @@ static void json_string_excl(bool *excl)
     for (int ch = 0; ch < 128; ch++) excl[ch] = ch < 0x20 || ch == '"' || ch == '\\';
 }
 
+/* min..max characters as a counted repetition: a JSON string (quotes
+ * included) or raw text, of characters outside excl (ASCII) besides those
+ * a JSON string or raw text never has. */
+static const char *counted_string(js_ctx *c, uint32_t min, uint32_t max, enum js_mode mode, const bool *excl)
+{
+    char bounds[32];
+    if (max == UINT32_MAX) snprintf(bounds, sizeof bounds, "{%u,}", min);
+    else snprintf(bounds, sizeof bounds, "{%u,%u}", min, max);
+    bool all[128];
+    if (mode == JS_JSON) json_string_excl(all);
+    else memset(all, 0, sizeof all), all[0] = true;
+    for (int ch = 0; ch < 128; ch++) all[ch] = all[ch] || excl[ch];
+    gram_buf b = {0}, ch = {0};
+    const char *r = NULL;
+    if (mode == JS_JSON) {
+        const char *esc = js_common(c, JS_ESC);
+        if (!esc) return NULL;
+        put_negated_class(&ch, all);
+        gram_buf_printf(&ch, " | \"\\\\\" %s", esc);
+        const char *jchar = js_rule(c, "char", &ch);
+        if (jchar) gram_buf_printf(&b, "\"\\\"\" %s%s \"\\\"\"", jchar, bounds);
+    } else {
+        put_negated_class(&b, all);
+        gram_buf_puts(&b, bounds);
+    }
+    if (b.s) r = js_rule(c, "string", &b);
+    gram_buf_free(&b);
+    gram_buf_free(&ch);
+    return r;
+}
+
 const char *js_string(js_ctx *c, uint32_t min, uint32_t max, enum js_mode mode)
 {
     if (js_failed(c)) return NULL;
@@ -185,42 +217,33 @@ const char *js_string(js_ctx *c, uint32_t min, uint32_t max, enum js_mode mode)
     snprintf(key, sizeof key, "string:%d:%u:%u", (int)mode, min, max);
     const char *hit = js_memo_get(c, key);
     if (hit) return hit;
-    gram_buf b = {0};
-    char bounds[32];
-    if (max == UINT32_MAX) snprintf(bounds, sizeof bounds, "{%u,}", min);
-    else snprintf(bounds, sizeof bounds, "{%u,%u}", min, max);
-    const char *r;
+    bool none[128] = {false};
+    const char *r = NULL;
     if (c->n_words == 0) {
-        if (mode == JS_JSON) {
-            const char *esc = js_common(c, JS_ESC);
-            if (!esc) return NULL;
-            gram_buf ch = {0};
-            gram_buf_printf(&ch, "[^\"\\\\\\x00-\\x1F] | \"\\\\\" %s", esc);
-            const char *jchar = js_rule(c, "char", &ch);
-            gram_buf_free(&ch);
-            if (!jchar) return NULL;
-            gram_buf_printf(&b, "\"\\\"\" %s%s \"\\\"\"", jchar, bounds);
-        } else {
-            gram_buf_printf(&b, "[^\\x00]%s", bounds);
-        }
-        r = js_rule(c, "string", &b);
+        r = counted_string(c, min, max, mode, none);
     } else {
         bool excl[128];
-        const char *inner;
-        if (mode == JS_JSON) {
-            json_string_excl(excl);
-            const char *esc = js_common(c, JS_ESC);
-            inner = esc ? text_avoiding(c, c->words, c->n_words, excl, esc, min, max, "str") : NULL;
-            if (inner) gram_buf_printf(&b, "\"\\\"\" %s \"\\\"\"", inner);
-        } else {
-            memset(excl, 0, sizeof excl);
-            excl[0] = true;
-            inner = text_avoiding(c, c->words, c->n_words, excl, NULL, min, max, "text");
-            if (inner) gram_buf_puts(&b, inner);
+        if (mode == JS_JSON) json_string_excl(excl);
+        else memset(excl, 0, sizeof excl), excl[0] = true;
+        const char *esc = mode == JS_JSON ? js_common(c, JS_ESC) : NULL;
+        bool too_big = false;
+        const char *inner = mode == JS_JSON && !esc ? NULL
+                          : text_avoiding(c, c->words, c->n_words, excl, esc, min, max, mode == JS_JSON ? "str" : "text",
+                                          &too_big);
+        if (inner) {
+            gram_buf b = {0};
+            if (mode == JS_JSON) gram_buf_printf(&b, "\"\\\"\" %s \"\\\"\"", inner);
+            else gram_buf_puts(&b, inner);
+            r = js_rule(c, "string", &b);
+            gram_buf_free(&b);
+        } else if (too_big) {
+            /* long bounds: no word can start (its first character is
+             * never written raw; in JSON an escape still writes it) */
+            bool first[128] = {false};
+            for (size_t w = 0; w < c->n_words; w++) first[(unsigned char)c->words[w][0] & 127] = true;
+            r = counted_string(c, min, max, mode, first);
         }
-        r = inner ? js_rule(c, "string", &b) : NULL;
     }
-    gram_buf_free(&b);
     if (r) js_memo_put(c, key, r);
     return r;
 }
@@ -229,7 +252,8 @@ const char *js_text_without(js_ctx *c, const char *const *words, size_t n_words)
 {
     bool excl[128] = {0};
     excl[0] = true;
-    return text_avoiding(c, words, n_words, excl, NULL, 0, UINT32_MAX, "think");
+    bool too_big;
+    return text_avoiding(c, words, n_words, excl, NULL, 0, UINT32_MAX, "think", &too_big);
 }
 
 void js_put_escape_body(gram_buf *b)

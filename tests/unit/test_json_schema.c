@@ -578,6 +578,7 @@ static void test_hostile_schemas_fail_cleanly(void **state)
     json_decref(s);
     /* a huge maxLength is fine in plain JSON (a counter, not rules) */
     expect_schema("{\"type\":\"string\",\"maxLength\":900000}", L("\"abc\""), NULL);
+    expect_schema("{\"type\":\"array\",\"maxItems\":5000000000}", L("[1,2]"), NULL); /* held to 1000000 */
     expect_schema_error("{\"type\":\"string\",\"minLength\":2000000}", WK_ERANGE, "minLength");
 }
 
@@ -824,6 +825,20 @@ static void test_tool_call_texts(void **state)
     assert_int_equal(classify(g, "<tool_call>\n<function=write_file>\n<parameter=path>\na</parameter>"), -1);
     assert_int_equal(classify(g, "<tool_call>\n<function=write_file>\n<parameter=content>\n"), -1); /* path first */
     gram_grammar_free(g);
+    /* long bounded strings: no raw '<' (JSON can escape it) */
+    json_t *bounded = J("[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\","
+                        "\"properties\":{\"s\":{\"type\":\"string\",\"maxLength\":10000},\"n\":{\"type\":\"array\","
+                        "\"items\":{\"type\":\"string\",\"maxLength\":9000}}},\"required\":[\"s\"]}}}]");
+    assert_int_equal(gram_for_tools(&g, bounded, CHAT_TOOLS_HERMES, "f", false, GRAM_REASONING_NONE, &err), 0);
+    assert_int_equal(classify(g, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"s\": \"a\\u003cb\"}}\n</tool_call>"), 1);
+    assert_int_equal(classify(g, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"s\": \"a<"), -1);
+    gram_grammar_free(g);
+    assert_int_equal(gram_for_tools(&g, bounded, CHAT_TOOLS_QWEN_XML, "f", false, GRAM_REASONING_NONE, &err), 0);
+    assert_int_equal(classify(g, "<tool_call>\n<function=f>\n<parameter=s>\nab\n</parameter>\n<parameter=n>\n"
+                                 "[\"x\\u003c\"]\n</parameter>\n</function>\n</tool_call>"), 1);
+    assert_int_equal(classify(g, "<tool_call>\n<function=f>\n<parameter=s>\na<b"), -1);
+    gram_grammar_free(g);
+    json_decref(bounded);
     /* errors */
     assert_int_equal(gram_for_tools(&g, tools, CHAT_TOOLS_HERMES, "missing", false, GRAM_REASONING_NONE, &err), WK_EINVAL);
     assert_non_null(strstr(err.msg, "missing"));
