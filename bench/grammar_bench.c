@@ -10,7 +10,9 @@
  * a fresh state per repetition, as every request starts cold; and also
  * follows random allowed tokens (the state space a random model wanders
  * into). Prints µs per step: mean, median, p99, max, and the vocabulary's
- * one-off build time. */
+ * one-off build time. Times are CPU time of the calling thread (the mask
+ * runs on one thread between decode steps; on a shared machine, wall time
+ * would mostly measure other processes). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +25,7 @@
 #include "gguf/gguf.h"
 #include "tokenizer/tokenizer.h"
 
+/* CPU time of this thread, µs. */
 static double now_us(void)
 {
     struct timespec ts;
