@@ -17,9 +17,17 @@
  * The matcher is a pushdown automaton over bytes (UTF-8 classes become byte
  * sequences) whose configurations — sets of parse stacks — are interned as
  * states of a lazily built DFA. The mask walks the vocabulary's prefix tree
- * through that DFA (shared prefixes once, a subtree dropped at the first
- * byte the grammar rejects) and is cached per DFA state, so a repeated
- * configuration (inside a long string, say) costs one copy.
+ * through that DFA: shared prefixes once, a subtree dropped at the first
+ * byte the grammar rejects, and taken whole when the state returns to
+ * itself on every byte in it. Masks are cached per DFA state (a repeated
+ * configuration costs one copy), and computed relative to the deepest
+ * frame all stacks share, so that the part that does not depend on what
+ * lies below (a string's content, say) is shared by every context; only
+ * the tokens that reach below (those with a closing quote) are decided in
+ * context. Costs (Qwen3's 151669 tokens, bench/grammar_bench.c): the
+ * vocabulary 0.2-0.4 s once per model; a grammar well under a millisecond
+ * to a few; a step tens of microseconds on average, about 1 ms for a first
+ * walk inside a new kind of string.
  *
  * Tokens:
  *   - normal and byte tokens are the bytes tok_token_piece(v, id, 0) gives;
