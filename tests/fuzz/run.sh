@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds one libFuzzer harness and runs it for a bounded time.
-#   tests/fuzz/run.sh NAME [SECONDS]      NAME: gguf, model_load, tokenizer or archive (default 60 s)
+#   tests/fuzz/run.sh NAME [SECONDS]      NAME: gguf, model_load, tokenizer, archive or json_schema
+#                                         (default 60 s)
 # Env: WICK_FUZZ_BUILD (build dir, default build-fuzz), WICK_GOLDEN (golden data),
 #      WICK_FUZZ_JOBS (parallel fuzzing processes, default 1), WICK_FUZZ_DIRECT=1 (compile
 #      the harness and only the sources it needs with clang, instead of the cmake target,
@@ -12,14 +13,17 @@
 #   tokenizer   the texts of the golden tokenizer tests, with vocab/mode bytes; the vocabularies
 #               (WICK_FUZZ_VOCABS) are a golden model's and golden llama.cpp vocab files;
 #   archive     real prefix-cache archive files of a golden hybrid model, written by the
-#               harness itself (a first write and an appended record).
+#               harness itself (a first write and an appended record);
+#   json_schema a mode byte, an option byte and a schema, tool list or GBNF text (the JSON
+#               schema, tool-call and GBNF compilers, then constrained steps).
 # The working corpus persists in $WICK_FUZZ_BUILD/fuzz-NAME-corpus between runs.
 # Exit status: 0 when the run ends without a finding, non-zero on a crash, leak,
 # timeout or out-of-memory (the reproducer is left in $WICK_FUZZ_BUILD/fuzz-NAME-artifacts).
 set -euo pipefail
 name=${1:-}
 secs=${2:-60}
-case $name in gguf|model_load|tokenizer|archive) ;; *) echo "usage: $0 gguf|model_load|tokenizer|archive [SECONDS]" >&2; exit 2 ;; esac
+case $name in gguf|model_load|tokenizer|archive|json_schema) ;;
+    *) echo "usage: $0 gguf|model_load|tokenizer|archive|json_schema [SECONDS]" >&2; exit 2 ;; esac
 case $secs in ''|*[!0-9]*) echo "usage: $0 NAME [SECONDS]" >&2; exit 2 ;; esac
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${WICK_FUZZ_BUILD:-$root/build-fuzz}
@@ -34,6 +38,7 @@ case $name in
     tokenizer) mods="util gguf tokenizer" ;;
     model_load) mods="util gguf quant backend/cpu model" ;;
     archive) mods="util gguf quant backend/cpu model engine cache" ;;
+    json_schema) mods="util gguf tokenizer engine/grammar engine/json" ;; # the grammar engine's files only
 esac
 libs="$(pkg-config --libs libpcre2-8 jansson libxxhash libcrypto) -lm -lpthread"
 flags="-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -fno-math-errno
@@ -157,6 +162,48 @@ for path in sys.argv[3:]:
             k += 1
 PY
     extra=(-max_len=4096)
+    ;;
+json_schema)
+    # seed = mode byte, option byte, text (modes: 0 schema, 1 Hermes tools, 2 XML tools, 3 GBNF)
+    seed() { printf "$1$2" >"$seeds/$3"; cat >>"$seeds/$3"; }
+    seed '\x00' '\x00' object <<'EOF'
+{"type":"object","properties":{"name":{"type":"string","maxLength":12},"age":{"type":"integer","minimum":0,"maximum":130},"tags":{"type":"array","items":{"enum":["a","b"]},"maxItems":4}},"required":["name"],"additionalProperties":false}
+EOF
+    seed '\x00' '\x01' refs <<'EOF'
+{"$schema":"https://json-schema.org/draft/2020-12/schema","$ref":"#/$defs/n","$defs":{"n":{"type":"object","properties":{"v":{"anyOf":[{"type":"number","exclusiveMinimum":0},{"type":"null"}]},"k":{"type":"array","items":{"$ref":"#/$defs/n"}}},"required":["v"]}}}
+EOF
+    seed '\x00' '\x02' tuple <<'EOF'
+{"type":"array","prefixItems":[{"const":"x"},{"type":"boolean"}],"items":{"type":"string","minLength":1,"maxLength":3},"minItems":1,"maxItems":5}
+EOF
+    seed '\x01' '\x08' hermes <<'EOF'
+[{"type":"function","function":{"name":"write_file","parameters":{"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string"},"n":{"type":"integer"}},"required":["path","content"]}}},{"type":"function","function":{"name":"list"}}]
+EOF
+    seed '\x02' '\x04' xml <<'EOF'
+{"type":"object","properties":{"path":{"type":"string","enum":["a","b<"]},"lines":{"type":"array","items":{"type":"string"}},"force":{"type":["boolean","null"]}},"required":["path"]}
+EOF
+    seed '\x03' '\x00' gbnf <<'EOF'
+root ::= <think> [^<]* </think> ws obj
+obj ::= "{" ws ( pair ( "," ws pair )* )? "}"
+pair ::= "\"" [a-z]{1,8} "\"" ws ":" ws ( obj | [0-9]+ | "\"" ( [^"\\] | "\\" . )* "\"" ) ws
+ws ::= [ \t\n]{0,4}
+EOF
+    seed '\x03' '\x00' gbnf-utf8 <<'EOF'
+root ::= ( [α-ω] | [\u4e00-\u9fff]{2} | . "!"? )+ "\n" | "x"{3,7}
+EOF
+
+    dict=$build/fuzz-json_schema.dict
+    {
+        for k in type object array string number integer boolean null properties required additionalProperties \
+                 items prefixItems additionalItems minItems maxItems minLength maxLength minimum maximum \
+                 exclusiveMinimum exclusiveMaximum enum const anyOf oneOf allOf '$ref' '$defs' definitions \
+                 '#/$defs/' pattern format title description default parameters function name; do
+            echo "\"$k\""
+        done
+        for k in '::=' '<tool_call>' '</tool_call>' '</parameter>' '<think>' '</think>' '[^' '{0,' '\\u'; do
+            printf '"%s"\n' "$(printf '%s' "$k" | sed 's/\\/\\\\/g; s/"/\\"/g')"
+        done
+    } >"$dict"
+    extra=(-max_len=8192 -timeout=20 -malloc_limit_mb=1536 -dict="$dict")
     ;;
 archive)
     # the harness writes them (WICK_FUZZ_SEEDS) from tiny-qwen35-F32: archives of ~80-150 KB
