@@ -10,6 +10,8 @@ void eng_request_clear(eng_request *req)
 {
     json_decref(req->chat_body);
     free(req->tool_choice_name);
+    json_decref(req->json_schema);
+    free(req->json_schema_name);
     free(req->prompt);
     free(req->prompt_ids);
     free(req->bias_ids);

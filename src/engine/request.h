@@ -16,6 +16,8 @@ enum eng_request_kind { ENG_REQ_CHAT = 0, ENG_REQ_COMPLETION = 1 };
 
 enum eng_tool_choice { ENG_TOOLS_AUTO = 0, ENG_TOOLS_NONE, ENG_TOOLS_REQUIRED, ENG_TOOLS_FUNCTION };
 
+enum eng_response_format { ENG_FORMAT_TEXT = 0, ENG_FORMAT_JSON_OBJECT, ENG_FORMAT_JSON_SCHEMA };
+
 /* Sampling knobs as the API gives them; the engine maps them onto sampler.h. */
 typedef struct eng_sampling {
     float temperature;       /* 0 = greedy */
@@ -38,9 +40,18 @@ typedef struct eng_request {
      * chat_template_kwargs, reasoning_effort from it. */
     json_t *chat_body;
     const json_t *tools;       /* borrowed from chat_body (NULL if none) */
+    /* Constrained output, to be enforced token by token by the generate
+     * loop (grammar engine): tool_choice REQUIRED = the answer is a call of
+     * one of `tools`, FUNCTION = a call of tool_choice_name (always one of
+     * `tools`); response_format JSON_OBJECT = a JSON object, JSON_SCHEMA = a
+     * JSON value valid against json_schema. The server has checked them. */
     int tool_choice;           /* enum eng_tool_choice */
     char *tool_choice_name;    /* forced function name (ENG_TOOLS_FUNCTION), owned */
-    bool parallel_tool_calls;
+    bool parallel_tool_calls;  /* false: at most one call per answer */
+    int response_format;       /* enum eng_response_format */
+    json_t *json_schema;       /* JSON_SCHEMA: the schema object (owned reference) */
+    char *json_schema_name;    /* its name as the client gave it (owned), or NULL */
+    bool json_schema_strict;
     /* completion: the prompt as text (owned) or as token ids (owned array). */
     char *prompt;
     int32_t *prompt_ids;

@@ -86,6 +86,7 @@ int pl_engine_open(pl_engine **out, const pl_config *cfg, wk_error *err)
 void pl_engine_close(pl_engine *pe)
 {
     if (!pe) return;
+    gram_vocab_free(pe->gvocab);
     ckpt_cache_free(pe->cache);
     eng_ctx_free(pe->ctx);
     tok_free(pe->vocab);

@@ -18,6 +18,7 @@ typedef struct decode_loop {
     eng_sampler *smp;
     tok_decoder *dec; /* NULL: the file has no tokenizer (token ids only) */
     chat_stop *stop;
+    pl_constraint con; /* the grammar the answer must follow (con.on) */
     pl_output out;
     const char *finish;
     bool stopped;
@@ -68,7 +69,7 @@ static int loop_setup(pl_request *r, decode_loop *L)
     for (int32_t i = 0; i < r->n; i++) eng_sampler_accept(L->smp, r->ids[i]);
     L->out.sink = r->sink;
     L->finish = "stop";
-    return 0;
+    return pl_constraint_begin(r, &L->con);
 }
 
 static void loop_free(decode_loop *L)
@@ -78,6 +79,25 @@ static void loop_free(decode_loop *L)
     chat_stop_free(L->stop);
     chat_parser_free(L->out.parser);
     chat_delta_free(&L->out.delta);
+    pl_constraint_free(&L->con);
+}
+
+/* The next token: the backend's greedy pick when it made one, else the
+ * sampler over the logits (the grammar's forbidden tokens at -inf first).
+ * -1: nothing can be said; -2 with *status set: the grammar failed. */
+static int32_t pick_token(pl_request *r, decode_loop *L, int32_t picked, int *status)
+{
+    if (picked >= -1) return picked;
+    const float *logits = eng_logits(r->pe->ctx);
+    if (L->con.on) {
+        wk_error err = {0};
+        logits = pl_constraint_mask(&L->con, logits, eng_n_vocab(r->pe->ctx), &err);
+        if (!logits) {
+            *status = pl_fail(r, 500, "server_error", NULL, "constrained output: %.440s", err.msg);
+            return -2;
+        }
+    }
+    return eng_sampler_sample(L->smp, logits, NULL);
 }
 
 /* Text of one token through the stop filter into the output. */
@@ -124,9 +144,9 @@ int pl_generate(pl_request *r)
     int32_t room = eng_seq_capacity(seq) - eng_seq_pos(seq);
     int32_t max_new = req->max_tokens < 0 || req->max_tokens > room ? room : req->max_tokens;
     if (sink->live) sink->live(sink->user, PL_PHASE_DECODE, &r->c);
-    /* plain greedy without a step hook: the backend picks each next token where the logits are
-     * (a GPU sends one index, not the vocabulary's logits); -2: take it from eng_logits */
-    const bool device_pick = eng_sampler_is_plain_greedy(L.smp) && !sink->step_logits;
+    /* plain greedy without a step hook or a grammar: the backend picks each next token where the
+     * logits are (a GPU sends one index, not the vocabulary's logits); -2: take it from eng_logits */
+    const bool device_pick = eng_sampler_is_plain_greedy(L.smp) && !sink->step_logits && !L.con.on;
     const int32_t n_vocab = eng_n_vocab(ctx);
     int32_t picked = -2;
     double t_first = 0;
@@ -136,12 +156,17 @@ int pl_generate(pl_request *r)
             status = pl_fail(r, 499, "cancelled", NULL, "request cancelled during generation");
             break;
         }
-        int32_t tok = picked >= -1 ? picked : eng_sampler_sample(L.smp, eng_logits(ctx), NULL);
+        int32_t tok = pick_token(r, &L, picked, &status);
+        if (tok == -2) break;
         if (sink->step_logits) {
             int32_t forced = sink->step_logits(sink->user, i, eng_logits(ctx), n_vocab, tok);
             if (forced >= 0 && forced < n_vocab) tok = forced;
         }
-        if (tok < 0) break; /* every logit -inf/NaN: nothing sensible to say */
+        if (tok < 0) break; /* every logit -inf/NaN (or forbidden): nothing sensible to say */
+        if (L.con.on && pl_constraint_accept(&L.con, tok, &err)) {
+            status = pl_fail(r, 500, "server_error", NULL, "constrained output: %.440s", err.msg);
+            break;
+        }
         eng_sampler_accept(L.smp, tok);
         if (i == 0) {
             t_first = wk_now_ms();
@@ -158,6 +183,7 @@ int pl_generate(pl_request *r)
         if (L.out.any_reasoning_this_token && !L.out.any_content_this_token) r->c.reasoning_tokens++;
         if (sink->live) sink->live(sink->user, PL_PHASE_DECODE, &r->c);
         if (L.stopped) break;
+        if (L.con.on && pl_constraint_done(&L.con)) break; /* the grammar is complete: nothing may follow */
         if (i + 1 == max_new) {
             L.finish = "length";
             break;

@@ -4,6 +4,7 @@
 #define WICK_PIPELINE_PIPELINE_INTERNAL_H
 
 #include "chat/chat_parse.h"
+#include "engine/grammar.h"
 #include "pipeline/pipeline.h"
 
 struct pl_engine {
@@ -17,6 +18,7 @@ struct pl_engine {
     bool has_tmpl;
     eng_ctx *ctx;
     ckpt_cache *cache;
+    gram_vocab *gvocab;          /* token byte strings for constrained output, made on first use */
 };
 
 /* One request in flight: what the steps hand each other. */
@@ -50,6 +52,26 @@ int pl_admit(pl_request *r);
 int pl_reuse(pl_request *r);
 int pl_prefill(pl_request *r);
 int pl_generate(pl_request *r);
+
+/* The grammar a request's output must follow (constrain.c); on = false
+ * when the request asks for none. */
+typedef struct pl_constraint {
+    bool on;
+    gram_grammar *g;
+    gram_state *s;
+    float *masked;               /* [n_vocab]: the logits with forbidden tokens at -inf */
+} pl_constraint;
+
+/* Builds it from the request (tool_choice required / a named function,
+ * response_format json_object / json_schema); 0 or an HTTP status with
+ * r->final filled (a schema the grammar engine cannot take is a 400). */
+int pl_constraint_begin(pl_request *r, pl_constraint *c);
+/* logits with the forbidden tokens at -inf (c's buffer), NULL on error. */
+const float *pl_constraint_mask(pl_constraint *c, const float *logits, int32_t n_vocab, wk_error *err);
+int pl_constraint_accept(pl_constraint *c, int32_t token, wk_error *err);
+/* Nothing can follow (the grammar is complete, or ended). */
+bool pl_constraint_done(const pl_constraint *c);
+void pl_constraint_free(pl_constraint *c);
 
 /* Cache kind of a chat boundary (chat_boundary_kind + CHAT_BFLAG_*). */
 int pl_ckpt_kind_of_boundary(int chat_kind, unsigned flags);
