@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cmake -S . -B build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWICK_SANITIZE=ON >/dev/null
-cmake --build build-test -j"$(nproc)"
+cmake --build build-test -j"$(getconf _NPROCESSORS_ONLN)"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-ctest --test-dir build-test --output-on-failure -j"$(nproc)" "$@"
+ctest --test-dir build-test --output-on-failure -j"$(getconf _NPROCESSORS_ONLN)" "$@"

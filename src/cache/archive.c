@@ -12,6 +12,7 @@
 
 #include "cache/archive.h"
 #include "model/model.h"
+#include "util/os.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "archive bulk arrays are written in host order: add byte swapping for big-endian hosts"
@@ -275,7 +276,7 @@ static int scan_fd(int fd, const char *path, ckpt_archive_info *info, kv_shape *
     info->state_bytes = state_bytes;
     info->payload_hash = get_u64(hdr + 80);
     info->file_bytes = (size_t)sb.st_size;
-    info->mtime = (double)sb.st_mtim.tv_sec + sb.st_mtim.tv_nsec * 1e-9;
+    info->mtime = wk_stat_mtime(&sb);
     info->tokens = malloc(sizeof(int32_t) * (size_t)n_tok + 1);
     info->ckpts = calloc((size_t)n_ck + 1, sizeof *info->ckpts);
     if (!info->tokens || !info->ckpts) {

@@ -8,12 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "chat/chat_parse.h"
 #include "engine/sampler.h"
 #include "engine/service_internal.h"
 #include "util/log.h"
+#include "util/os.h"
 #include "util/timeutil.h"
 
 int32_t svc_reuse_decision(const eng_seq *seq, bool has_recurrent, const int32_t *ids, int32_t n,
@@ -37,7 +37,7 @@ int32_t svc_reuse_decision(const eng_seq *seq, bool has_recurrent, const int32_t
 static uint64_t random_u64(void)
 {
     uint64_t x = 0;
-    if (getrandom(&x, sizeof x, 0) != (ssize_t)sizeof x) x = (uint64_t)(wk_now_ms() * 1000.0);
+    if (wk_random_bytes(&x, sizeof x) != 0) x = (uint64_t)(wk_now_ms() * 1000.0);
     return x;
 }
 
