@@ -18,6 +18,17 @@ if(CMOCKA_FOUND)
       ENVIRONMENT "WICK_GOLDEN=${WICK_GOLDEN_DIR};WICK_SOURCE_DIR=${CMAKE_SOURCE_DIR};WICK_BIN=$<TARGET_FILE:wick>"
       TIMEOUT 600 SKIP_RETURN_CODE 77)
   endforeach()
+  # x86-64: the golden conformance suite on the lower kernel levels too
+  # (WICK_ISA caps every kernel choice; the first test of the binary checks
+  # that it did), so the AVX-512 path is not the only one run end to end.
+  if(WICK_ARCH STREQUAL "x86_64")
+    foreach(level scalar avx2)
+      add_test(NAME test_models_golden_${level} COMMAND test_models_golden)
+      set_tests_properties(test_models_golden_${level} PROPERTIES
+        ENVIRONMENT "WICK_ISA=${level};WICK_GOLDEN=${WICK_GOLDEN_DIR};WICK_SOURCE_DIR=${CMAKE_SOURCE_DIR}"
+        TIMEOUT 900 SKIP_RETURN_CODE 77)
+    endforeach()
+  endif()
   # The real presets at full size: minutes under the sanitizers, so opt-in
   # (ctest -R test_synth_full_presets after clearing DISABLED, or run
   # WICK_SYNTH_FULL=1 build-test/test_synth).
@@ -36,6 +47,16 @@ foreach(t ${WICK_SCRIPT_TESTS})
     ENVIRONMENT "WICK_GOLDEN=${WICK_GOLDEN_DIR};WICK_SOURCE_DIR=${CMAKE_SOURCE_DIR};WICK_BIN=$<TARGET_FILE:wick>"
     TIMEOUT 900 SKIP_RETURN_CODE 77)
 endforeach()
+
+# AArch64: cross build + the unit tests and a golden subset under qemu
+# (scripts/test-aarch64.sh, its own build tree inside this one). From x86-64
+# only; skipped with a message where the cross toolchain is missing, a
+# failure under CI=true. It starts first (COST): it is the longest test.
+if(WICK_ARCH STREQUAL "x86_64" AND NOT CMAKE_CROSSCOMPILING AND NOT WICK_FUZZ)
+  add_test(NAME test_aarch64_qemu COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/test-aarch64.sh ${CMAKE_BINARY_DIR}/aarch64)
+  set_tests_properties(test_aarch64_qemu PROPERTIES
+    ENVIRONMENT "WICK_GOLDEN=${WICK_GOLDEN_DIR}" TIMEOUT 1500 SKIP_RETURN_CODE 77 COST 10000)
+endif()
 
 if(WICK_FUZZ)
   file(GLOB WICK_FUZZERS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_*.c)

@@ -12,6 +12,7 @@
 
 #include "cache/archive.h"
 #include "model/model.h"
+#include "util/os.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "archive bulk arrays are written in host order: add byte swapping for big-endian hosts"
@@ -266,7 +267,7 @@ static int scan_fd(int fd, const char *path, ckpt_archive_info *info, kv_shape *
     info->records = recs.p;
     info->file_bytes = (size_t)off;
     info->torn_bytes = (size_t)(size - off);
-    info->mtime = (double)sb.st_mtim.tv_sec + sb.st_mtim.tv_nsec * 1e-9;
+    info->mtime = wk_stat_mtime(&sb);
     return 0;
 }
 

@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 
 #include "cli/cli_policy.h"
 #include "cli/commands.h"
@@ -13,6 +12,7 @@
 #include "engine/context.h"
 #include "model/model.h"
 #include "util/cpu.h"
+#include "util/os.h"
 #include "util/threadpool.h"
 
 static void bench_usage(FILE *out)
@@ -62,13 +62,6 @@ static int parse_list(const char *opt, const char *s, int32_t *out, int cap, int
 static void policy_name(const be_attn_policy *p, char *buf, size_t cap)
 {
     cli_policy_describe(p, buf, cap);
-}
-
-static uint64_t peak_rss_bytes(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (uint64_t)ru.ru_maxrss * 1024;
 }
 
 typedef struct bench_cli {
@@ -239,7 +232,7 @@ int cmd_bench(int argc, char **argv)
                 printf("\"device\": \"%s\", ", eng_device_name(device));
                 printf("\"peak_rss_bytes\": %llu, \"attn_policy\": \"%s\", \"ubatch\": %d, \"arch\": \"%s\", "
                        "\"model\": \"%s\", \"engine\": \"wick\"}\n",
-                       (unsigned long long)peak_rss_bytes(), pol, ubatch, arch, basename_of(path));
+                       (unsigned long long)wk_peak_rss_bytes(), pol, ubatch, arch, basename_of(path));
             } else {
                 char rate[48];
                 if (r->test.kind == ENG_BENCH_TG) snprintf(rate, sizeof rate, "%.1f GB/s", r->gbytes_per_s);
@@ -252,7 +245,7 @@ int cmd_bench(int argc, char **argv)
         g = e;
     }
     if (!json && rc == 0)
-        printf("\npeak RSS: %.1f MiB (model file %.1f MiB, mapped)\n", (double)peak_rss_bytes() / (1 << 20),
+        printf("\npeak RSS: %.1f MiB (model file %.1f MiB, mapped)\n", (double)wk_peak_rss_bytes() / (1 << 20),
                (double)model_bytes / (1 << 20));
     eng_ctx_free(ctx);
     model_free(m);

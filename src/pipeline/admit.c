@@ -7,9 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "pipeline/pipeline_internal.h"
+#include "util/os.h"
 #include "util/timeutil.h"
 
 int pl_fail(pl_request *r, int status, const char *type, const char *code, const char *fmt, ...)
@@ -27,10 +27,10 @@ int pl_fail(pl_request *r, int status, const char *type, const char *code, const
     return status;
 }
 
-static uint64_t random_u64(void)
+uint64_t pl_random_seed(void)
 {
     uint64_t x = 0;
-    if (getrandom(&x, sizeof x, 0) != (ssize_t)sizeof x) x = (uint64_t)(wk_now_ms() * 1000.0);
+    if (wk_random_bytes(&x, sizeof x) != 0) x = (uint64_t)(wk_now_ms() * 1000.0);
     return x;
 }
 
@@ -144,7 +144,7 @@ static int admit_chat(pl_request *r)
         chat_parse_options_from_prompt(&r->popt, &prompt);
         if (!req->tools || req->tool_choice == ENG_TOOLS_NONE) r->popt.tool_format = CHAT_TOOLS_NONE;
         r->popt.tools = req->tools;
-        r->popt.id_seed = req->sampling.has_seed ? req->sampling.seed : random_u64();
+        r->popt.id_seed = req->sampling.has_seed ? req->sampling.seed : pl_random_seed();
         r->chat = true;
     }
     chat_prompt_free(&prompt);

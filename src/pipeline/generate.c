@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "engine/sampler.h"
 #include "pipeline/pipeline_internal.h"
@@ -24,13 +23,7 @@ typedef struct decode_loop {
     bool stopped;
 } decode_loop;
 
-static uint64_t seed_of(const eng_sampling *s)
-{
-    if (s->has_seed) return s->seed;
-    uint64_t x = 0;
-    if (getrandom(&x, sizeof x, 0) != (ssize_t)sizeof x) x = (uint64_t)(wk_now_ms() * 1000.0);
-    return x;
-}
+static uint64_t seed_of(const eng_sampling *s) { return s->has_seed ? s->seed : pl_random_seed(); }
 
 static int loop_setup(pl_request *r, decode_loop *L)
 {

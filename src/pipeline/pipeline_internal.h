@@ -42,6 +42,9 @@ typedef struct pl_request {
     eng_event final;             /* DONE or ERROR */
 } pl_request;
 
+/* A seed from the OS's random source (the clock if that fails). */
+uint64_t pl_random_seed(void);
+
 /* Sets r->final to an ERROR and returns status. */
 int pl_fail(pl_request *r, int status, const char *type, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));

@@ -24,35 +24,46 @@ int qt_quantize_row(enum qt_type type, const float *src, void *dst, int64_t n)
     return qt_quantize_blocks(type, src, dst, n) == 0 ? 0 : WK_EINVAL;
 }
 
+#if defined(__x86_64__)
 static int has_avx2(const wk_cpu_features *f) { return f->avx2 && f->fma && f->f16c; }
 
 static int has_avx512(const wk_cpu_features *f)
 {
     return has_avx2(f) && f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq && f->avx512vnni;
 }
+#endif
 
 qt_vec_dot_fn qt_vec_dot_isa(enum qt_type type, enum qt_isa isa)
 {
     const qt_traits *t = qt_traits_of((uint32_t)type);
     if (!t || !t->weight_ok) return NULL;
     const wk_cpu_features *f = wk_cpu();
+    (void)f;
     switch (isa) {
     case QT_ISA_SCALAR: return qt_dot_scalar(type);
+#if defined(__x86_64__)
     case QT_ISA_AVX2: return has_avx2(f) ? qt_dot_avx2(type) : NULL;
     case QT_ISA_AVX512:
         if (!has_avx512(f)) return NULL;
         if (type == QT_BF16 && !f->avx512bf16) return NULL;
         return qt_dot_avx512(type);
+#elif defined(__aarch64__)
+    case QT_ISA_NEON: return f->neon ? qt_dot_neon(type) : NULL;
+    case QT_ISA_DOTPROD: return f->neon && f->dotprod ? qt_dot_neon_dotprod(type) : NULL;
+#endif
+    default: return NULL;
     }
-    return NULL;
 }
 
 qt_vec_dot_fn qt_vec_dot(enum qt_type type)
 {
-    qt_vec_dot_fn fn = qt_vec_dot_isa(type, QT_ISA_AVX512);
-    if (!fn) fn = qt_vec_dot_isa(type, QT_ISA_AVX2);
-    if (!fn) fn = qt_vec_dot_isa(type, QT_ISA_SCALAR);
-    return fn;
+    /* best first; levels of other architectures give NULL */
+    static const enum qt_isa order[] = {QT_ISA_AVX512, QT_ISA_AVX2, QT_ISA_DOTPROD, QT_ISA_NEON, QT_ISA_SCALAR};
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+        qt_vec_dot_fn fn = qt_vec_dot_isa(type, order[i]);
+        if (fn) return fn;
+    }
+    return NULL;
 }
 
 size_t qt_act_row_bytes(enum qt_type wtype, int64_t n)
@@ -69,6 +80,8 @@ int qt_quantize_act(enum qt_type wtype, const float *src, void *dst, int64_t n)
     if (!w || !w->weight_ok) return WK_EINVAL;
     enum qt_type at = w->vec_dot;
     if (!row_traits(at, n)) return WK_EINVAL;
+#if defined(__x86_64__)
     if (has_avx512(wk_cpu()) && qt_quantize_act_avx512(at, src, dst, n) == 0) return 0;
+#endif
     return qt_quantize_blocks(at, src, dst, n) == 0 ? 0 : WK_EINVAL;
 }

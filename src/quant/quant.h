@@ -36,8 +36,17 @@ int qt_quantize_row(enum qt_type type, const float *src, void *dst, int64_t n);
  * weight type's block size. No alignment required. */
 typedef void (*qt_vec_dot_fn)(int64_t n, float *s, const void *w, const void *a);
 
-/* Kernel levels, for tests and benchmarks. */
-enum qt_isa { QT_ISA_SCALAR = 0, QT_ISA_AVX2 = 1, QT_ISA_AVX512 = 2 };
+/* Kernel levels, for tests and benchmarks. A build has the levels of its
+ * target architecture only (x86-64: AVX2, AVX-512; AArch64: NEON, NEON with
+ * the dot-product extension); asking for another one gives NULL. */
+enum qt_isa {
+    QT_ISA_SCALAR = 0,
+    QT_ISA_AVX2 = 1,
+    QT_ISA_AVX512 = 2,
+    QT_ISA_NEON = 3,
+    QT_ISA_DOTPROD = 4,
+    QT_ISA_COUNT
+};
 
 /* Best dot kernel for the running CPU (honours WICK_ISA via wk_cpu()), or
  * NULL if the type is not a weight type. */

@@ -15,6 +15,8 @@ int qt_quantize_blocks(enum qt_type type, const float *src, void *dst, int64_t n
 qt_vec_dot_fn qt_dot_scalar(enum qt_type type);
 qt_vec_dot_fn qt_dot_avx2(enum qt_type type);
 qt_vec_dot_fn qt_dot_avx512(enum qt_type type);
+qt_vec_dot_fn qt_dot_neon(enum qt_type type);
+qt_vec_dot_fn qt_dot_neon_dotprod(enum qt_type type);
 
 /* Activation quantizers of the fast files (bit-identical to scalar ones);
  * return -1 when the type has no fast version. */

@@ -4,8 +4,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
+
+#include "util/os.h"
 
 #define SRV_FINGERPRINT "wick-0.1.0"
 
@@ -13,7 +14,7 @@ void srv_resp_meta_init(srv_resp_meta *m, bool chat, const char *model)
 {
     static const char alnum[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
     unsigned char rnd[24];
-    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
+    if (wk_random_bytes(rnd, sizeof rnd) != 0) {
         /* Ids only need to be unique, not secret: fall back to time + address. */
         unsigned long long x = (unsigned long long)time(NULL) ^ (unsigned long long)(uintptr_t)m;
         for (size_t i = 0; i < sizeof rnd; i++) {

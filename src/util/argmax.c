@@ -1,4 +1,4 @@
-/* wk_argmax_f32: the reference loop and the dispatch to the AVX2 version. */
+/* wk_argmax_f32: the reference loop and the dispatch to the AVX2 / NEON version. */
 #include "util/argmax.h"
 
 #include <math.h>
@@ -22,5 +22,10 @@ int32_t wk_argmax_f32_scalar(const float *x, int32_t n)
 
 int32_t wk_argmax_f32(const float *x, int32_t n)
 {
-    return wk_cpu()->avx2 ? wk_argmax_f32_avx2(x, n) : wk_argmax_f32_scalar(x, n);
+#if defined(__x86_64__)
+    if (wk_cpu()->avx2) return wk_argmax_f32_avx2(x, n);
+#elif defined(__aarch64__)
+    if (wk_cpu()->neon) return wk_argmax_f32_neon(x, n);
+#endif
+    return wk_argmax_f32_scalar(x, n);
 }

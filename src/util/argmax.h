@@ -10,8 +10,11 @@
  * n <= 0 or every value is NaN. */
 int32_t wk_argmax_f32(const float *x, int32_t n);
 
-/* The same without vector instructions (the reference; argmax_avx2.c has the fast one). */
+/* The same without vector instructions (the reference), and the fast ones
+ * (argmax_avx2.c in x86-64 builds, argmax_neon.c in AArch64 builds; call
+ * only when wk_cpu() reports the ISA). */
 int32_t wk_argmax_f32_scalar(const float *x, int32_t n);
 int32_t wk_argmax_f32_avx2(const float *x, int32_t n);
+int32_t wk_argmax_f32_neon(const float *x, int32_t n);
 
 #endif

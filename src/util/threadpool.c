@@ -7,6 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#if defined(__APPLE__)
+#include <sys/sysctl.h>
+#endif
 
 /* Waiting is staged: PAUSE_POLLS polls with the pause instruction (bridges the
  * microseconds between consecutive ops of one forward pass), then polls that
@@ -21,6 +24,8 @@ static inline void spin_wait(int polls)
     if (polls < PAUSE_POLLS) {
 #if defined(__x86_64__)
         __builtin_ia32_pause();
+#elif defined(__aarch64__)
+        __asm__ volatile("yield");
 #endif
     } else {
         sched_yield();
@@ -82,13 +87,13 @@ static void *worker_main(void *p)
     }
 }
 
-int wk_physical_cores(void)
+#if defined(__linux__)
+/* Distinct (physical id, core id) pairs of /proc/cpuinfo; 0 when the file
+ * lists none (e.g. on Arm, whose cpuinfo has no such lines). */
+static int cores_from_cpuinfo(void)
 {
-    /* Count distinct (physical id, core id) pairs from /proc/cpuinfo. */
     FILE *f = fopen("/proc/cpuinfo", "r");
-    long online = sysconf(_SC_NPROCESSORS_ONLN);
-    if (online < 1) online = 1;
-    if (!f) return (int)online;
+    if (!f) return 0;
     char line[256];
     int phys = -1, seen_pairs = 0;
     int pairs[1024][2];
@@ -107,8 +112,33 @@ int wk_physical_cores(void)
         }
     }
     fclose(f);
-    if (seen_pairs < 1 || seen_pairs > online) return (int)online;
     return seen_pairs;
+}
+#elif defined(__APPLE__)
+/* The performance cores (Apple silicon: perflevel0), else all physical ones. */
+static int cores_from_sysctl(void)
+{
+    int v = 0;
+    size_t len = sizeof v;
+    if (sysctlbyname("hw.perflevel0.physicalcpu", &v, &len, NULL, 0) == 0 && v > 0) return v;
+    len = sizeof v;
+    if (sysctlbyname("hw.physicalcpu", &v, &len, NULL, 0) == 0 && v > 0) return v;
+    return 0;
+}
+#endif
+
+int wk_physical_cores(void)
+{
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    if (online < 1) online = 1;
+    int cores = 0;
+#if defined(__linux__)
+    cores = cores_from_cpuinfo();
+#elif defined(__APPLE__)
+    cores = cores_from_sysctl();
+#endif
+    if (cores < 1 || cores > online) return (int)online;
+    return cores;
 }
 
 wk_pool *wk_pool_new(int n_threads)

@@ -30,7 +30,7 @@ expect_error() {
 }
 
 src=$MODELS/tiny-qwen35-Q4_K_M.gguf
-size=$(stat -c %s "$src")
+size=$(wc -c <"$src")
 
 : >"$tmp/empty.gguf"
 expect_error "empty file" "$tmp/empty.gguf"

@@ -61,7 +61,7 @@ src=$GOLDEN/models/tiny-qwen3-Q4_K.gguf
 : >"$tmp/empty.gguf"
 printf 'not a model\n' >"$tmp/text.gguf"
 head -c 4000 "$src" >"$tmp/trunc.gguf"
-head -c $(($(stat -c %s "$src") - 100)) "$src" >"$tmp/short.gguf"
+head -c $(($(wc -c <"$src") - 100)) "$src" >"$tmp/short.gguf"
 { head -c 64 "$src"; printf '\xff\xff\xff\xff\xff\xff\xff\x7f'; tail -c +73 "$src"; } >"$tmp/corrupt.gguf"
 for f in empty text trunc short corrupt missing; do
     "$WICK" run -m "$tmp/$f.gguf" -p hi -n 2 >"$tmp/out" 2>"$tmp/err"

@@ -431,12 +431,23 @@ static void test_q8_0_store_writes_ggml_blocks(void **state)
     be_free(be);
 }
 
-/* The AVX2 row decoder against the scalar one (kernels come in pairs). */
+/* The AVX2 / NEON row decoder against the scalar one (kernels come in pairs). */
 static void test_q8_0_row_decoders_agree(void **state)
 {
     (void)state;
     const wk_cpu_features *f = wk_cpu();
+#if defined(__x86_64__)
     if (!f->avx2 || !f->f16c) WK_SKIP();
+#define FAST_ROW_DECODER cpu_kv_row_q8_0_to_f32_avx2
+#elif defined(__aarch64__)
+    if (!f->neon) WK_SKIP();
+#define FAST_ROW_DECODER cpu_kv_row_q8_0_to_f32_neon
+#else
+    (void)f;
+    print_message("no vector row decoder in this build\n");
+    WK_SKIP();
+#define FAST_ROW_DECODER cpu_kv_row_q8_0_to_f32_scalar
+#endif
     be_backend *be = new_backend(1);
     const int32_t d = 256;
     float x[256], a[256], b[256];
@@ -446,7 +457,7 @@ static void test_q8_0_row_decoders_agree(void **state)
         for (int i = 0; i < d; i++) x[i] = test_rand_normal(&s) * (float)(1 + rep % 9) * (i < 32 ? 0.0f : 1.0f);
         be_kv_store_typed(be, BE_KV_Q8_0, row, 136, 0, x, (size_t)d, 1, 1, d);
         cpu_kv_row_q8_0_to_f32_scalar(a, row, d);
-        cpu_kv_row_q8_0_to_f32_avx2(b, row, d);
+        FAST_ROW_DECODER(b, row, d);
         assert_memory_equal(a, b, sizeof a);
     }
     be_free(be);

@@ -2,7 +2,10 @@
  * tiny models (MANIFEST.json logit_cases): prompt logits as one batch, then
  * 16 greedy decode steps one token at a time. Also: chunked prefill equals one
  * batch, and snapshot → more tokens → restore → same tokens reproduces logits.
- * WICK_GOLDEN_FILTER=substring limits the cases (for quick local runs). */
+ * WICK_GOLDEN_FILTER=sub1,sub2,... limits the logit cases to those whose
+ * logits path contains one of the substrings (for quick local runs and the
+ * emulated AArch64 run, scripts/test-aarch64.sh). WICK_ISA=level runs
+ * everything on that kernel level (ctest: test_models_golden_scalar, _avx2). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,11 +18,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/cpu_vec.h"
+#include "backend/cpu/matmul_packed.h"
 #include "engine/context.h"
 #include "engine/sequence.h"
 #include "model/model.h"
+#include "quant/quant.h"
 #include "testutil.h"
 #include "util/argmax.h"
+#include "util/cpu.h"
+#include "util/timeutil.h"
+#if defined(__x86_64__)
+#include "backend/cpu/matmul_panel.h"
+#endif
 
 #define GEN_STEPS 16
 
@@ -118,6 +129,7 @@ static int run_case(const char *dir, json_t *c)
     int failed = 0;
     loaded L;
     wk_error err = {0};
+    const double t0 = wk_now_ms();
     if (!ref || !gen) {
         printf("  %-40s cannot read golden files\n", lpath);
         failed = 1;
@@ -163,14 +175,32 @@ static int run_case(const char *dir, json_t *c)
             id_mismatch++;
     }
     if (!(prompt_diff <= tol) || !(gen_diff <= tol) || id_mismatch) failed = 1;
-    printf("  %-44s prompt max diff %.5f  gen max diff %.5f  tol %.3f  greedy mismatches %d  %s\n", lpath,
-           prompt_diff, gen_diff, tol, id_mismatch, failed ? "FAIL" : "ok");
+    printf("  %-44s prompt max diff %.5f  gen max diff %.5f  tol %.3f  greedy mismatches %d  %s (%.1f s)\n",
+           lpath, prompt_diff, gen_diff, tol, id_mismatch, failed ? "FAIL" : "ok", (wk_now_ms() - t0) / 1000.0);
     unload(&L);
 out:
     free(ref);
     free(gen);
     free(tokens);
     return failed;
+}
+
+/* Whether path contains one of the comma-separated substrings of filter. */
+static bool matches_filter(const char *path, const char *filter)
+{
+    for (const char *p = filter; *p;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char sub[128];
+        if (len > 0 && len < sizeof sub) {
+            memcpy(sub, p, len);
+            sub[len] = '\0';
+            if (strstr(path, sub)) return true;
+        }
+        if (!comma) break;
+        p = comma + 1;
+    }
+    return false;
 }
 
 static void test_every_logit_case_matches_llama_cpp(void **state)
@@ -181,17 +211,19 @@ static void test_every_logit_case_matches_llama_cpp(void **state)
     json_t *cases = json_object_get(root, "logit_cases");
     assert_non_null(cases);
     const char *filter = getenv("WICK_GOLDEN_FILTER");
+    if (filter && !filter[0]) filter = NULL;
     int n_failed = 0, n_run = 0;
     for (size_t i = 0; i < json_array_size(cases); i++) {
         json_t *c = json_array_get(cases, i);
         const char *lp = json_string_value(json_object_get(c, "logits"));
-        if (filter && !strstr(lp, filter)) continue;
+        if (filter && !matches_filter(lp, filter)) continue;
         n_run++;
         n_failed += run_case(dir, c);
         fflush(stdout);
     }
     json_decref(root);
-    printf("  %d of %d golden cases failed\n", n_failed, n_run);
+    printf("  %d of %d golden cases failed (cpu kernels: %s)\n", n_failed, n_run, wk_cpu_level_name());
+    if (filter && n_run == 0) fail_msg("WICK_GOLDEN_FILTER=%s matches no golden case", filter);
     assert_int_equal(n_failed, 0);
 }
 
@@ -404,9 +436,83 @@ static void test_hybrid_truncate_is_refused(void **state)
     unload(&L);
 }
 
+/* Kernel levels of this build, lowest first (names as WICK_ISA and wk_cpu_level_name spell them). */
+static const struct {
+    const char *name;
+    enum qt_isa isa;
+} k_levels[] = {
+    {"scalar", QT_ISA_SCALAR},
+#if defined(__x86_64__)
+    {"avx2", QT_ISA_AVX2},
+    {"avx512", QT_ISA_AVX512},
+#elif defined(__aarch64__)
+    {"neon", QT_ISA_NEON},
+    {"dotprod", QT_ISA_DOTPROD},
+#endif
+};
+#define N_LEVELS ((int)(sizeof k_levels / sizeof k_levels[0]))
+
+static int level_index(const char *name)
+{
+    for (int i = 0; i < N_LEVELS; i++)
+        if (strcmp(k_levels[i].name, name) == 0) return i;
+    return -1;
+}
+
+/* Every kernel choice of the CPU backend is the best level the CPU has, or
+ * with WICK_ISA set that level: the feature table, quant/'s dot kernels, the
+ * vector table, repacked layouts and (x86-64) the prefill panels. So the
+ * logit cases that follow really run on the level they name. */
+static void test_kernel_choices_follow_the_cpu_level_and_wick_isa(void **state)
+{
+    (void)state;
+    const char *env = getenv("WICK_ISA");
+    const int have = level_index(wk_cpu_level_name());
+    assert_true(have >= 0);
+    int cap = have;
+    if (env && env[0]) {
+        cap = level_index(env);
+        if (cap < 0) fail_msg("WICK_ISA=%s is not a kernel level of this build", env);
+        if (have < cap) {
+            print_message("this CPU has no %s kernels (best: %s)\n", env, wk_cpu_level_name());
+            WK_SKIP();
+        }
+    }
+    const char *isa = k_levels[cap].name;
+    assert_string_equal(wk_cpu_level_name(), isa);
+    const wk_cpu_features *f = wk_cpu();
+    const bool capped = env && env[0];
+    if (capped && strcmp(isa, "scalar") == 0) {
+        static const wk_cpu_features none;
+        assert_memory_equal(f, &none, sizeof none);
+    }
+    if (capped && strcmp(isa, "avx2") == 0)
+        assert_false(f->avx512f || f->avx512bw || f->avx512vl || f->avx512dq || f->avx512vnni || f->avx512bf16 ||
+                     f->amx_int8 || f->amx_bf16);
+    if (capped && strcmp(isa, "neon") == 0) assert_false(f->dotprod || f->i8mm || f->fp16);
+    if (capped && strcmp(isa, "dotprod") == 0) assert_false(f->i8mm || f->fp16);
+    const cpu_vec_fns *v = cpu_vec_select(2);
+    assert_string_equal(v->level, cap == 0 ? "scalar" : strcmp(isa, "dotprod") == 0 ? "neon" : isa);
+    for (uint32_t t = 0; t < QT_COUNT; t++) {
+        const qt_traits *tr = qt_traits_of(t);
+        if (!tr || !tr->weight_ok) continue;
+        for (int i = cap + 1; i < N_LEVELS; i++) assert_null(qt_vec_dot_isa((enum qt_type)t, k_levels[i].isa));
+        qt_vec_dot_fn want = NULL;
+        for (int i = cap; i >= 0 && !want; i--) want = qt_vec_dot_isa((enum qt_type)t, k_levels[i].isa);
+        if (qt_vec_dot((enum qt_type)t) != want) fail_msg("%s: qt_vec_dot is not the %s kernel", tr->name, isa);
+        if (strcmp(isa, "avx512") != 0) assert_int_equal(cpu_pack_layout_for((enum qt_type)t), CPU_PACK_NONE);
+#if defined(__x86_64__)
+        if (strcmp(isa, "avx512") != 0) assert_int_equal(cpu_panel_kernel_for((enum qt_type)t), CPU_PANEL_NONE);
+#endif
+    }
+    print_message("kernel level %s%s: features, dot kernels, vector table (%s), packing and panels agree\n", isa,
+                  env && env[0] ? " (WICK_ISA)" : "", v->level);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_kernel_choices_follow_the_cpu_level_and_wick_isa),
         cmocka_unit_test(test_chunked_prefill_matches_one_batch),
         cmocka_unit_test(test_small_chunks_stay_close_to_one_batch),
         cmocka_unit_test(test_snapshot_restore_reproduces_logits),

@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -21,6 +20,7 @@
 #include "model/synth_vocab.h"
 #include "quant/quant.h"
 #include "quant/qtypes.h"
+#include "util/os.h"
 #include "testutil.h"
 
 static char g_tmpdir[256];
@@ -594,12 +594,10 @@ static void test_writing_streams_with_bounded_memory(void **state)
     uint64_t bytes = p->data_bytes;
     synth_plan_free(p);
     assert_true(bytes > (250ull << 20));
-    struct rusage ru0, ru1;
-    getrusage(RUSAGE_SELF, &ru0);
+    const uint64_t rss0 = wk_peak_rss_bytes();
     const char *path = tmp_path("big.gguf");
     assert_int_equal(synth_write(&o, path, NULL, NULL, &err), 0);
-    getrusage(RUSAGE_SELF, &ru1);
-    uint64_t grew = (uint64_t)(ru1.ru_maxrss - ru0.ru_maxrss) * 1024;
+    uint64_t grew = wk_peak_rss_bytes() - rss0;
     if (grew > bytes / 4) fail_msg("peak RSS grew by %llu bytes writing a %llu-byte file", (unsigned long long)grew,
                                    (unsigned long long)bytes);
     struct stat sb;

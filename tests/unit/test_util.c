@@ -127,7 +127,11 @@ static void test_argmax_matches_the_reference(void **state)
             }
             if (pattern == 1 && n > 0) x[n - 1] = 4.0f; /* a tie at the very end too */
             const int32_t want = wk_argmax_f32_scalar(x, n);
+#if defined(__x86_64__)
             if (wk_cpu()->avx2) assert_int_equal(wk_argmax_f32_avx2(x, n), want);
+#elif defined(__aarch64__)
+            if (wk_cpu()->neon) assert_int_equal(wk_argmax_f32_neon(x, n), want);
+#endif
             assert_int_equal(wk_argmax_f32(x, n), want);
             if (pattern == 3 || n == 0) assert_int_equal(want, -1);
         }

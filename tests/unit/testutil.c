@@ -5,6 +5,7 @@
 
 #include "testutil.h"
 
+#include <fnmatch.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,62 @@ int wk_test_exit_code(int failures)
     if (failures) return failures;
     if (g_skipped) fprintf(stderr, "some tests were skipped: reporting the skip code %d\n", WK_TEST_SKIP_CODE);
     return g_skipped ? WK_TEST_SKIP_CODE : 0;
+}
+
+/* Whether name matches one of the comma-separated patterns; counts the
+ * patterns that matched something into hits[] (at most 16 patterns). */
+static int matches_any(const char *patterns, const char *name, int *hits)
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", patterns);
+    int k = 0, any = 0;
+    for (char *save = NULL, *p = strtok_r(buf, ",", &save); p && k < 16; p = strtok_r(NULL, ",", &save), k++)
+        if (fnmatch(p, name, 0) == 0) {
+            hits[k]++;
+            any = 1;
+        }
+    return any;
+}
+
+/* A pattern of list that matched no test: the list names a test that is gone. */
+static int check_hits(const char *var, const char *list, const int *hits)
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", list);
+    int k = 0;
+    for (char *save = NULL, *p = strtok_r(buf, ",", &save); p && k < 16; p = strtok_r(NULL, ",", &save), k++)
+        if (!hits[k]) {
+            fprintf(stderr, "%s: pattern %s matches no test\n", var, p);
+            return 1;
+        }
+    return 0;
+}
+
+int wk_test_run(const char *name, const struct CMUnitTest *tests, size_t n, CMFixtureFunction setup,
+                CMFixtureFunction teardown)
+{
+    const char *only = getenv("WICK_TEST_FILTER"), *skip = getenv("WICK_TEST_SKIP");
+    if (only && !only[0]) only = NULL;
+    if (skip && !skip[0]) skip = NULL;
+    if (!only && !skip) return wk_test_exit_code(_cmocka_run_group_tests(name, tests, n, setup, teardown));
+    struct CMUnitTest *kept = malloc(sizeof *kept * (n ? n : 1));
+    int only_hits[16] = {0}, skip_hits[16] = {0};
+    size_t left = 0;
+    for (size_t i = 0; i < n; i++) {
+        const int in = !only || matches_any(only, tests[i].name, only_hits);
+        const int out = skip && matches_any(skip, tests[i].name, skip_hits);
+        if (in && !out) kept[left++] = tests[i];
+        else if (in) printf("[ LEFT OUT ] %s (WICK_TEST_SKIP)\n", tests[i].name);
+    }
+    int bad = (only && check_hits("WICK_TEST_FILTER", only, only_hits)) ||
+              (skip && check_hits("WICK_TEST_SKIP", skip, skip_hits));
+    if (!bad && left == 0) {
+        fprintf(stderr, "WICK_TEST_FILTER / WICK_TEST_SKIP leave none of the %zu tests\n", n);
+        bad = 1;
+    }
+    int rc = bad ? 1 : wk_test_exit_code(_cmocka_run_group_tests(name, kept, left, setup, teardown));
+    free(kept);
+    return rc;
 }
 
 const char *golden_dir(void)

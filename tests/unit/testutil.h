@@ -19,9 +19,15 @@ int wk_test_exit_code(int failures);
         skip();                                                                        \
     } while (0)
 
-/* cmocka_run_group_tests with the exit code above. */
+/* cmocka_run_group_tests with the exit code above. WICK_TEST_FILTER runs only
+ * the tests whose names match one of its comma-separated shell patterns, and
+ * WICK_TEST_SKIP leaves out those matching one of its patterns (for slow
+ * emulated runs: scripts/test-aarch64.sh). A filter that leaves no test, or
+ * a pattern that matches no test, fails the run. */
 #define WK_RUN_GROUP_TESTS(tests, setup, teardown)                                     \
-    wk_test_exit_code(cmocka_run_group_tests(tests, setup, teardown))
+    wk_test_run(#tests, tests, sizeof(tests) / sizeof((tests)[0]), setup, teardown)
+int wk_test_run(const char *name, const struct CMUnitTest *tests, size_t n, CMFixtureFunction setup,
+                CMFixtureFunction teardown);
 
 /* Golden data folder (WICK_GOLDEN or ../shared/golden), or NULL if it is
  * missing. When CI=true a missing folder fails the calling test; elsewhere

@@ -16,8 +16,19 @@
 void cpu_kv_row_q8_0_to_f32(float *dst, const uint16_t *src, int32_t d)
 {
     const wk_cpu_features *f = wk_cpu();
-    if (f->avx2 && f->f16c) cpu_kv_row_q8_0_to_f32_avx2(dst, src, d);
-    else cpu_kv_row_q8_0_to_f32_scalar(dst, src, d);
+#if defined(__x86_64__)
+    if (f->avx2 && f->f16c) {
+        cpu_kv_row_q8_0_to_f32_avx2(dst, src, d);
+        return;
+    }
+#elif defined(__aarch64__)
+    if (f->neon) {
+        cpu_kv_row_q8_0_to_f32_neon(dst, src, d);
+        return;
+    }
+#endif
+    (void)f;
+    cpu_kv_row_q8_0_to_f32_scalar(dst, src, d);
 }
 
 void cpu_kv_row_q8_0_to_f32_scalar(float *dst, const uint16_t *src, int32_t d)

@@ -62,6 +62,7 @@ void cpu_op_kv_store_q8_0(be_backend *be, uint16_t *cache, size_t head_stride, i
 void cpu_kv_row_q8_0_to_f32(float *dst, const uint16_t *src, int32_t d); /* best for this CPU */
 void cpu_kv_row_q8_0_to_f32_scalar(float *dst, const uint16_t *src, int32_t d);
 void cpu_kv_row_q8_0_to_f32_avx2(float *dst, const uint16_t *src, int32_t d); /* attention_kv_q8_avx2.c */
+void cpu_kv_row_q8_0_to_f32_neon(float *dst, const uint16_t *src, int32_t d); /* attention_kv_q8_neon.c */
 void cpu_op_ssm_conv(be_backend *be, float *y, size_t y_stride, const float *x, size_t x_stride,
                      int64_t n_t, int64_t n_ch, const float *w, int32_t k, float *state);
 int cpu_op_gdn(be_backend *be, const be_gdn_args *a, wk_error *err);

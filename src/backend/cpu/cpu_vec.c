@@ -195,8 +195,14 @@ const cpu_vec_fns cpu_vec_scalar = {
 const cpu_vec_fns *cpu_vec_select(int max_level)
 {
     const wk_cpu_features *f = wk_cpu();
+#if defined(__x86_64__)
     if (max_level >= 2 && f->avx512f && f->avx512vl && f->avx2 && f->fma && f->f16c)
         return &cpu_vec_avx512;
     if (max_level >= 1 && f->avx2 && f->fma && f->f16c) return &cpu_vec_avx2;
+#elif defined(__aarch64__)
+    if (max_level >= 1 && f->neon) return &cpu_vec_neon;
+#else
+    (void)f, (void)max_level;
+#endif
     return &cpu_vec_scalar;
 }

@@ -1,6 +1,6 @@
 /* Small vector kernels used inside the CPU ops (attention, DeltaNet, KV
- * store): a scalar version that is obviously right and AVX2 / AVX-512
- * versions chosen once at backend creation. */
+ * store): a scalar version that is obviously right and AVX2 / AVX-512 (x86-64)
+ * or NEON (AArch64) versions chosen once at backend creation. */
 #ifndef WICK_BACKEND_CPU_CPU_VEC_H
 #define WICK_BACKEND_CPU_CPU_VEC_H
 
@@ -60,8 +60,8 @@ typedef struct cpu_vec_fns {
                     const float *corr);
 } cpu_vec_fns;
 
-/* Kernel levels: 0 scalar, 1 AVX2, 2 AVX-512. Returns the table for the
- * highest level <= max_level this CPU supports (wk_cpu()). */
+/* Kernel levels: 0 scalar, 1 AVX2 or NEON, 2 AVX-512 (x86-64 only). Returns
+ * the table for the highest level <= max_level this CPU supports (wk_cpu()). */
 const cpu_vec_fns *cpu_vec_select(int max_level);
 
 /* Scalar kernels also used by the AVX2 table. */
@@ -78,9 +78,11 @@ void cpu_attn_softmax_scalar(float *st, int nk, int rp, float *m, float *l, floa
 void cpu_attn_pv_scalar(float *acc, const float *p, int nk, int rp, int n_rows, const float *v, int d_v,
                         const float *corr);
 
-/* The per-ISA tables (NULL-free; only call after the CPU check). */
+/* The per-ISA tables (NULL-free; only call after the CPU check). A build has
+ * the tables of its target architecture only. */
 extern const cpu_vec_fns cpu_vec_scalar;
 extern const cpu_vec_fns cpu_vec_avx2;
 extern const cpu_vec_fns cpu_vec_avx512;
+extern const cpu_vec_fns cpu_vec_neon;
 
 #endif

@@ -3,7 +3,8 @@
  * activations once into the scratch, split the work over the thread pool.
  * Kernels: matmul_decode_avx512.c, matmul_float_avx512.c (tile kernels),
  * matmul_panel_avx512.c + matmul_amx_avx512.c (prefill panels), quant/'s
- * vec_dot (everything else, any ISA). */
+ * vec_dot (everything else, any ISA). Builds for other targets than x86-64
+ * have only vec_dot (scalar or NEON) and never repacked weights. */
 #include "backend/cpu/matmul.h"
 
 #include <stdlib.h>
@@ -135,10 +136,15 @@ static void quant_body(void *ctx, int worker, int n_workers)
 /* AVX-512 tile kernels (decode-regime quantized ones, float ones), or NULL. */
 static cpu_gemm_fn pick_gemm(enum qt_type type)
 {
+#if defined(__x86_64__)
     const wk_cpu_features *f = wk_cpu();
     if (!(f->avx512f && f->avx512bw && f->avx512vl && f->avx512vnni && f->avx2 && f->fma && f->f16c)) return NULL;
     cpu_gemm_fn fn = cpu_gemm_decode_avx512(type);
     return fn ? fn : cpu_gemm_float_avx512(type);
+#else
+    (void)type;
+    return NULL;
+#endif
 }
 
 static int check_weight(const cpu_weight *w, wk_error *err)
@@ -171,14 +177,6 @@ static uint8_t *scratch_get(cpu_scratch *s, size_t bytes, void **owned)
     }
     *owned = aligned_alloc(ACT_ALIGN, bytes);
     return *owned;
-}
-
-/* WICK_NO_AMX=1 turns the AMX kernel off (benchmarks and tests compare it
- * with the AVX-512 VNNI one); read per call, prefill calls take milliseconds. */
-static int amx_disabled(void)
-{
-    const char *v = getenv("WICK_NO_AMX");
-    return v && v[0] && v[0] != '0';
 }
 
 /* Quantizes the activations into act (act_stride bytes per row) and runs the
@@ -222,6 +220,15 @@ static void matmul_quantized(wk_pool *pool, const cpu_weight *w, const float *x,
     cpu_queue_init(&job.queue, job.m_blocks * job.n_chunks, 1);
     if (pool && threads > 1) wk_pool_run(pool, mm_body, &job);
     else mm_body(&job, 0, 1);
+}
+
+#if defined(__x86_64__)
+/* WICK_NO_AMX=1 turns the AMX kernel off (benchmarks and tests compare it
+ * with the AVX-512 VNNI one); read per call, prefill calls take milliseconds. */
+static int amx_disabled(void)
+{
+    const char *v = getenv("WICK_NO_AMX");
+    return v && v[0] && v[0] != '0';
 }
 
 /* Work of the packed decode path (N < PANEL_MIN_N on a repacked weight). */
@@ -276,6 +283,8 @@ static void matmul_packed(wk_pool *pool, const cpu_weight *w, const float *x, in
     else pk_body(&job, 0, 1);
 }
 
+#endif /* x86-64 */
+
 /* Core of both entry points: y rows are compact (y_stride apart) here. The
  * first extra_bytes of the scratch are handed to the caller via *extra (the
  * gather's output rows), the rest holds the activations. */
@@ -283,14 +292,18 @@ static int matmul_core(wk_pool *pool, const cpu_weight *w, const float *x, int64
                        const int32_t *x_rows, int64_t n, float *y, int64_t y_stride, cpu_scratch *scratch,
                        size_t extra_bytes, float **extra, wk_error *err)
 {
+    const size_t act_stride = (qt_act_row_bytes(w->type, w->cols) + ACT_ALIGN - 1) / ACT_ALIGN * ACT_ALIGN;
+#if defined(__x86_64__)
     const int threads = pool ? wk_pool_size(pool) : 1;
     enum cpu_panel_kernel kernel = n >= PANEL_MIN_N ? cpu_panel_kernel_for(w->type) : CPU_PANEL_NONE;
     if (kernel == CPU_PANEL_AMX && amx_disabled()) kernel = CPU_PANEL_VNNI;
     const int packed_decode = w->packed && n < PANEL_MIN_N;
-    const size_t act_stride = (qt_act_row_bytes(w->type, w->cols) + ACT_ALIGN - 1) / ACT_ALIGN * ACT_ALIGN;
     const size_t need = kernel != CPU_PANEL_NONE ? cpu_panel_scratch_bytes(w->type, n, w->cols, threads)
                         : packed_decode          ? packed_scratch_bytes(w, n, act_stride)
                                                  : act_stride * (size_t)n;
+#else
+    const size_t need = act_stride * (size_t)n;
+#endif
     extra_bytes = (extra_bytes + ACT_ALIGN - 1) / ACT_ALIGN * ACT_ALIGN;
     void *owned;
     uint8_t *buf = scratch_get(scratch, extra_bytes + need, &owned);
@@ -300,9 +313,11 @@ static int matmul_core(wk_pool *pool, const cpu_weight *w, const float *x, int64
         y = *extra;
     }
     uint8_t *act = buf + extra_bytes;
+#if defined(__x86_64__)
     if (packed_decode) matmul_packed(pool, w, x, x_stride, x_rows, n, y, y_stride, act, act_stride);
     else if (kernel == CPU_PANEL_NONE ||
         cpu_matmul_panel(pool, kernel, w, x, x_stride, x_rows, n, y, y_stride, act, need) != 0)
+#endif
         matmul_quantized(pool, w, x, x_stride, x_rows, n, y, y_stride, act, act_stride);
     free(owned);
     return 0;
