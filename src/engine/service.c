@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/memory_plan.h"
 #include "engine/service_internal.h"
 #include "gguf/gguf.h"
 #include "quant/qtypes.h"
@@ -225,9 +226,23 @@ static int load_model(eng_service *svc, wk_error *err)
     o.kv_type = svc->cfg.kv_type;
     o.device = svc->cfg.device;
     o.gpu = svc->cfg.gpu;
-    uint32_t train = svc->model->hp.n_ctx_train ? svc->model->hp.n_ctx_train : 4096;
-    /* Default context: the model's, capped at 8192 to keep KV memory modest. */
-    o.n_ctx = svc->cfg.n_ctx > 0 ? svc->cfg.n_ctx : (int32_t)(train < 8192 ? train : 8192);
+    o.n_ctx = svc->cfg.n_ctx;
+    if (o.n_ctx <= 0) { /* the trained context, reduced to what fits the memory budget */
+        eng_mem_options mo;
+        eng_mem_options_default(&mo);
+        mo.device = o.device;
+        mo.gpu = o.gpu;
+        mo.kv_type = o.kv_type;
+        mo.ckpt_bytes = svc->cfg.cache_budget_bytes;
+        eng_mem_plan plan;
+        char why[512];
+        int32_t train = svc->model->hp.n_ctx_train > 0 && svc->model->hp.n_ctx_train <= INT32_MAX
+                            ? (int32_t)svc->model->hp.n_ctx_train : 4096;
+        rc = eng_mem_default_context(svc->model, &mo, svc->cfg.mem_budget_bytes, train, &plan, why, sizeof why, err);
+        if (rc) goto fail;
+        WK_INFO("%s", why);
+        o.n_ctx = plan.n_ctx;
+    }
     rc = eng_ctx_new(&svc->ctx, svc->model, &o, err);
     if (rc) goto fail;
     if (svc->cfg.store_factory) {

@@ -183,7 +183,9 @@ typedef struct eng_service_config {
     const char *model_id;         /* id shown by /v1/models (default: file name) */
     const char *chat_template;    /* template name override, or NULL (from the GGUF) */
     int n_threads;                /* <= 0: physical cores */
-    int n_ctx;                    /* <= 0: model default capped at 8192 */
+    int n_ctx;                    /* <= 0: the trained context reduced to what fits mem_budget_bytes */
+    uint64_t mem_budget_bytes;    /* memory for the default context (0: free RAM/VRAM minus a margin) */
+    uint64_t cache_budget_bytes;  /* the prefix store's RAM, counted in that plan */
     int max_queue;                /* pending requests before submit() reports busy */
     bool synthetic;               /* a random-weight demo model (said everywhere) */
     int n_recent;                 /* completed requests kept for the monitor */

@@ -14,27 +14,28 @@
 
 static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
 
-int model_scratch_new(model_scratch **out, const model *m, be_backend *be, int32_t max_t, wk_error *err)
+typedef struct scratch_buf {
+    void **p;
+    size_t bytes;
+} scratch_buf;
+
+#define SCRATCH_N_BUFS 24
+
+/* The activation buffers of a scratch for max_t tokens: where each one's
+ * pointer lives in s and its bytes. One list for allocating and for
+ * model_scratch_bytes, so the memory plan counts what is allocated. */
+static void scratch_layout(const model *m, int32_t max_t, model_scratch *s, scratch_buf bufs[SCRATCH_N_BUFS])
 {
-    *out = NULL;
-    if (max_t < 1) return wk_fail(err, WK_EINVAL, "scratch: max tokens %d < 1", max_t);
     const model_hparams *hp = &m->hp;
-    model_scratch *s = calloc(1, sizeof *s);
-    if (!s) return wk_fail(err, WK_ENOMEM, "out of memory");
-    s->be = be;
-    s->max_t = max_t;
-    s->logit_rows = max_t < LOGIT_ROWS ? max_t : LOGIT_ROWS;
     const size_t T = (size_t)max_t, E = hp->n_embd;
+    const size_t logit_rows = max_t < LOGIT_ROWS ? (size_t)max_t : LOGIT_ROWS;
     const bool gated = m->arch == MODEL_ARCH_QWEN35 || m->arch == MODEL_ARCH_QWEN35MOE;
     const size_t q_w = (size_t)hp->n_head * hp->d_k * (gated ? 2 : 1);
     const size_t ff_w = max_sz(max_sz(hp->n_ff, hp->n_ff_shexp), 1);
     const size_t key_dim = (size_t)hp->ssm_n_hk * hp->ssm_d_k, value_dim = (size_t)hp->ssm_n_hv * hp->ssm_d_v;
     const size_t conv_dim = 2 * key_dim + value_dim;
     const size_t k_used = hp->n_expert_used ? hp->n_expert_used : 1;
-    struct {
-        void **p;
-        size_t bytes;
-    } bufs[] = {
+    const scratch_buf list[SCRATCH_N_BUFS] = {
         {(void **)&s->x, T * E * 4},
         {(void **)&s->cur, T * E * 4},
         {(void **)&s->tmp, T * E * 4},
@@ -58,14 +59,39 @@ int model_scratch_new(model_scratch **out, const model *m, be_backend *be, int32
         {(void **)&s->rope_cs, T * (size_t)hp->rope.n_rot * 4},
         {(void **)&s->tokens, T * 4},
         {(void **)&s->pos, T * 4},
-        {(void **)&s->logits, (size_t)s->logit_rows * hp->n_vocab * 4},
+        {(void **)&s->logits, logit_rows * hp->n_vocab * 4},
     };
-    s->pos_host = malloc(T * sizeof(int32_t));
+    memcpy(bufs, list, sizeof list);
+}
+
+size_t model_scratch_bytes(const model *m, int32_t max_t)
+{
+    if (max_t < 1) return 0;
+    model_scratch s;
+    scratch_buf bufs[SCRATCH_N_BUFS];
+    scratch_layout(m, max_t, &s, bufs);
+    size_t total = (size_t)max_t * sizeof(int32_t); /* pos_host */
+    for (size_t i = 0; i < SCRATCH_N_BUFS; i++) total += bufs[i].bytes;
+    return total;
+}
+
+int model_scratch_new(model_scratch **out, const model *m, be_backend *be, int32_t max_t, wk_error *err)
+{
+    *out = NULL;
+    if (max_t < 1) return wk_fail(err, WK_EINVAL, "scratch: max tokens %d < 1", max_t);
+    model_scratch *s = calloc(1, sizeof *s);
+    if (!s) return wk_fail(err, WK_ENOMEM, "out of memory");
+    s->be = be;
+    s->max_t = max_t;
+    s->logit_rows = max_t < LOGIT_ROWS ? max_t : LOGIT_ROWS;
+    scratch_buf bufs[SCRATCH_N_BUFS];
+    scratch_layout(m, max_t, s, bufs);
+    s->pos_host = malloc((size_t)max_t * sizeof(int32_t));
     if (!s->pos_host) {
         free(s);
         return wk_fail(err, WK_ENOMEM, "out of memory");
     }
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
+    for (size_t i = 0; i < SCRATCH_N_BUFS; i++) {
         *bufs[i].p = be_alloc(be, bufs[i].bytes);
         if (!*bufs[i].p) {
             model_scratch_free(s);
