@@ -106,7 +106,7 @@ static int ensure_demo_model(char *out, size_t cap)
 
     synth_options o;
     wk_error err = {0};
-    if (synth_options_init(&o, DEMO_PRESET, &err) || synth_parse_quant(DEMO_QUANT, &o.quant, &err)) {
+    if (synth_options_init(&o, DEMO_PRESET, &err) || qt_mix_parse(DEMO_QUANT, &o.quant, &err)) {
         fprintf(stderr, "wick serve: demo model: %s\n", err.msg);
         return -1;
     }

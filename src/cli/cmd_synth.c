@@ -72,10 +72,10 @@ static void human_count(uint64_t n, char *buf, size_t cap)
     else snprintf(buf, cap, "%.1fK", (double)n / 1e3);
 }
 
-static int list_presets(const synth_quant *q)
+static int list_presets(const qt_mix_spec *q)
 {
     char qname[16];
-    synth_quant_name(q, qname, sizeof qname);
+    qt_mix_name(q, qname, sizeof qname);
     printf("%-16s %-10s %8s %12s  %s\n", "preset", "arch", "params", qname, "dimensions");
     for (size_t i = 0; i < synth_preset_count(); i++) {
         const synth_preset *p = synth_preset_at(i);
@@ -208,11 +208,11 @@ int cmd_synth(int argc, char **argv)
         return 2;
     }
     synth_options o;
-    if (synth_parse_quant(type, &o.quant, &err)) {
+    if (qt_mix_parse(type, &o.quant, &err)) {
         fprintf(stderr, "wick synth: --type: %s\n", err.msg);
         return 2;
     }
-    synth_quant quant = o.quant;
+    qt_mix_spec quant = o.quant;
     if (list) return list_presets(&quant);
 
     int arch_id = -1;
@@ -284,7 +284,7 @@ int cmd_synth(int argc, char **argv)
     char params[32], bytes[32], qname[16];
     human_count(plan->n_params, params, sizeof params);
     human_bytes(plan->data_bytes, bytes, sizeof bytes);
-    synth_quant_name(&o.quant, qname, sizeof qname);
+    qt_mix_name(&o.quant, qname, sizeof qname);
     synth_plan_free(plan);
     if (!quiet)
         fprintf(stderr, "wick synth: %s (%s) %s, %s params, %s -> %s\n", o.name, synth_arch_name(d->arch), qname,

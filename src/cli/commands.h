@@ -19,6 +19,7 @@ int cmd_info(int argc, char **argv);
 int cmd_tokenizer(int argc, char **argv);
 int cmd_measure(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);   /* cmd_quantize.c */
 int cmd_eval(int argc, char **argv);       /* dispatcher: wick eval <name> (cmd_eval.c) */
 int cmd_eval_cache(int argc, char **argv); /* wick eval cache (cmd_eval_cache.c) */
 int cmd_eval_needle(int argc, char **argv);    /* long context: cmd_eval_needle.c */

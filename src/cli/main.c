@@ -14,6 +14,7 @@ static const cli_command k_commands[] = {
     {"version", cmd_version, "print version and CPU kernel level"},
     {"bench", cmd_bench, "measure prefill and decode speed at context depths (like llama-bench)"},
     {"synth", cmd_synth, "write a random-weight GGUF with real model dimensions (benchmarks, tests)"},
+    {"quantize", cmd_quantize, "requantize a GGUF to a type or a llama.cpp-style mix (experts at their own type)"},
     {"info", cmd_info, "show what a GGUF model file holds (types, bits per weight, shape, KV size)"},
     {"tokenizer", cmd_tokenizer, "encode, decode or inspect with a GGUF vocabulary; import a HF tokenizer.json"},
     {"eval", cmd_eval, "scripted checks against a running server (eval cache: prefix cache reuse + correctness)"},
