@@ -14,7 +14,9 @@
 #include "util/err.h"
 #include "util/f16.h"
 #include "util/progress.h"
+#include "util/portinfo.h"
 #include "util/sha256.h"
+#include "util/sha256sums.h"
 #include "util/sysinfo.h"
 #include "util/threadpool.h"
 #include "util/units.h"
@@ -234,6 +236,65 @@ static void test_machine_facts_are_there(void **state)
     assert_true(t > 0 && a <= t);
 }
 
+static void test_sha256sums_read_what_sha256sum_writes(void **state)
+{
+    (void)state;
+    const char *text = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad  model.gguf\n"
+                       "\n"
+                       "BA7816BF8F01CFEA414140DE5DAE2223B00361A396177A9CB410FF61F20015AD *sub/bin.dat\r\n"
+                       "\\ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad  a\\\\b\\nc";
+    wk_sums s;
+    wk_error err = {0};
+    assert_int_equal(wk_sums_parse(text, strlen(text), "SUMS", &s, &err), 0);
+    assert_int_equal(s.n, 3);
+    assert_string_equal(s.e[0].name, "model.gguf");
+    assert_string_equal(s.e[1].name, "sub/bin.dat");
+    assert_string_equal(s.e[1].hex, s.e[0].hex); /* upper case read as lower */
+    assert_string_equal(s.e[2].name, "a\\b\nc");
+    assert_int_equal(s.e[2].line, 4);
+    assert_non_null(wk_sums_find(&s, "sub/bin.dat"));
+    assert_null(wk_sums_find(&s, "other"));
+    /* writing an escaped name and reading it back */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    wk_sums_write_line(f, s.e[2].hex, s.e[2].name);
+    fclose(f);
+    assert_string_equal(buf, "\\ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad  a\\\\b\\nc\n");
+    wk_sums back;
+    assert_int_equal(wk_sums_parse(buf, len, "x", &back, &err), 0);
+    assert_string_equal(back.e[0].name, "a\\b\nc");
+    wk_sums_free(&back);
+    free(buf);
+    wk_sums_free(&s);
+    const char *bad[] = {"short  x\n", "zz7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad  x\n",
+                         "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad x\n",
+                         "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad  \n"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(wk_sums_parse(bad[i], strlen(bad[i]), "SUMS", &s, &err), WK_EFORMAT);
+        assert_non_null(strstr(err.msg, "SUMS:1:"));
+    }
+}
+
+static void test_proc_net_tcp_listener_is_found_by_port(void **state)
+{
+    (void)state;
+    const char *text =
+        "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+        "   0: 0100007F:1F48 0100007F:9C40 01 00000000:00000000 00:00000000 00000000  1000        0 11111 1\n"
+        "   1: 0100007F:1F48 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 22222 1\n"
+        "   2: 00000000:0016 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 33333 1\n";
+    assert_int_equal(wk_proc_net_listen_inode(text, 8008), 22222); /* the LISTEN line, not the connection */
+    assert_int_equal(wk_proc_net_listen_inode(text, 22), 33333);
+    assert_int_equal(wk_proc_net_listen_inode(text, 8009), 0);
+    const char *v6 = "   0: 00000000000000000000000001000000:1F49 00000000000000000000000000000000:0000 0A "
+                     "00000000:00000000 00:00000000 00000000  1000        0 44444 1\n";
+    assert_int_equal(wk_proc_net_listen_inode(v6, 8009), 44444);
+    wk_error err = {0};
+    assert_int_equal(wk_port_probe("no.such.host.invalid", 8008, &err), WK_EINVAL);
+    assert_non_null(strstr(err.msg, "does not resolve"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -247,6 +308,8 @@ int main(void)
         cmocka_unit_test(test_progress_line_shows_bar_speed_and_eta),
         cmocka_unit_test(test_sha256_of_a_file_matches_the_buffer_hash),
         cmocka_unit_test(test_machine_facts_are_there),
+        cmocka_unit_test(test_sha256sums_read_what_sha256sum_writes),
+        cmocka_unit_test(test_proc_net_tcp_listener_is_found_by_port),
     };
     return WK_RUN_GROUP_TESTS(tests, NULL, NULL);
 }
