@@ -5,13 +5,12 @@
 #include "cli/commands.h"
 #include "util/cpu.h"
 
-#define WICK_VERSION "0.1.0"
-
 /* One line per subcommand; keep sorted by how often people need them. */
 static const cli_command k_commands[] = {
     {"serve", cmd_serve, "serve an OpenAI-compatible API, monitor page and metrics (default: demo model)"},
     {"run", cmd_run, "generate text from a prompt with a GGUF model (also: --dump-logits for numerics)"},
     {"pull", cmd_pull, "download model files from a Hugging Face hub: pinned, resumable, SHA-256 verified"},
+    {"sheet", cmd_sheet, "evaluation sheet of packs: bytes, bpw, speed vs context, quality; Markdown, JSON, HTML"},
     {"check", cmd_check, "is a model or serve config ready? files, SHA-256, tokenizer, memory fit, port, CPU/GPU"},
     {"version", cmd_version, "print version and CPU kernel level"},
     {"bench", cmd_bench, "measure prefill and decode speed at context depths (like llama-bench)"},
