@@ -22,12 +22,6 @@ static void usage(FILE *out)
             "2 bad usage.\n");
 }
 
-static void on_hash(void *user, uint64_t done, uint64_t total)
-{
-    (void)total;
-    wk_progress_update(user, done);
-}
-
 int cmd_sha256(int argc, char **argv)
 {
     int quiet = 0, n_files = 0, failed = 0, dashdash = argc;
@@ -52,7 +46,7 @@ int cmd_sha256(int argc, char **argv)
         wk_progress_begin(&p, quiet ? NULL : stderr, a, 0, 0);
         char hex[65];
         wk_error err = {0};
-        if (wk_sha256_file_progress(a, hex, on_hash, &p, &err)) {
+        if (wk_sha256_file_progress(a, hex, wk_progress_callback, &p, &err)) {
             if (p.drawn) fputc('\n', stderr);
             fprintf(stderr, "wick sha256: %s\n", err.msg);
             failed = 1;

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "util/fileio.h"
 #include "util/progress.h"
 #include "util/sha256.h"
 #include "util/sha256sums.h"
@@ -24,7 +25,7 @@
 
 #define LISTING_MAX_BYTES ((size_t)64 << 20) /* a repo listing of ~100k files; more is not a listing */
 #define ERROR_BODY_MAX 512                    /* what we keep of an error response for the message */
-#define HASH_CHUNK ((size_t)8 << 20)
+#define COPY_CHUNK ((size_t)8 << 20) /* --model-dir copies across file systems in 8 MiB pieces */
 
 typedef struct hub_file {
     char *name;          /* rfilename, validated relative path */
@@ -286,31 +287,16 @@ static void hash_end(file_hash *h, char s256[65], char s1[41])
     h->s1 = NULL;
 }
 
+static void chunk_update(void *user, const void *data, size_t n) { hash_update(user, data, n); }
+
 /* Feeds the first `bytes` of fd into h, with a progress bar labelled label. */
 static int hash_fd(file_hash *h, int fd, uint64_t bytes, const char *label, bool quiet, const char *path,
                    wk_error *err)
 {
-    unsigned char *buf = malloc(HASH_CHUNK);
-    if (!buf) return wk_fail(err, WK_ENOMEM, "out of memory");
     wk_progress p;
     wk_progress_begin(&p, quiet ? NULL : stderr, label, bytes, 0);
-    uint64_t done = 0;
-    int rc = WK_OK;
-    while (done < bytes) {
-        size_t want = bytes - done < HASH_CHUNK ? (size_t)(bytes - done) : HASH_CHUNK;
-        ssize_t n = pread(fd, buf, want, (off_t)done);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-            rc = wk_fail(err, WK_EIO, "%s: read error at %llu: %s", path, (unsigned long long)done,
-                         n ? strerror(errno) : "file ended");
-            break;
-        }
-        hash_update(h, buf, (size_t)n);
-        done += (uint64_t)n;
-        wk_progress_update(&p, done);
-    }
+    int rc = wk_read_chunks(fd, bytes, path, chunk_update, h, wk_progress_callback, &p, err);
     if (p.drawn) wk_progress_end(&p, rc ? "failed" : "hashed");
-    free(buf);
     return rc;
 }
 
@@ -500,9 +486,9 @@ static int reuse_from(const char *src, const char *part, wk_error *err)
     if (link(src, part) == 0) return WK_OK;
     int in = open(src, O_RDONLY | O_CLOEXEC), out = open(part, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     int rc = in < 0 || out < 0 ? wk_fail(err, WK_EIO, "copying %s: %s", src, strerror(errno)) : WK_OK;
-    char *buf = rc ? NULL : malloc(HASH_CHUNK);
+    char *buf = rc ? NULL : malloc(COPY_CHUNK);
     ssize_t n = 0;
-    while (buf && (n = read(in, buf, HASH_CHUNK)) > 0)
+    while (buf && (n = read(in, buf, COPY_CHUNK)) > 0)
         if (write(out, buf, (size_t)n) != n) break;
     if (!rc && (!buf || n != 0)) rc = wk_fail(err, WK_EIO, "copying %s to %s: %s", src, part, strerror(errno));
     free(buf);

@@ -101,12 +101,6 @@ static bool check_files(const cli_ready_input *in, cli_ready_report *r, uint64_t
 
 /* ---- sha256 ------------------------------------------------------------------ */
 
-static void on_hash(void *user, uint64_t done, uint64_t total)
-{
-    (void)total;
-    wk_progress_update(user, done);
-}
-
 static void check_manifest(const cli_ready_input *in, cli_ready_report *r)
 {
     wk_sums sums;
@@ -143,7 +137,7 @@ static void check_manifest(const cli_ready_input *in, cli_ready_report *r)
         wk_progress p;
         wk_progress_begin(&p, in->quiet ? NULL : stderr, base_name(e->name), (uint64_t)st.st_size, 0);
         char hex[65];
-        if (wk_sha256_file_progress(real_e, hex, on_hash, &p, &err)) {
+        if (wk_sha256_file_progress(real_e, hex, wk_progress_callback, &p, &err)) {
             wk_progress_end(&p, "failed");
             add(r, "sha256", CLI_FAIL, "%s", err.msg);
             bad++;
@@ -290,6 +284,9 @@ static void check_memory(const cli_ready_input *in, const model *m, uint64_t aux
                  wk_format_bytes(bb, sizeof bb, r->budget));
     eng_mem_plan largest;
     if (eng_mem_fit_context(m, &o, r->budget, LARGEST_CTX_CAP, &largest, &err) == 0) r->largest_ctx = largest.n_ctx;
+    char largest_txt[64];
+    if (r->largest_ctx) snprintf(largest_txt, sizeof largest_txt, "the largest that fits is %d", r->largest_ctx);
+    else snprintf(largest_txt, sizeof largest_txt, "not even 256 tokens fit");
     if (in->n_ctx > 0) {
         o.n_ctx = in->n_ctx;
         if (eng_mem_plan_compute(m, &o, &r->plan, &err)) {
@@ -299,11 +296,10 @@ static void check_memory(const cli_ready_input *in, const model *m, uint64_t aux
         r->have_plan = true;
         eng_mem_plan_describe(&r->plan, in->kv_type, plan, sizeof plan);
         if (r->plan.total_bytes > r->budget)
-            add(r, "memory", CLI_FAIL, "context %d tokens (--ctx) does not fit %s: %s; the largest that fits is %d", in->n_ctx,
-                budget, plan, r->largest_ctx);
+            add(r, "memory", CLI_FAIL, "context %d tokens (--ctx) does not fit %s: %s; %s", in->n_ctx, budget, plan,
+                largest_txt);
         else
-            add(r, "memory", CLI_OK, "context %d tokens (--ctx) fits %s: %s; the largest that fits is %d", in->n_ctx,
-                budget, plan, r->largest_ctx);
+            add(r, "memory", CLI_OK, "context %d tokens (--ctx) fits %s: %s; %s", in->n_ctx, budget, plan, largest_txt);
         return;
     }
     char why[600];
@@ -313,7 +309,7 @@ static void check_memory(const cli_ready_input *in, const model *m, uint64_t aux
         return;
     }
     r->have_plan = true;
-    add(r, "memory", CLI_OK, "%s; the largest that fits is %d", why, r->largest_ctx);
+    add(r, "memory", CLI_OK, "%s; %s", why, largest_txt);
 }
 
 /* ---- port, cpu, cuda ------------------------------------------------------------ */

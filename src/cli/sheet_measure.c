@@ -48,12 +48,6 @@ static const char *base_name(const char *p)
     return s ? s + 1 : p;
 }
 
-static void on_hash(void *user, uint64_t done, uint64_t total)
-{
-    (void)total;
-    wk_progress_update(user, done);
-}
-
 static json_t *pack_json(const sheet_pack_spec *pk, const sheet_options *o, wk_error *err)
 {
     gguf_file *f = NULL;
@@ -85,13 +79,14 @@ static json_t *pack_json(const sheet_pack_spec *pk, const sheet_options *o, wk_e
             json_object_set_new(types, qt_type_name((uint32_t)t), json_integer((json_int_t)ws.by_type[t].n_bytes));
     json_object_set_new(j, "classes", cls);
     json_object_set_new(j, "types", types);
+    const uint64_t file_bytes = gguf_file_size(f);
     gguf_close(f);
     wk_progress p;
     char label[160];
     snprintf(label, sizeof label, "sha256 %s", base_name(pk->path));
-    wk_progress_begin(&p, o->quiet ? NULL : stderr, label, 0, 0);
+    wk_progress_begin(&p, o->quiet ? NULL : stderr, label, file_bytes, 0);
     char hex[65];
-    if (wk_sha256_file_progress(pk->path, hex, on_hash, &p, err)) {
+    if (wk_sha256_file_progress(pk->path, hex, wk_progress_callback, &p, err)) {
         json_decref(j);
         return NULL;
     }

@@ -199,7 +199,7 @@ int eng_mem_default_context(const model *m, const eng_mem_options *o, uint64_t b
         snprintf(budget, sizeof budget, "%s free (budget %s)", wk_format_bytes(fb, sizeof fb, free_b),
                  wk_format_bytes(bb, sizeof bb, budget_bytes));
     if (rc) {
-        wk_fail_prefix(err, "%s", budget);
+        if (!given) wk_fail_prefix(err, "%s", budget); /* the fit's message names the budget, not where it came from */
         return rc;
     }
     if (why && why_cap) {

@@ -1,5 +1,7 @@
 #include "util/portinfo.h"
 
+#include "util/fileio.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <netdb.h>
@@ -52,27 +54,12 @@ uint64_t wk_proc_net_listen_inode(const char *text, int port)
     return 0;
 }
 
+#define PROC_TEXT_MAX ((size_t)64 << 20) /* /proc/net/tcp of a busy server: far below this */
+
 static char *read_text(const char *path)
 {
-    FILE *f = fopen(path, "r");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n - 1, f);
-        if (n < cap - 1) break;
-        char *nb = realloc(buf, cap * 2);
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    fclose(f);
-    if (buf) buf[n] = '\0';
-    return buf;
+    size_t len;
+    return wk_read_file(path, PROC_TEXT_MAX, &len, NULL);
 }
 
 /* The pid whose fd table holds socket:[inode], or 0. */

@@ -92,3 +92,10 @@ void wk_progress_end(wk_progress *p, const char *status)
     if (!p->out) return;
     draw(p, wk_now_ms(), status ? status : "done");
 }
+
+void wk_progress_callback(void *user, uint64_t done, uint64_t total)
+{
+    wk_progress *p = user;
+    p->total = total;
+    wk_progress_update(p, done);
+}

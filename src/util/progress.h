@@ -28,6 +28,10 @@ void wk_progress_update(wk_progress *p, uint64_t done);
 /* Final line with a status word ("ok", "failed", "reused") and the average speed. */
 void wk_progress_end(wk_progress *p, const char *status);
 
+/* A callback for byte counters (wk_sha256_progress_fn and the like): user is
+ * a begun wk_progress; sets its total (known once the work starts) and updates. */
+void wk_progress_callback(void *user, uint64_t done, uint64_t total);
+
 /* The line itself, for tests and custom sinks: "label [####----]  45%
  * 1.20 GiB / 2.65 GiB  312.0 MiB/s  ETA 0:04" (bar_width 0: no bar; total
  * 0: no percent, bar or ETA; eta_s < 0: no ETA). */

@@ -1,5 +1,7 @@
 #include "util/sha256.h"
 
+#include "util/fileio.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
@@ -7,10 +9,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-/* 8 MiB per read: large enough that syscalls and page-cache lookups vanish
- * next to the hashing, small enough to stay in L3-ish memory traffic. */
-#define HASH_READ_BYTES ((size_t)8 << 20)
 
 struct wk_sha256 {
     EVP_MD_CTX *ctx;
@@ -65,35 +63,12 @@ void wk_sha256_free(wk_sha256 *h)
     free(h);
 }
 
+static void chunk_update(void *user, const void *data, size_t n) { wk_sha256_update(user, data, n); }
+
 int wk_sha256_update_fd(wk_sha256 *h, int fd, uint64_t bytes, const char *what, wk_sha256_progress_fn fn,
                         void *user, wk_error *err)
 {
-    unsigned char *buf = malloc(HASH_READ_BYTES);
-    if (!buf) return wk_fail(err, WK_ENOMEM, "sha256: out of memory");
-#ifdef POSIX_FADV_SEQUENTIAL
-    posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL); /* deeper kernel read-ahead */
-#endif
-    uint64_t done = 0;
-    int rc = WK_OK;
-    while (done < bytes) {
-        size_t want = bytes - done < HASH_READ_BYTES ? (size_t)(bytes - done) : HASH_READ_BYTES;
-        ssize_t n = pread(fd, buf, want, (off_t)done);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) {
-            rc = wk_fail(err, WK_EIO, "%s: read error: %s", what, strerror(errno));
-            break;
-        }
-        if (n == 0) {
-            rc = wk_fail(err, WK_EIO, "%s: file ended at %llu of %llu bytes", what, (unsigned long long)done,
-                         (unsigned long long)bytes);
-            break;
-        }
-        EVP_DigestUpdate(h->ctx, buf, (size_t)n);
-        done += (uint64_t)n;
-        if (fn) fn(user, done, bytes);
-    }
-    free(buf);
-    return rc;
+    return wk_read_chunks(fd, bytes, what, chunk_update, h, fn, user, err);
 }
 
 int wk_sha256_file_progress(const char *path, char out_hex[65], wk_sha256_progress_fn fn, void *user,

@@ -1,5 +1,7 @@
 #include "util/sha256sums.h"
 
+#include "util/fileio.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -74,20 +76,10 @@ int wk_sums_parse(const char *text, size_t len, const char *what, wk_sums *out, 
 int wk_sums_load(const char *path, wk_sums *out, wk_error *err)
 {
     memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "rb");
-    if (!f) return wk_fail(err, WK_EIO, "%s: cannot open: %s", path, strerror(errno));
-    char *buf = malloc(SUMS_MAX_BYTES);
-    if (!buf) {
-        fclose(f);
-        return wk_fail(err, WK_ENOMEM, "out of memory");
-    }
-    size_t n = fread(buf, 1, SUMS_MAX_BYTES, f);
-    int bad = ferror(f), more = !feof(f) && fgetc(f) != EOF;
-    fclose(f);
-    int rc;
-    if (bad) rc = wk_fail(err, WK_EIO, "%s: read error", path);
-    else if (more) rc = wk_fail(err, WK_EFORMAT, "%s: larger than 16 MiB: not a SHA256SUMS file", path);
-    else rc = wk_sums_parse(buf, n, path, out, err);
+    size_t n = 0;
+    char *buf = wk_read_file(path, SUMS_MAX_BYTES, &n, err);
+    if (!buf) return err ? err->code : WK_EIO;
+    int rc = wk_sums_parse(buf, n, path, out, err);
     free(buf);
     return rc;
 }
