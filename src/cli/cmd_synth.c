@@ -77,7 +77,7 @@ static void human_count(uint64_t n, char *buf, size_t cap)
 
 static int list_presets(const qt_mix_spec *q)
 {
-    char qname[16];
+    char qname[48];
     qt_mix_name(q, qname, sizeof qname);
     printf("%-16s %-10s %8s %12s  %s\n", "preset", "arch", "params", qname, "dimensions");
     for (size_t i = 0; i < synth_preset_count(); i++) {
@@ -294,7 +294,7 @@ int cmd_synth(int argc, char **argv)
         fprintf(stderr, "wick synth: %s\n", err.msg);
         return 2;
     }
-    char params[32], bytes[32], qname[16];
+    char params[32], bytes[32], qname[48];
     human_count(plan->n_params, params, sizeof params);
     human_bytes(plan->data_bytes, bytes, sizeof bytes);
     qt_mix_name(&o.quant, qname, sizeof qname);

@@ -314,6 +314,14 @@ static double nice_max(double v)
     return (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * p;
 }
 
+/* Axis and point labels: 3 significant digits, k / M for large values ("2.19M"). */
+static void short_num(char *buf, size_t cap, double v)
+{
+    if (fabs(v) >= 1e6) snprintf(buf, cap, "%.3gM", v / 1e6);
+    else if (fabs(v) >= 1e4) snprintf(buf, cap, "%.3gk", v / 1e3);
+    else snprintf(buf, cap, "%.3g", v);
+}
+
 static void axes(FILE *f, const char *title, const char *ylabel, double ymax)
 {
     fprintf(f, "<svg viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\">\n", CW, CH, CW, CH);
@@ -323,7 +331,9 @@ static void axes(FILE *f, const char *title, const char *ylabel, double ymax)
     for (int i = 0; i <= 4; i++) {
         double y = MT + (CH - MT - MB) * (1 - i / 4.0);
         fprintf(f, "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" class=\"g\"/>", ML, CW - MR, y, y);
-        fprintf(f, "<text x=\"%d\" y=\"%.1f\" class=\"yl\">%g</text>\n", ML - 6, y + 4, ymax * i / 4.0);
+        char lab[32];
+        short_num(lab, sizeof lab, ymax * i / 4.0);
+        fprintf(f, "<text x=\"%d\" y=\"%.1f\" class=\"yl\">%s</text>\n", ML - 6, y + 4, lab);
     }
     fprintf(f, "<text transform=\"translate(14 %d) rotate(-90)\" class=\"al\">", (MT + CH - MB) / 2);
     esc(f, ylabel);
@@ -404,7 +414,9 @@ static void quality_chart(FILE *f, const json_t *rows, const json_t **packs, int
         double cx = ML + w * (x - xmin) / (xmax - xmin), cy = MT + h * (1 - v / ymax);
         fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"6\" fill=\"%s\"><title>%.3f</title></circle>", cx, cy,
                 k_colors[p % N_COLORS], v);
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"pl\">%.4g</text>\n", cx + 9, cy - 7, v);
+        char lab[32];
+        short_num(lab, sizeof lab, v);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"pl\">%s</text>\n", cx + 9, cy - 7, lab);
     }
     fprintf(f, "</svg>\n");
 }

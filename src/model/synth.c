@@ -210,7 +210,7 @@ static int write_metadata(gguf_writer *w, const synth_options *o, const synth_vo
 {
     const synth_dims *d = &o->dims;
     const char *arch = synth_arch_name(d->arch);
-    char key[128], name[96], qname[16];
+    char key[128], name[128], qname[48];
     int rc = 0;
 #define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, arch), key)
     qt_mix_name(&o->quant, qname, sizeof qname);
