@@ -5,8 +5,9 @@
  *   model      the GGUF opens and binds (architecture, tensors)
  *   sha256     every manifest entry matches, and every file of the pack is listed
  *   tokenizer  the vocabulary loads
- *   template   a chat template is recognised and its markers are tokens of
- *              the vocabulary (warn only: /v1/completions works without)
+ *   template   a chat template is recognised (an unknown --chat-template
+ *              fails) and its markers are tokens of the vocabulary (warn:
+ *              no template, or markers tokenized as plain text)
  *   draft      same vocabulary as the model (token texts, BOS/EOS)
  *   memory     the memory plan at the context and the largest context that fits
  *   context    --ctx above the trained context (warn)

@@ -51,6 +51,10 @@ node -e 'const r = JSON.parse(require("fs").readFileSync(process.argv[1])); if (
     || fail "--json: $(cat "$tmp/j")"
 # a model without a chat template: a warning, still ready
 expect 0 'warn template' check -m "$tmp/model.gguf" --port 0
+# a template whose markers the vocabulary lacks still serves (as plain text), with a warning; an unknown one fails
+expect 0 "warn template +chatml: its marker text '<\|im_start\|>system' is not a token" \
+    check -m "$tmp/model.gguf" --chat-template chatml --port 0
+expect 1 'FAIL template .*nosuch' check -m "$tmp/model.gguf" --chat-template nosuch --port 0
 
 # sha256 and manifests
 (cd "$tmp" && "$WICK" sha256 -q model.gguf chat.gguf >SHA256SUMS) || fail "wick sha256"
