@@ -15,7 +15,7 @@ void ckpt_cache_config_default(ckpt_cache_config *cfg)
 
 static void fill_defaults(ckpt_cache_config *cfg)
 {
-    if (!cfg->mem_bytes) cfg->mem_bytes = (size_t)2 << 30;     /* 2 GiB: ~100 qwen3.5-0.8b checkpoints */
+    if (!cfg->mem_bytes) cfg->mem_bytes = CKPT_CACHE_MEM_DEFAULT;
     if (cfg->max_slots <= 0) cfg->max_slots = 4;               /* a few concurrent conversations */
     if (cfg->max_ckpts_per_slot <= 0) cfg->max_ckpts_per_slot = 24;
     if (!cfg->gen_interval) cfg->gen_interval = 512;           /* resume inside a long answer */

@@ -41,6 +41,10 @@
 
 typedef struct ckpt_cache ckpt_cache;
 
+/* RAM for idle conversations and checkpoints when none is given: 2 GiB, about
+ * 100 checkpoints of qwen3.5-0.8b. */
+#define CKPT_CACHE_MEM_DEFAULT ((size_t)2 << 30)
+
 typedef struct ckpt_cache_config {
     size_t mem_bytes;      /* RAM for idle slots' KV + all checkpoint states (0: default 2 GiB) */
     int max_slots;         /* cached sequences (0: default 4) */

@@ -11,16 +11,19 @@
 #include "cli/commands.h"
 #include "gguf/gguf.h"
 #include "gguf/gguf_stats.h"
+#include "gguf/gguf_aux.h"
 #include "model/model.h"
 #include "quant/qtypes.h"
+#include "util/units.h"
 
 /* Arrays longer than this are cut in -v dumps (vocabularies have 150k+ entries). */
 #define INFO_MAX_ARRAY_ITEMS 16
+#define INFO_MAX_AUX 16 /* auxiliary tables per model: a pack has one or two */
 
 static void info_usage(FILE *out)
 {
     fprintf(out,
-            "usage: wick info FILE [--ctx N] [-v]\n\n"
+            "usage: wick info FILE [--ctx N] [--aux TABLE]... [-v]\n\n"
             "Shows what a GGUF model file holds: architecture, name, parameter count, file size,\n"
             "tensor types (count and bytes per type), bits per weight computed from the actual\n"
             "tensor bytes (overall and per class: embeddings, output, attention, ffn, norms/other),\n"
@@ -29,6 +32,8 @@ static void info_usage(FILE *out)
             "  --ctx N   also show KV-cache bytes per token and for N tokens at F16 and Q8_0\n"
             "            (full-attention layers only), and the recurrent state per sequence of\n"
             "            hybrid models (F32)\n"
+            "  --aux TABLE  an auxiliary GGUF (n-gram or embedding table) that goes with the\n"
+            "            model: mapped in place, its bytes shown apart from the weights\n"
             "  -v        also dump all metadata (long arrays cut) and every tensor\n"
             "  -h, --help  this text\n\n"
             "A model of an architecture wick runs is checked as `wick run` checks it (every\n"
@@ -39,19 +44,7 @@ static void info_usage(FILE *out)
 }
 
 /* "1.50 MiB" style; buf must hold 32 bytes. */
-static const char *human_bytes(char *buf, uint64_t n)
-{
-    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-    double x = (double)n;
-    int u = 0;
-    while (x >= 1024.0 && u < 5) {
-        x /= 1024.0;
-        u++;
-    }
-    if (u == 0) snprintf(buf, 32, "%" PRIu64 " B", n);
-    else snprintf(buf, 32, "%.2f %s", x, units[u]);
-    return buf;
-}
+static const char *human_bytes(char *buf, uint64_t n) { return wk_format_bytes(buf, 32, n); }
 
 /* "1.23 B" / "456.79 M" / "12.35 K" parameter counts; buf must hold 32 bytes. */
 static const char *human_count(char *buf, uint64_t n)
@@ -148,6 +141,36 @@ static void print_cache(const gguf_file *f, const gguf_model_summary *s, uint64_
                human_bytes(b2, s->conv_state_bytes_per_layer), human_bytes(b3, s->ssm_state_bytes_per_layer));
 }
 
+/* The file itself when it is a table, then the --aux tables: bytes apart
+ * from the weights. 1 when a table cannot be opened (message printed). */
+static int print_aux(const gguf_file *f, const char *const *paths, int n)
+{
+    char b1[32];
+    const gguf_kv *type = gguf_find_kv(f, "general.type");
+    if (type && type->type == GGUF_T_STRING && type->v.str.len == 3 && !memcmp(type->v.str.ptr, "aux", 3))
+        printf("%-15s auxiliary table: read in place beside a model, not a model itself\n", "kind:");
+    if (!n) return 0;
+    uint64_t total = 0;
+    gguf_aux a[INFO_MAX_AUX];
+    for (int i = 0; i < n; i++) {
+        wk_error err = {0};
+        if (gguf_aux_open(&a[i], paths[i], &err)) {
+            fprintf(stderr, "wick info: --aux %s\n", err.msg);
+            for (int j = 0; j < i; j++) gguf_aux_close(&a[j]);
+            return 1;
+        }
+        total += a[i].tensor_bytes;
+    }
+    printf("%-15s %d table%s, %s mapped in place (not in the weights above)\n", "auxiliary:", n, n == 1 ? "" : "s",
+           human_bytes(b1, total));
+    for (int i = 0; i < n; i++) {
+        printf("  %-13s %12s  %zu tensors  %s\n", a[i].kind, human_bytes(b1, a[i].tensor_bytes),
+               gguf_tensor_count(a[i].file), paths[i]);
+        gguf_aux_close(&a[i]);
+    }
+    return 0;
+}
+
 static void print_verbose(const gguf_file *f)
 {
     printf("\nmetadata (%zu keys):\n", gguf_kv_count(f));
@@ -171,7 +194,8 @@ int cmd_info(int argc, char **argv)
 {
     const char *path = NULL;
     uint64_t n_ctx = 0;
-    int verbose = 0, want_ctx = 0;
+    int verbose = 0, want_ctx = 0, n_aux = 0;
+    const char *aux_paths[INFO_MAX_AUX];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
@@ -190,6 +214,12 @@ int cmd_info(int argc, char **argv)
             }
             n_ctx = v;
             want_ctx = 1;
+        } else if (strcmp(a, "--aux") == 0) {
+            if (i + 1 >= argc || n_aux == INFO_MAX_AUX) {
+                fprintf(stderr, "wick info: --aux needs a FILE (at most %d)\n", INFO_MAX_AUX);
+                return 2;
+            }
+            aux_paths[n_aux++] = argv[++i];
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "wick info: unknown option '%s' (see wick info --help)\n", a);
             return 2;
@@ -254,6 +284,7 @@ int cmd_info(int argc, char **argv)
     if (not_runnable[0]) printf("%-15s no: %s\n", "wick runs it:", not_runnable);
     print_tokenizer(&s);
     if (want_ctx) print_cache(f, &s, n_ctx);
+    int rc = print_aux(f, aux_paths, n_aux);
     if (verbose) print_verbose(f);
     (void)b2;
     gguf_close(f);
@@ -261,5 +292,5 @@ int cmd_info(int argc, char **argv)
         fprintf(stderr, "wick info: writing output failed: %s\n", strerror(errno));
         return 1;
     }
-    return 0;
+    return rc;
 }

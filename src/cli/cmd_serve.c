@@ -14,8 +14,10 @@
 #include <unistd.h>
 
 #include "chat/chat.h"
+#include "cli/cli_config.h"
 #include "cli/cli_policy.h"
 #include "cli/commands.h"
+#include "cli/readiness.h"
 #include "gguf/gguf.h"
 #include "pipeline/service.h"
 #include "model/synth.h"
@@ -54,7 +56,8 @@ static void usage(FILE *out)
             "                          but /health and the monitor page (env WICK_API_KEY)\n"
             "  -t, --threads N         compute threads (default: physical cores)\n"
             "      --device D          cpu (default), cuda (GPU 0) or cuda:N (needs a CUDA build)\n"
-            "  -c, --ctx N             context length in tokens (default: model's, <= 8192)\n"
+            "  -c, --ctx N             context length in tokens (default: the trained context, reduced\n"
+            "                          to what fits --mem; printed at startup with the arithmetic)\n"
             "      --chat-template NAME  override the GGUF's chat template (%s)\n"
             "      --max-queue N       requests allowed to wait (default 64)\n"
             "      --parallel N        sequences decoded at once; only 1 is supported\n"
@@ -69,6 +72,8 @@ static void usage(FILE *out)
 
             "  -v, --verbose           debug logging\n"
             "  -h, --help              this help\n\n"
+            "configuration, memory and readiness (the checks of wick check run first; serve refuses\n"
+            "when one fails):\n" CLI_READY_HELP "\n"
             "attention (server default; a request may override):\n" CLI_POLICY_HELP CLI_KV_TYPE_HELP "\n"
             "Request extensions: {\"wick\": {\"fresh\": true}} bypasses the prefix cache for\n"
             "one request (cache_prompt: false does the same); {\"wick\": {\"attn_policy\":\n"
@@ -111,7 +116,7 @@ static int ensure_demo_model(char *out, size_t cap)
 
     synth_options o;
     wk_error err = {0};
-    if (synth_options_init(&o, DEMO_PRESET, &err) || synth_parse_quant(DEMO_QUANT, &o.quant, &err)) {
+    if (synth_options_init(&o, DEMO_PRESET, &err) || qt_mix_parse(DEMO_QUANT, &o.quant, &err)) {
         fprintf(stderr, "wick serve: demo model: %s\n", err.msg);
         return -1;
     }
@@ -220,7 +225,12 @@ int cmd_serve(int argc, char **argv)
         {"cache-dir", required_argument, 0, O_CDIR}, {"cache-disk", required_argument, 0, O_CDISK},
         {"demo", no_argument, 0, O_DEMO}, CLI_POLICY_LONG_OPTIONS, CLI_KV_TYPE_OPTION,
         CLI_DEVICE_OPTION,                      {"verbose", no_argument, 0, 'v'},       {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
+        CLI_READY_LONG_OPTIONS, {0, 0, 0, 0}};
+    cli_config cfg; /* --config FILE: its keys become options in front of the command line */
+    if (cli_config_expand(&cfg, "wick serve", opts, argc, argv)) return 2;
+    argc = cfg.argc;
+    argv = cfg.argv;
+    cli_ready_opts ready = {0};
     srv_config sc;
     srv_config_default(&sc);
     pl_service_config ec = {0};
@@ -306,6 +316,7 @@ int cmd_serve(int argc, char **argv)
                 eo->device = dev;
                 eo->gpu = gpu;
             }
+            if (pr == 0) pr = cli_ready_option(c, optarg, &ready, "wick serve");
             if (pr <= 0) {
                 if (pr == 0) usage(stderr);
                 return 2;
@@ -317,6 +328,10 @@ int cmd_serve(int argc, char **argv)
         fprintf(stderr, "wick serve: unexpected argument '%s'\n", argv[optind]);
         usage(stderr);
         return 2;
+    }
+    if (ready.print_config) {
+        static const char *const repeatable[] = {"aux", NULL}, *const secret[] = {"api-key", NULL};
+        return cli_config_print(stdout, "wick serve", opts, "m:t:c:vh", repeatable, secret, argc, argv) ? 2 : 0;
     }
     sc.api_key = api_key && *api_key ? api_key : NULL;
     if (!srv_host_is_loopback(sc.host) && !sc.api_key) {
@@ -347,6 +362,12 @@ int cmd_serve(int argc, char **argv)
         if (!ec.model_id && default_name[0]) ec.model_id = default_name;
     }
     ec.pipeline.model_path = model_path;
+    ec.pipeline.mem_budget_bytes = ready.mem_bytes;
+    const uint64_t cache_budget = cache_cfg->mem_bytes ? cache_cfg->mem_bytes : CKPT_CACHE_MEM_DEFAULT;
+    int ready_rc;
+    if (cli_ready_serve(&ready, cfg.path, model_path, sc.host, sc.port, eo->n_ctx, eo->kv_type, eo->device, eo->gpu,
+                        cache_budget, ec.pipeline.chat_template, &ready_rc))
+        return ready_rc;
     if (cache_cfg->dir && mkdir_p(cache_cfg->dir)) {
         fprintf(stderr, "wick serve: cannot create --cache-dir %s: %s\n", cache_cfg->dir, strerror(errno));
         return 1;

@@ -24,6 +24,8 @@ static void synth_usage(FILE *out)
             "  --type T           weight type (f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k\n"
             "                     q6_k iq4_nl iq4_xs) or llama.cpp-style mix (q4_k_m q5_k_m; q4_k_e8 =\n"
             "                     q4_k_m with expert gate/up Q4_K and expert down Q8_0). Default q8_0\n"
+            "  --expert-type T    MoE expert stacks (*_exps) at weight type T, the rest by --type\n"
+            "                     (e.g. q4_k_m --expert-type q8_0: 8-bit experts, 4-bit attention)\n"
             "  -o, --output FILE  where to write (replaced if it exists)\n"
             "  --seed N           weight seed (default 1); same options + seed = same bytes\n"
             "  -t, --threads N    generation threads (default: physical cores)\n"
@@ -43,6 +45,7 @@ enum {
     OPT_PRESET = 256, OPT_TYPE, OPT_SEED, OPT_LIST, OPT_DRY, OPT_ARCH, OPT_LAYERS, OPT_EMBD, OPT_FF, OPT_HEADS,
     OPT_KV_HEADS, OPT_HEAD_DIM, OPT_ROT, OPT_VOCAB, OPT_CTX, OPT_ROPE_BASE, OPT_TIED, OPT_UNTIED, OPT_EXPERTS,
     OPT_EXPERTS_USED, OPT_EXPERT_FF, OPT_SHEXP_FF, OPT_SSM_K, OPT_SSM_V, OPT_SSM_HD, OPT_SSM_CONV, OPT_FAI,
+    OPT_EXPERT_TYPE,
 };
 
 static int parse_u32(const char *opt, const char *s, uint32_t *out)
@@ -72,10 +75,10 @@ static void human_count(uint64_t n, char *buf, size_t cap)
     else snprintf(buf, cap, "%.1fK", (double)n / 1e3);
 }
 
-static int list_presets(const synth_quant *q)
+static int list_presets(const qt_mix_spec *q)
 {
-    char qname[16];
-    synth_quant_name(q, qname, sizeof qname);
+    char qname[48];
+    qt_mix_name(q, qname, sizeof qname);
     printf("%-16s %-10s %8s %12s  %s\n", "preset", "arch", "params", qname, "dimensions");
     for (size_t i = 0; i < synth_preset_count(); i++) {
         const synth_preset *p = synth_preset_at(i);
@@ -148,6 +151,7 @@ int cmd_synth(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"preset", required_argument, 0, OPT_PRESET}, {"type", required_argument, 0, OPT_TYPE},
+        {"expert-type", required_argument, 0, OPT_EXPERT_TYPE},
         {"output", required_argument, 0, 'o'}, {"seed", required_argument, 0, OPT_SEED},
         {"threads", required_argument, 0, 't'}, {"list", no_argument, 0, OPT_LIST},
         {"dry-run", no_argument, 0, OPT_DRY}, {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'},
@@ -164,7 +168,7 @@ int cmd_synth(int argc, char **argv)
         {"ssm-conv", required_argument, 0, OPT_SSM_CONV}, {"full-attn-interval", required_argument, 0, OPT_FAI},
         {0, 0, 0, 0},
     };
-    const char *preset = NULL, *type = "q8_0", *out_path = NULL, *arch = NULL;
+    const char *preset = NULL, *type = "q8_0", *out_path = NULL, *arch = NULL, *expert_type = NULL;
     int list = 0, dry = 0, quiet = 0, threads = 0;
     uint64_t seed = 1;
     /* Dimension overrides are applied after the preset is loaded; remember them in order. */
@@ -180,6 +184,7 @@ int cmd_synth(int argc, char **argv)
         switch (c) {
         case OPT_PRESET: preset = optarg; break;
         case OPT_TYPE: type = optarg; break;
+        case OPT_EXPERT_TYPE: expert_type = optarg; break;
         case 'o': out_path = optarg; break;
         case OPT_SEED: {
             char *end;
@@ -208,11 +213,19 @@ int cmd_synth(int argc, char **argv)
         return 2;
     }
     synth_options o;
-    if (synth_parse_quant(type, &o.quant, &err)) {
+    if (qt_mix_parse(type, &o.quant, &err)) {
         fprintf(stderr, "wick synth: --type: %s\n", err.msg);
         return 2;
     }
-    synth_quant quant = o.quant;
+    if (expert_type) {
+        qt_mix_spec e;
+        if (qt_mix_parse(expert_type, &e, &err) || e.mix != QT_MIX_PURE) {
+            fprintf(stderr, "wick synth: --expert-type: %s\n", e.mix != QT_MIX_PURE ? "a weight type, not a mix" : err.msg);
+            return 2;
+        }
+        o.quant.expert_type = (int32_t)e.type;
+    }
+    qt_mix_spec quant = o.quant;
     if (list) return list_presets(&quant);
 
     int arch_id = -1;
@@ -281,10 +294,10 @@ int cmd_synth(int argc, char **argv)
         fprintf(stderr, "wick synth: %s\n", err.msg);
         return 2;
     }
-    char params[32], bytes[32], qname[16];
+    char params[32], bytes[32], qname[48];
     human_count(plan->n_params, params, sizeof params);
     human_bytes(plan->data_bytes, bytes, sizeof bytes);
-    synth_quant_name(&o.quant, qname, sizeof qname);
+    qt_mix_name(&o.quant, qname, sizeof qname);
     synth_plan_free(plan);
     if (!quiet)
         fprintf(stderr, "wick synth: %s (%s) %s, %s params, %s -> %s\n", o.name, synth_arch_name(d->arch), qname,

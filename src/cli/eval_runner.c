@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include "cli/eval_http.h"
 #include "cli/eval_runner.h"
 #include "engine/context.h"
+#include "util/fileio.h"
 
 struct eval_runner {
     eval_runner_opts o;
@@ -366,37 +368,9 @@ int eval_parse_doubles(const char *cmd, const char *opt, const char *s, double l
 
 char *eval_read_file(const char *path, size_t *len, wk_error *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        wk_fail(err, WK_EIO, "%s: %s", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *b = malloc(cap);
-    while (b) {
-        size_t got = fread(b + n, 1, cap - n - 1, f);
-        n += got;
-        if (got == 0) break;
-        if (n + 1 == cap) {
-            char *nb = realloc(b, cap * 2);
-            if (!nb) {
-                free(b);
-                b = NULL;
-                break;
-            }
-            b = nb;
-            cap *= 2;
-        }
-    }
-    bool bad = ferror(f);
-    fclose(f);
-    if (!b || bad) {
-        free(b);
-        wk_fail(err, bad ? WK_EIO : WK_ENOMEM, "%s: %s", path, bad ? "read error" : "out of memory");
-        return NULL;
-    }
-    b[n] = '\0';
-    if (len) *len = n;
+    size_t n = 0;
+    char *b = wk_read_file(path, SIZE_MAX, &n, err);
+    if (b && len) *len = n;
     return b;
 }
 

@@ -5,16 +5,19 @@
 #include "cli/commands.h"
 #include "util/cpu.h"
 
-#define WICK_VERSION "0.1.0"
-
 /* One line per subcommand; keep sorted by how often people need them. */
 static const cli_command k_commands[] = {
     {"serve", cmd_serve, "serve an OpenAI-compatible API, monitor page and metrics (default: demo model)"},
     {"run", cmd_run, "generate text from a prompt with a GGUF model (also: --dump-logits for numerics)"},
+    {"pull", cmd_pull, "download model files from a Hugging Face hub: pinned, resumable, SHA-256 verified"},
+    {"sheet", cmd_sheet, "evaluation sheet of packs: bytes, bpw, speed vs context, quality; Markdown, JSON, HTML"},
+    {"check", cmd_check, "is a model or serve config ready? files, SHA-256, tokenizer, memory fit, port, CPU/GPU"},
     {"version", cmd_version, "print version and CPU kernel level"},
     {"bench", cmd_bench, "measure prefill and decode speed at context depths (like llama-bench)"},
     {"synth", cmd_synth, "write a random-weight GGUF with real model dimensions (benchmarks, tests)"},
     {"convert", cmd_convert, "convert a Hugging Face Qwen3.5 folder (safetensors + tokenizer.json) to GGUF"},
+    {"quantize", cmd_quantize, "requantize a GGUF to a type or a llama.cpp-style mix (experts at their own type)"},
+    {"sha256", cmd_sha256, "SHA-256 of files in sha256sum's format (a SHA256SUMS manifest), at disk speed"},
     {"info", cmd_info, "show what a GGUF model file holds (types, bits per weight, shape, KV size)"},
     {"tokenizer", cmd_tokenizer, "encode, decode or inspect with a GGUF vocabulary; import a HF tokenizer.json"},
     {"eval", cmd_eval, "scripted checks against a running server (eval cache: prefix cache reuse + correctness)"},

@@ -5,6 +5,7 @@
 #include <xxhash.h>
 
 #include "engine/engine_impl.h"
+#include "engine/memory_plan.h"
 #ifdef WICK_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif
@@ -170,12 +171,7 @@ uint64_t eng_ctx_fingerprint(const eng_ctx *c)
     return fp;
 }
 
-uint64_t eng_kv_bytes_per_token(const eng_ctx *c)
-{
-    const model_hparams *hp = &c->m->hp;
-    const size_t d = hp->d_k > hp->d_v ? hp->d_k : hp->d_v; /* K and V rows share one stride */
-    return (uint64_t)2 * sizeof(uint16_t) * be_kv_row_units(c->opt.kv_type, d) * hp->n_head_kv * hp->n_attn_layers;
-}
+uint64_t eng_kv_bytes_per_token(const eng_ctx *c) { return eng_mem_kv_bytes_per_token(c->m, c->opt.kv_type); }
 
 static bool cancelled(const eng_prefill_opts *o)
 {

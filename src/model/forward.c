@@ -18,14 +18,22 @@
 
 static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
 
-int model_scratch_new(model_scratch **out, const model *m, be_backend *be, int32_t max_t, wk_error *err)
+typedef struct scratch_buf {
+    void **p;
+    uint64_t bytes;
+} scratch_buf;
+
+#define SCRATCH_N_BUFS 24
+
+/* The activation buffers of a scratch for max_t tokens: where each one's
+ * pointer lives in s and its bytes. One list for allocating and for
+ * model_scratch_bytes, so the memory plan counts what is allocated. Widths
+ * come from validated hyper-parameters (each <= MODEL_MAX_DIM); a buffer no
+ * layer uses is one float wide. Products saturate, so a plan too large is
+ * refused as a whole instead of wrapping around. */
+static void scratch_layout(const model *m, int32_t max_t, model_scratch *s, scratch_buf bufs[SCRATCH_N_BUFS])
 {
-    *out = NULL;
-    if (max_t < 1) return wk_fail(err, WK_EINVAL, "scratch: max tokens %d < 1", max_t);
     const model_hparams *hp = &m->hp;
-    /* Widths from validated hyper-parameters (each <= MODEL_MAX_DIM); a buffer
-     * no layer uses is one float wide. Products saturate, so the plan is
-     * refused as a whole below instead of wrapping around. */
     const uint64_t T = (uint64_t)max_t, E = hp->n_embd;
     const bool attn = hp->n_attn_layers > 0, rec = hp->n_rec_layers > 0;
     const uint64_t q_w = attn ? (uint64_t)hp->n_head * hp->d_k * (model_arch_is_hybrid(m->arch) ? 2 : 1) : 1;
@@ -36,16 +44,11 @@ int model_scratch_new(model_scratch **out, const model *m, be_backend *be, int32
     const uint64_t conv_dim = rec ? 2 * key_dim + value_dim : 1, val_w = rec ? value_dim : 1;
     const uint64_t hv_w = rec ? hp->ssm_n_hv : 1;
     const uint64_t k_used = max_u64(hp->n_expert_used, 1);
-    const int32_t logit_rows = max_t < LOGIT_ROWS ? max_t : LOGIT_ROWS;
-    model_scratch *s = calloc(1, sizeof *s);
-    if (!s) return wk_fail(err, WK_ENOMEM, "out of memory");
-    s->be = be;
-    s->max_t = max_t;
-    s->logit_rows = logit_rows;
-    struct {
+    const uint64_t logit_rows = max_t < LOGIT_ROWS ? (uint64_t)max_t : LOGIT_ROWS;
+    const struct {
         void **p;
         uint64_t floats_per_token; /* 4-byte elements (floats or int32) per token */
-    } bufs[] = {
+    } list[SCRATCH_N_BUFS - 1] = {
         {(void **)&s->x, E},          {(void **)&s->cur, E},       {(void **)&s->tmp, E},
         {(void **)&s->q, q_w},        {(void **)&s->k, k_w},       {(void **)&s->v, v_w},
         {(void **)&s->att, att_w},    {(void **)&s->ff_g, ff_w},   {(void **)&s->ff_u, ff_w},
@@ -56,11 +59,34 @@ int model_scratch_new(model_scratch **out, const model *m, be_backend *be, int32
         {(void **)&s->rope_cs, (uint64_t)hp->rope.n_rot},          {(void **)&s->tokens, 1},
         {(void **)&s->pos, 1},
     };
-    enum { N_BUFS = sizeof bufs / sizeof bufs[0] };
-    uint64_t bytes[N_BUFS + 1], total = 0;
-    for (size_t i = 0; i < N_BUFS; i++) bytes[i] = wk_sat_mul3(T, bufs[i].floats_per_token, 4);
-    bytes[N_BUFS] = wk_sat_mul3((uint64_t)logit_rows, hp->n_vocab, 4); /* s->logits */
-    for (size_t i = 0; i <= N_BUFS; i++) total = wk_sat_add(total, bytes[i]);
+    for (size_t i = 0; i < SCRATCH_N_BUFS - 1; i++)
+        bufs[i] = (scratch_buf){list[i].p, wk_sat_mul3(T, list[i].floats_per_token, 4)};
+    bufs[SCRATCH_N_BUFS - 1] = (scratch_buf){(void **)&s->logits, wk_sat_mul3(logit_rows, hp->n_vocab, 4)};
+}
+
+size_t model_scratch_bytes(const model *m, int32_t max_t)
+{
+    if (max_t < 1) return 0;
+    model_scratch s;
+    scratch_buf bufs[SCRATCH_N_BUFS];
+    scratch_layout(m, max_t, &s, bufs);
+    uint64_t total = (uint64_t)max_t * sizeof(int32_t); /* pos_host */
+    for (size_t i = 0; i < SCRATCH_N_BUFS; i++) total = wk_sat_add(total, bufs[i].bytes);
+    return total > SIZE_MAX ? SIZE_MAX : (size_t)total;
+}
+
+int model_scratch_new(model_scratch **out, const model *m, be_backend *be, int32_t max_t, wk_error *err)
+{
+    *out = NULL;
+    if (max_t < 1) return wk_fail(err, WK_EINVAL, "scratch: max tokens %d < 1", max_t);
+    model_scratch *s = calloc(1, sizeof *s);
+    if (!s) return wk_fail(err, WK_ENOMEM, "out of memory");
+    s->be = be;
+    s->max_t = max_t;
+    s->logit_rows = max_t < LOGIT_ROWS ? max_t : LOGIT_ROWS;
+    scratch_buf bufs[SCRATCH_N_BUFS];
+    scratch_layout(m, max_t, s, bufs);
+    uint64_t total = model_scratch_bytes(m, max_t);
     char what[96];
     snprintf(what, sizeof what, "the activation buffers for batches of %d tokens", max_t);
     int rc = be_is_cpu(be) ? wk_ram_check(total, what, err) : 0;
@@ -68,15 +94,14 @@ int model_scratch_new(model_scratch **out, const model *m, be_backend *be, int32
         free(s);
         return rc;
     }
-    s->pos_host = malloc(T * sizeof(int32_t));
+    s->pos_host = malloc((size_t)max_t * sizeof(int32_t));
     if (!s->pos_host) {
         free(s);
         return wk_fail(err, WK_ENOMEM, "out of memory");
     }
-    for (size_t i = 0; i <= N_BUFS; i++) {
-        void **p = i < N_BUFS ? bufs[i].p : (void **)&s->logits;
-        *p = be_alloc(be, (size_t)bytes[i]);
-        if (!*p) {
+    for (size_t i = 0; i < SCRATCH_N_BUFS; i++) {
+        *bufs[i].p = be_alloc(be, (size_t)bufs[i].bytes);
+        if (!*bufs[i].p) {
             model_scratch_free(s);
             return wk_fail(err, WK_ENOMEM, "out of memory for %s (%" PRIu64 " bytes)", what, total);
         }

@@ -43,7 +43,7 @@ struct hf_convert {
     st_file *shards[MAX_SHARDS];
     size_t n_shards;
     hparams hp;
-    synth_quant quant;
+    qt_mix_spec quant;
     out_tensor *out;
     size_t n_out, cap_out;
     size_t n_skipped;
@@ -502,7 +502,7 @@ static int assign_types(hf_convert *c, wk_error *err)
         for (size_t i = 0; i < p->n_tensors; i++)
             if (!strcmp(p->tensors[i].name, look)) t->type = p->tensors[i].type;
         if (t->n_dims == 1 || strstr(t->name, "nextn.enorm") || strstr(t->name, "nextn.hnorm")) t->type = QT_F32;
-        t->type = synth_type_fallback(t->type, t->ne0);
+        t->type = qt_mix_fallback(t->type, t->ne0);
     }
     synth_plan_free(p);
     return 0;
@@ -519,7 +519,7 @@ int hf_convert_open(hf_convert **out, const char *dir, const char *quant, wk_err
     const char *base = strrchr(c->dir, '/');
     snprintf(c->folder_name, sizeof c->folder_name, "%s", base ? base + 1 : c->dir);
     int rc;
-    if ((rc = synth_parse_quant(quant, &c->quant, err)) || (rc = read_config(c, err)) ||
+    if ((rc = qt_mix_parse(quant, &c->quant, err)) || (rc = read_config(c, err)) ||
         (rc = open_shards(c, err)) || (rc = plan_tensors(c, err)) || (rc = assign_types(c, err))) {
         hf_convert_free(c);
         return rc;
@@ -544,12 +544,12 @@ int hf_convert_write_meta(hf_convert *c, gguf_writer *w, const char *name)
     bool mtp = false;
     for (size_t k = 0; k < c->n_out; k++) mtp = mtp || strstr(c->out[k].name, ".nextn.") != NULL;
     char qname[16];
-    synth_quant_name(&c->quant, qname, sizeof qname);
+    qt_mix_name(&c->quant, qname, sizeof qname);
     int rc = 0;
     rc |= gguf_writer_set_str(w, "general.architecture", "qwen35");
     rc |= gguf_writer_set_str(w, "general.type", "model");
     rc |= gguf_writer_set_str(w, "general.name", name ? name : c->folder_name);
-    rc |= gguf_writer_set_u32(w, "general.file_type", synth_file_type(&c->quant));
+    rc |= gguf_writer_set_u32(w, "general.file_type", qt_mix_file_type(&c->quant));
     rc |= gguf_writer_set_u32(w, "general.quantization_version", 2);
     rc |= gguf_writer_set_u32(w, "qwen35.context_length", (uint32_t)h->n_ctx);
     rc |= gguf_writer_set_u32(w, "qwen35.embedding_length", (uint32_t)h->n_embd);
@@ -643,5 +643,5 @@ void hf_convert_get_info(const hf_convert *c, hf_convert_info *info)
         info->n_params += (uint64_t)(t->ne0 * t->ne1);
         info->data_bytes += qt_row_bytes(qt_traits_of(t->type), t->ne0) * (uint64_t)t->ne1;
     }
-    synth_quant_name(&c->quant, info->type_name, sizeof info->type_name);
+    qt_mix_name(&c->quant, info->type_name, sizeof info->type_name);
 }

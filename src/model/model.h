@@ -182,6 +182,9 @@ typedef struct model_scratch model_scratch;
 int model_scratch_new(model_scratch **out, const model *m, be_backend *be, int32_t max_t,
                       wk_error *err);
 void model_scratch_free(model_scratch *s);
+/* Bytes model_scratch_new allocates for max_t tokens (backend memory plus
+ * the host position buffer); 0 when max_t < 1. */
+size_t model_scratch_bytes(const model *m, int32_t max_t);
 int32_t model_scratch_max_tokens(const model_scratch *s);
 /* After a MODEL_LOGITS_ARGMAX pass: the index of the last token's largest logit (NaNs skipped,
  * lowest index on ties; -1 if none) and that logit. */

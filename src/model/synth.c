@@ -122,7 +122,8 @@ int synth_options_init(synth_options *o, const char *preset, wk_error *err)
     }
     snprintf(o->name, sizeof o->name, "%s", p->name);
     o->dims = p->dims;
-    o->quant.mix = SYNTH_MIX_PURE;
+    o->quant.mix = QT_MIX_PURE;
+    o->quant.expert_type = -1;
     o->quant.type = QT_Q8_0;
     o->seed = 1;
     return 0;
@@ -142,72 +143,6 @@ int synth_arch_from_name(const char *name)
     return -1;
 }
 
-/* ---- types and mixes ---------------------------------------------------- */
-
-static const struct {
-    const char *name;
-    enum synth_mix mix;
-} k_mixes[] = {{"Q4_K_M", SYNTH_MIX_Q4_K_M}, {"Q5_K_M", SYNTH_MIX_Q5_K_M}, {"Q4_K_E8", SYNTH_MIX_Q4_K_E8}};
-
-int synth_parse_quant(const char *spec, synth_quant *out, wk_error *err)
-{
-    for (size_t i = 0; i < sizeof k_mixes / sizeof k_mixes[0]; i++)
-        if (strcasecmp(spec, k_mixes[i].name) == 0) {
-            out->mix = k_mixes[i].mix;
-            out->type = QT_Q4_K;
-            return 0;
-        }
-    int t = qt_type_from_name(spec);
-    const qt_traits *tr = t >= 0 ? qt_traits_of((uint32_t)t) : NULL;
-    if (!tr || !tr->weight_ok)
-        return wk_fail(err, WK_EINVAL,
-                       "unknown type '%s' (weight types: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k "
-                       "q5_k q6_k iq4_nl iq4_xs; mixes: q4_k_m q5_k_m q4_k_e8)",
-                       spec);
-    out->mix = SYNTH_MIX_PURE;
-    out->type = (uint32_t)t;
-    return 0;
-}
-
-void synth_quant_name(const synth_quant *q, char *buf, size_t cap)
-{
-    for (size_t i = 0; i < sizeof k_mixes / sizeof k_mixes[0]; i++)
-        if (q->mix == k_mixes[i].mix) {
-            snprintf(buf, cap, "%s", k_mixes[i].name);
-            return;
-        }
-    snprintf(buf, cap, "%s", qt_type_name(q->type));
-}
-
-/* general.file_type (llama_ftype, spec gguf.md 5.1) describing the mix. */
-uint32_t synth_file_type(const synth_quant *q)
-{
-    switch (q->mix) {
-    case SYNTH_MIX_Q4_K_M:
-    case SYNTH_MIX_Q4_K_E8: return 15;
-    case SYNTH_MIX_Q5_K_M: return 17;
-    case SYNTH_MIX_PURE: break;
-    }
-    switch (q->type) {
-    case QT_F32: return 0;
-    case QT_F16: return 1;
-    case QT_Q4_0: return 2;
-    case QT_Q4_1: return 3;
-    case QT_Q8_0: return 7;
-    case QT_Q5_0: return 8;
-    case QT_Q5_1: return 9;
-    case QT_Q2_K: return 10;
-    case QT_Q3_K: return 12; /* llama-quantize --pure Q3_K writes Q3_K_M */
-    case QT_Q4_K: return 15;
-    case QT_Q5_K: return 17;
-    case QT_Q6_K: return 18;
-    case QT_IQ4_NL: return 25;
-    case QT_IQ4_XS: return 30;
-    case QT_BF16: return 32;
-    default: return 7;
-    }
-}
-
 /* ---- validation ----------------------------------------------------------- */
 
 #define DIM_MAX (1u << 20) /* no real model has a dimension near 1M; catches typos */
@@ -216,7 +151,7 @@ int synth_validate(const synth_options *o, wk_error *err)
 {
     const synth_dims *d = &o->dims;
     const qt_traits *qt = qt_traits_of(o->quant.type);
-    if (o->quant.mix == SYNTH_MIX_PURE && (!qt || !qt->weight_ok))
+    if (o->quant.mix == QT_MIX_PURE && (!qt || !qt->weight_ok))
         return wk_fail(err, WK_EINVAL, "type %s is not a weight type", qt_type_name(o->quant.type));
     if ((unsigned)d->arch > SYNTH_ARCH_QWEN35MOE) return wk_fail(err, WK_EINVAL, "unknown architecture id %d", d->arch);
     struct {
@@ -275,16 +210,16 @@ static int write_metadata(gguf_writer *w, const synth_options *o, const synth_vo
 {
     const synth_dims *d = &o->dims;
     const char *arch = synth_arch_name(d->arch);
-    char key[128], name[96], qname[16];
+    char key[128], name[128], qname[48];
     int rc = 0;
 #define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, arch), key)
-    synth_quant_name(&o->quant, qname, sizeof qname);
+    qt_mix_name(&o->quant, qname, sizeof qname);
     snprintf(name, sizeof name, "synthetic %s %s", o->name[0] ? o->name : "custom", qname);
     rc |= gguf_writer_set_str(w, "general.architecture", arch);
     rc |= gguf_writer_set_str(w, "general.type", "model");
     rc |= gguf_writer_set_str(w, "general.name", name);
     rc |= gguf_writer_set_str(w, "general.description", "random weights with real dimensions, written by wick synth");
-    rc |= gguf_writer_set_u32(w, "general.file_type", synth_file_type(&o->quant));
+    rc |= gguf_writer_set_u32(w, "general.file_type", qt_mix_file_type(&o->quant));
     rc |= gguf_writer_set_u32(w, "general.quantization_version", 2);
     rc |= gguf_writer_set_u64(w, "general.seed", o->seed); /* wick's own key: reproduces the file */
 

@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "quant/quant_mix.h"
 #include "util/err.h"
 
 enum synth_arch {
@@ -62,23 +63,10 @@ typedef struct synth_dims {
     uint32_t ssm_n_v_heads; /* H_v (ssm.time_step_rank) */
 } synth_dims;
 
-/* How tensor types are chosen. */
-enum synth_mix {
-    SYNTH_MIX_PURE = 0, /* every quantizable 2-D/3-D weight gets `type` (llama-quantize --pure) */
-    SYNTH_MIX_Q4_K_M,   /* llama.cpp's Q4_K_M rules (shared/spec/gguf.md section 7) */
-    SYNTH_MIX_Q5_K_M,   /* llama.cpp's Q5_K_M rules */
-    SYNTH_MIX_Q4_K_E8,  /* Q4_K_M for everything but routed experts; expert gate/up Q4_K, expert down Q8_0 */
-};
-
-typedef struct synth_quant {
-    enum synth_mix mix;
-    uint32_t type; /* qt_type for SYNTH_MIX_PURE */
-} synth_quant;
-
 typedef struct synth_options {
     char name[64];      /* preset name or "custom"; goes to general.name */
     synth_dims dims;
-    synth_quant quant;
+    qt_mix_spec quant;  /* tensor types: the one mix rule of quant/quant_mix.h (qt_mix_parse) */
     uint64_t seed;
     int n_threads;      /* <= 0: physical cores */
 } synth_options;
@@ -98,16 +86,6 @@ const synth_preset *synth_preset_at(size_t i);
  * automatic threads. WK_ENOTFOUND (message lists valid names) if unknown. */
 int synth_options_init(synth_options *o, const char *preset, wk_error *err);
 
-/* Parses a type or mix name: "q8_0", "q4_k", "f16", ... (pure), or "q4_k_m",
- * "q5_k_m", "q4_k_e8" (mixes). WK_EINVAL if unknown or not a weight type. */
-int synth_parse_quant(const char *spec, synth_quant *out, wk_error *err);
-/* Canonical name of q, e.g. "Q8_0" or "Q4_K_M", into buf. */
-void synth_quant_name(const synth_quant *q, char *buf, size_t cap);
-/* general.file_type (llama_ftype, spec gguf.md 5.1) of q. */
-uint32_t synth_file_type(const synth_quant *q);
-/* llama-quantize's tensor_type_fallback: type, or a type whose block divides
- * a row of ne0 elements (Q4_K -> Q5_0, Q6_K -> Q8_0, ..., else F16). */
-uint32_t synth_type_fallback(uint32_t type, int64_t ne0);
 
 /* Checks dimensions for consistency (divisibility, non-zero sizes, limits);
  * WK_EINVAL naming the bad field. synth_plan_new and synth_write call it. */

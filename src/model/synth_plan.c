@@ -1,10 +1,9 @@
-/* Tensor list of a synthetic model and the per-tensor type rules.
+/* Tensor list of a synthetic model.
  *
  * Names, shapes and file order follow llama.cpp's converter output
- * (shared/spec/architectures.md sections 4-9); types follow llama-quantize
- * (shared/spec/gguf.md section 7): 1-D tensors, norms, routers, ssm_conv1d,
- * ssm_a and ssm_dt stay F32; mixes apply the Q4_K_M / Q5_K_M category rules
- * with use_more_bits and the shape fallbacks. */
+ * (shared/spec/architectures.md sections 4-9); types come from the one mix
+ * rule of quant/quant_mix.h (llama-quantize's): 1-D tensors, norms, routers,
+ * ssm_conv1d, ssm_a and ssm_dt stay F32. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,101 +13,17 @@
 
 #define SYNTH_ALIGNMENT 32 /* GGUF default alignment, what llama.cpp writes */
 
-/* What llama-quantize's tensor_get_category would call a tensor, plus the
- * "never quantized" class. */
-enum cat {
-    CAT_F32 = 0, /* stays F32 (1-D, norms, routers, conv, ...) */
-    CAT_TOKEN_EMBD,
-    CAT_OUTPUT,
-    CAT_ATTN_V, /* attn_v and attn_qkv: "attn_v-like" */
-    CAT_ATTN_K,
-    CAT_ATTN_Q,
-    CAT_ATTN_OUTPUT,
-    CAT_FFN_GATE,
-    CAT_FFN_UP,
-    CAT_FFN_DOWN,
-    CAT_OTHER, /* attn_gate, ssm_alpha/beta, ssm_out: base type */
-};
-
 typedef struct plan_builder {
     const synth_options *o;
     synth_plan *p;
     size_t cap;
-    uint32_t n_attention_wv, i_attention_wv; /* llama-quantize's running attn_v-like counter */
+    qt_mix_model mix_model;
+    qt_mix_state mix_state;
     int failed;
 } plan_builder;
 
-static uint32_t ftype_base(const synth_quant *q)
-{
-    switch (q->mix) {
-    case SYNTH_MIX_PURE: return q->type;
-    case SYNTH_MIX_Q5_K_M: return QT_Q5_K;
-    case SYNTH_MIX_Q4_K_M:
-    case SYNTH_MIX_Q4_K_E8: return QT_Q4_K;
-    }
-    return QT_Q8_0;
-}
-
-/* use_more_bits(i, n) of llama-quantize: first and last eighth of the layers
- * plus every third layer in between. */
-static int use_more_bits(uint32_t i, uint32_t n)
-{
-    return i < n / 8 || i >= 7 * n / 8 || ((int64_t)i - (int64_t)(n / 8)) % 3 == 2;
-}
-
-/* tensor_type_fallback: a type whose block does not divide the row length. */
-uint32_t synth_type_fallback(uint32_t type, int64_t ne0)
-{
-    const qt_traits *t = qt_traits_of(type);
-    if (!t || ne0 % t->block_elems == 0) return type;
-    uint32_t fb;
-    switch (type) {
-    case QT_Q4_K: fb = QT_Q5_0; break;
-    case QT_Q5_K: fb = QT_Q5_1; break;
-    case QT_Q6_K: fb = QT_Q8_0; break;
-    case QT_Q2_K:
-    case QT_Q3_K: fb = QT_Q4_0; break;
-    case QT_IQ4_XS: fb = QT_IQ4_NL; break;
-    default: fb = QT_F16; break;
-    }
-    if (ne0 % qt_traits_of(fb)->block_elems != 0) fb = QT_F16;
-    return fb;
-}
-
-static int is_expert_tensor(const char *name) { return strstr(name, "_exps.") != NULL; }
-
-static uint32_t choose_type(plan_builder *b, enum cat cat, const char *name, uint32_t layer, int64_t ne0)
-{
-    const synth_dims *d = &b->o->dims;
-    const synth_quant *q = &b->o->quant;
-    if (cat == CAT_F32) return QT_F32;
-    uint32_t base = ftype_base(q), type = base;
-    int eight_experts = d->n_expert == 8 && (d->arch == SYNTH_ARCH_QWEN3MOE || d->arch == SYNTH_ARCH_QWEN35MOE);
-    int is_vlike = cat == CAT_ATTN_V;
-    if (is_vlike) b->i_attention_wv++;
-    if (q->mix == SYNTH_MIX_PURE) return synth_type_fallback(type, ne0);
-
-    if (cat == CAT_OUTPUT || (cat == CAT_TOKEN_EMBD && d->tied_embeddings)) {
-        type = QT_Q6_K;
-    } else if (cat == CAT_TOKEN_EMBD) {
-        type = base;
-    } else if (is_vlike) {
-        if (eight_experts) type = QT_Q8_0;
-        else if (use_more_bits(b->i_attention_wv - 1, b->n_attention_wv)) type = QT_Q6_K;
-    } else if (cat == CAT_ATTN_K) {
-        if (eight_experts) type = QT_Q8_0;
-    } else if (cat == CAT_FFN_DOWN) {
-        if (q->mix == SYNTH_MIX_Q4_K_E8 && is_expert_tensor(name)) type = QT_Q8_0;
-        else if (use_more_bits(layer, d->n_layer)) type = QT_Q6_K;
-    } else if (cat == CAT_ATTN_OUTPUT) {
-        if (eight_experts) type = QT_Q5_K;
-    }
-    (void)name;
-    return synth_type_fallback(type, ne0);
-}
-
-static void add(plan_builder *b, const char *name, enum cat cat, uint32_t layer, uint32_t n_dims, int64_t ne0,
-                int64_t ne1, int64_t ne2, enum synth_init init, float std)
+static void add(plan_builder *b, const char *name, uint32_t n_dims, int64_t ne0, int64_t ne1, int64_t ne2,
+                enum synth_init init, float std)
 {
     if (b->failed) return;
     synth_plan *p = b->p;
@@ -127,7 +42,9 @@ static void add(plan_builder *b, const char *name, enum cat cat, uint32_t layer,
     t->ne[1] = n_dims > 1 ? ne1 : 1;
     t->ne[2] = n_dims > 2 ? ne2 : 1;
     t->ne[3] = 1;
-    t->type = choose_type(b, cat, name, layer, ne0);
+    /* never-quantized tensors (norms, routers, conv, ...) are F32, as the converter writes them */
+    t->type = qt_mix_choose(&b->o->quant, &b->mix_model, &b->mix_state, name, n_dims, ne0);
+    if (t->type == QT_MIX_KEEP) t->type = QT_F32;
     t->init = init;
     t->std = std;
     t->n_elements = (uint64_t)t->ne[0] * (uint64_t)t->ne[1] * (uint64_t)t->ne[2];
@@ -149,26 +66,25 @@ static void lname(char *buf, size_t cap, uint32_t il, const char *suffix)
 
 static float inv_sqrt(double x) { return (float)(1.0 / __builtin_sqrt(x)); }
 
-static void add_matrix(plan_builder *b, uint32_t il, const char *suffix, enum cat cat, int64_t in, int64_t out)
+static void add_matrix(plan_builder *b, uint32_t il, const char *suffix, int64_t in, int64_t out)
 {
     char n[64];
     lname(n, sizeof n, il, suffix);
-    add(b, n, cat, il, 2, in, out, 1, SYNTH_INIT_NORMAL, inv_sqrt((double)in));
+    add(b, n, 2, in, out, 1, SYNTH_INIT_NORMAL, inv_sqrt((double)in));
 }
 
-static void add_experts(plan_builder *b, uint32_t il, const char *suffix, enum cat cat, int64_t in, int64_t out,
-                        int64_t n_exp)
+static void add_experts(plan_builder *b, uint32_t il, const char *suffix, int64_t in, int64_t out, int64_t n_exp)
 {
     char n[64];
     lname(n, sizeof n, il, suffix);
-    add(b, n, cat, il, 3, in, out, n_exp, SYNTH_INIT_NORMAL, inv_sqrt((double)in));
+    add(b, n, 3, in, out, n_exp, SYNTH_INIT_NORMAL, inv_sqrt((double)in));
 }
 
 static void add_norm(plan_builder *b, uint32_t il, const char *suffix, int64_t n_elems)
 {
     char n[64];
     lname(n, sizeof n, il, suffix);
-    add(b, n, CAT_F32, il, 1, n_elems, 1, 1, SYNTH_INIT_NORM, NORM_STD);
+    add(b, n, 1, n_elems, 1, 1, SYNTH_INIT_NORM, NORM_STD);
 }
 
 static void add_attention(plan_builder *b, uint32_t il, int gated_q)
@@ -176,14 +92,14 @@ static void add_attention(plan_builder *b, uint32_t il, int gated_q)
     const synth_dims *d = &b->o->dims;
     int64_t q_out = (int64_t)d->n_head * d->head_dim * (gated_q ? 2 : 1);
     int64_t kv_out = (int64_t)d->n_head_kv * d->head_dim;
-    add_matrix(b, il, "attn_q.weight", CAT_ATTN_Q, d->n_embd, q_out);
-    add_matrix(b, il, "attn_k.weight", CAT_ATTN_K, d->n_embd, kv_out);
-    add_matrix(b, il, "attn_v.weight", CAT_ATTN_V, d->n_embd, kv_out);
+    add_matrix(b, il, "attn_q.weight", d->n_embd, q_out);
+    add_matrix(b, il, "attn_k.weight", d->n_embd, kv_out);
+    add_matrix(b, il, "attn_v.weight", d->n_embd, kv_out);
     if (d->arch != SYNTH_ARCH_LLAMA) {
         add_norm(b, il, "attn_q_norm.weight", d->head_dim);
         add_norm(b, il, "attn_k_norm.weight", d->head_dim);
     }
-    add_matrix(b, il, "attn_output.weight", CAT_ATTN_OUTPUT, (int64_t)d->n_head * d->head_dim, d->n_embd);
+    add_matrix(b, il, "attn_output.weight", (int64_t)d->n_head * d->head_dim, d->n_embd);
 }
 
 static void add_deltanet(plan_builder *b, uint32_t il)
@@ -193,19 +109,19 @@ static void add_deltanet(plan_builder *b, uint32_t il)
     int64_t value_dim = (int64_t)d->ssm_n_v_heads * d->ssm_head_dim;
     int64_t conv_dim = 2 * key_dim + value_dim;
     char n[64];
-    add_matrix(b, il, "attn_qkv.weight", CAT_ATTN_V, d->n_embd, conv_dim);
-    add_matrix(b, il, "attn_gate.weight", CAT_OTHER, d->n_embd, value_dim);
-    add_matrix(b, il, "ssm_beta.weight", CAT_OTHER, d->n_embd, d->ssm_n_v_heads);
-    add_matrix(b, il, "ssm_alpha.weight", CAT_OTHER, d->n_embd, d->ssm_n_v_heads);
+    add_matrix(b, il, "attn_qkv.weight", d->n_embd, conv_dim);
+    add_matrix(b, il, "attn_gate.weight", d->n_embd, value_dim);
+    add_matrix(b, il, "ssm_beta.weight", d->n_embd, d->ssm_n_v_heads);
+    add_matrix(b, il, "ssm_alpha.weight", d->n_embd, d->ssm_n_v_heads);
     lname(n, sizeof n, il, "ssm_dt.bias");
-    add(b, n, CAT_F32, il, 1, d->ssm_n_v_heads, 1, 1, SYNTH_INIT_UNIFORM, 1.0f); /* dt bias ~ U(-1, 1) */
+    add(b, n, 1, d->ssm_n_v_heads, 1, 1, SYNTH_INIT_UNIFORM, 1.0f); /* dt bias ~ U(-1, 1) */
     lname(n, sizeof n, il, "ssm_a");
-    add(b, n, CAT_F32, il, 1, d->ssm_n_v_heads, 1, 1, SYNTH_INIT_SSM_A, 0.0f);
+    add(b, n, 1, d->ssm_n_v_heads, 1, 1, SYNTH_INIT_SSM_A, 0.0f);
     lname(n, sizeof n, il, "ssm_conv1d.weight");
-    add(b, n, CAT_F32, il, 2, d->ssm_conv_kernel, conv_dim, 1, SYNTH_INIT_NORMAL,
+    add(b, n, 2, d->ssm_conv_kernel, conv_dim, 1, SYNTH_INIT_NORMAL,
         inv_sqrt((double)d->ssm_conv_kernel));
     add_norm(b, il, "ssm_norm.weight", d->ssm_head_dim);
-    add_matrix(b, il, "ssm_out.weight", CAT_OTHER, value_dim, d->n_embd);
+    add_matrix(b, il, "ssm_out.weight", value_dim, d->n_embd);
 }
 
 static void add_ffn(plan_builder *b, uint32_t il)
@@ -214,23 +130,23 @@ static void add_ffn(plan_builder *b, uint32_t il)
     char n[64];
     int moe = d->arch == SYNTH_ARCH_QWEN3MOE || d->arch == SYNTH_ARCH_QWEN35MOE;
     if (!moe) {
-        add_matrix(b, il, "ffn_gate.weight", CAT_FFN_GATE, d->n_embd, d->n_ff);
-        add_matrix(b, il, "ffn_up.weight", CAT_FFN_UP, d->n_embd, d->n_ff);
-        add_matrix(b, il, "ffn_down.weight", CAT_FFN_DOWN, d->n_ff, d->n_embd);
+        add_matrix(b, il, "ffn_gate.weight", d->n_embd, d->n_ff);
+        add_matrix(b, il, "ffn_up.weight", d->n_embd, d->n_ff);
+        add_matrix(b, il, "ffn_down.weight", d->n_ff, d->n_embd);
         return;
     }
     /* Router logits ~ N(0, 4): a few experts clearly preferred, as in trained routers. */
     lname(n, sizeof n, il, "ffn_gate_inp.weight");
-    add(b, n, CAT_F32, il, 2, d->n_embd, d->n_expert, 1, SYNTH_INIT_NORMAL, 2.0f * inv_sqrt(d->n_embd));
-    add_experts(b, il, "ffn_gate_exps.weight", CAT_FFN_GATE, d->n_embd, d->n_ff_exp, d->n_expert);
-    add_experts(b, il, "ffn_up_exps.weight", CAT_FFN_UP, d->n_embd, d->n_ff_exp, d->n_expert);
-    add_experts(b, il, "ffn_down_exps.weight", CAT_FFN_DOWN, d->n_ff_exp, d->n_embd, d->n_expert);
+    add(b, n, 2, d->n_embd, d->n_expert, 1, SYNTH_INIT_NORMAL, 2.0f * inv_sqrt(d->n_embd));
+    add_experts(b, il, "ffn_gate_exps.weight", d->n_embd, d->n_ff_exp, d->n_expert);
+    add_experts(b, il, "ffn_up_exps.weight", d->n_embd, d->n_ff_exp, d->n_expert);
+    add_experts(b, il, "ffn_down_exps.weight", d->n_ff_exp, d->n_embd, d->n_expert);
     if (d->arch == SYNTH_ARCH_QWEN35MOE) {
         lname(n, sizeof n, il, "ffn_gate_inp_shexp.weight");
-        add(b, n, CAT_F32, il, 1, d->n_embd, 1, 1, SYNTH_INIT_NORMAL, inv_sqrt(d->n_embd));
-        add_matrix(b, il, "ffn_gate_shexp.weight", CAT_FFN_GATE, d->n_embd, d->n_ff_shexp);
-        add_matrix(b, il, "ffn_up_shexp.weight", CAT_FFN_UP, d->n_embd, d->n_ff_shexp);
-        add_matrix(b, il, "ffn_down_shexp.weight", CAT_FFN_DOWN, d->n_ff_shexp, d->n_embd);
+        add(b, n, 1, d->n_embd, 1, 1, SYNTH_INIT_NORMAL, inv_sqrt(d->n_embd));
+        add_matrix(b, il, "ffn_gate_shexp.weight", d->n_embd, d->n_ff_shexp);
+        add_matrix(b, il, "ffn_up_shexp.weight", d->n_embd, d->n_ff_shexp);
+        add_matrix(b, il, "ffn_down_shexp.weight", d->n_ff_shexp, d->n_embd);
     }
 }
 
@@ -245,14 +161,18 @@ int synth_plan_new(const synth_options *o, synth_plan **out, wk_error *err)
     p->alignment = SYNTH_ALIGNMENT;
     plan_builder b = {.o = o, .p = p};
     int hybrid = d->arch == SYNTH_ARCH_QWEN35 || d->arch == SYNTH_ARCH_QWEN35MOE;
-    b.n_attention_wv = d->n_layer; /* one attn_v or attn_qkv per layer */
+    int moe = d->arch == SYNTH_ARCH_QWEN3MOE || d->arch == SYNTH_ARCH_QWEN35MOE;
+    b.mix_model.n_layer = d->n_layer;
+    b.mix_model.n_attention_wv = d->n_layer; /* one attn_v or attn_qkv per layer */
+    b.mix_model.n_expert = moe ? d->n_expert : 0;
+    b.mix_model.tied_output = d->tied_embeddings;
 
     /* Embeddings ~ N(0, (2/sqrt(n_embd))^2): rows of norm ~2; as the tied LM
      * head this gives logits of std ~2, like the golden models. */
     float embd_std = 2.0f * inv_sqrt(d->n_embd);
-    add(&b, "token_embd.weight", CAT_TOKEN_EMBD, 0, 2, d->n_embd, d->n_vocab, 1, SYNTH_INIT_NORMAL, embd_std);
+    add(&b, "token_embd.weight", 2, d->n_embd, d->n_vocab, 1, SYNTH_INIT_NORMAL, embd_std);
     if (d->arch == SYNTH_ARCH_LLAMA && d->llama3_rope)
-        add(&b, "rope_freqs.weight", CAT_F32, 0, 1, (d->n_rot ? d->n_rot : d->head_dim) / 2, 1, 1,
+        add(&b, "rope_freqs.weight", 1, (d->n_rot ? d->n_rot : d->head_dim) / 2, 1, 1,
             SYNTH_INIT_ROPE_FREQS, 0.0f);
     for (uint32_t il = 0; il < d->n_layer; il++) {
         add_norm(&b, il, "attn_norm.weight", d->n_embd);
@@ -262,9 +182,9 @@ int synth_plan_new(const synth_options *o, synth_plan **out, wk_error *err)
         add_norm(&b, il, hybrid ? "post_attention_norm.weight" : "ffn_norm.weight", d->n_embd);
         add_ffn(&b, il);
     }
-    add(&b, "output_norm.weight", CAT_F32, 0, 1, d->n_embd, 1, 1, SYNTH_INIT_NORM, NORM_STD);
+    add(&b, "output_norm.weight", 1, d->n_embd, 1, 1, SYNTH_INIT_NORM, NORM_STD);
     if (!d->tied_embeddings)
-        add(&b, "output.weight", CAT_OUTPUT, 0, 2, d->n_embd, d->n_vocab, 1, SYNTH_INIT_NORMAL, embd_std);
+        add(&b, "output.weight", 2, d->n_embd, d->n_vocab, 1, SYNTH_INIT_NORMAL, embd_std);
     if (b.failed) {
         synth_plan_free(p);
         return wk_fail(err, WK_ENOMEM, "synth plan: out of memory");

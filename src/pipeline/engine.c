@@ -1,9 +1,11 @@
 /* A loaded model ready to run requests: the model file, its tokenizer and
  * chat template, one inference context and the prefix cache over it. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/memory_plan.h"
 #include "gguf/gguf.h"
 #include "pipeline/pipeline_internal.h"
 #include "util/log.h"
@@ -19,12 +21,26 @@ void pl_config_default(pl_config *cfg)
     cfg->cache.max_slots = 1;
 }
 
-/* The context when none is asked for: the model's, capped at 8192 to keep
- * KV memory modest. */
-static int32_t default_n_ctx(const model *m)
+/* The context when none is asked for: the trained one, reduced to what
+ * fits the memory budget with the weights, the KV at that context, the
+ * recurrent state, the cache's budget and the scratch (engine/memory_plan.h). */
+static int default_n_ctx(const pl_engine *pe, int32_t *n_ctx, wk_error *err)
 {
-    uint32_t train = m->hp.n_ctx_train ? m->hp.n_ctx_train : 4096;
-    return (int32_t)(train < 8192 ? train : 8192);
+    eng_mem_options mo;
+    eng_mem_options_default(&mo);
+    mo.device = pe->cfg.eng.device;
+    mo.gpu = pe->cfg.eng.gpu;
+    mo.kv_type = pe->cfg.eng.kv_type;
+    mo.ckpt_bytes = pe->cfg.cache.mem_bytes ? pe->cfg.cache.mem_bytes : CKPT_CACHE_MEM_DEFAULT;
+    const uint32_t train_u = pe->m->hp.n_ctx_train;
+    int32_t train = train_u > 0 && train_u <= INT32_MAX ? (int32_t)train_u : 4096;
+    eng_mem_plan plan;
+    char why[512];
+    int rc = eng_mem_default_context(pe->m, &mo, pe->cfg.mem_budget_bytes, train, &plan, why, sizeof why, err);
+    if (rc) return rc;
+    WK_INFO("%s", why);
+    *n_ctx = plan.n_ctx;
+    return 0;
 }
 
 static int load_template(pl_engine *pe, wk_error *err)
@@ -71,8 +87,8 @@ int pl_engine_open(pl_engine **out, const pl_config *cfg, wk_error *err)
     else if (!rc && cfg->need_template) rc = wk_fail(err, WK_EINVAL, "%s: no tokenizer, so no chat template", pe->path);
     if (!rc) {
         eng_options o = pe->cfg.eng;
-        if (o.n_ctx <= 0) o.n_ctx = default_n_ctx(pe->m);
-        rc = eng_ctx_new(&pe->ctx, pe->m, &o, err);
+        if (o.n_ctx <= 0) rc = default_n_ctx(pe, &o.n_ctx, err);
+        if (!rc) rc = eng_ctx_new(&pe->ctx, pe->m, &o, err);
     }
     if (!rc) rc = ckpt_cache_new(&pe->cache, pe->ctx, &pe->cfg.cache, err);
     if (rc) {

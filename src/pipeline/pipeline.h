@@ -37,7 +37,9 @@ typedef struct pl_config {
     const char *chat_template; /* template name override, or NULL/"" (from the GGUF) */
     bool need_template;        /* no usable template is an error (else a warning: chat requests get a 400) */
     bool need_tokenizer;       /* no tokenizer in the file is an error (else only token-id prompts work) */
-    eng_options eng;           /* device, threads, ubatch, policy, KV type; eng.n_ctx <= 0: see pl_default_n_ctx */
+    eng_options eng;           /* device, threads, ubatch, policy, KV type; eng.n_ctx <= 0: the trained
+                                  context, reduced to what fits mem_budget_bytes (logged with the arithmetic) */
+    uint64_t mem_budget_bytes; /* memory for that default (0: free RAM / VRAM minus a margin) */
     ckpt_cache_config cache;   /* slots, RAM budget, archive folder (NULL dir: none) */
 } pl_config;
 

@@ -52,7 +52,7 @@ static synth_options opts_for(const char *preset, const char *type)
     synth_options o;
     wk_error err = {0};
     assert_int_equal(synth_options_init(&o, preset, &err), 0);
-    if (type) assert_int_equal(synth_parse_quant(type, &o.quant, &err), 0);
+    if (type) assert_int_equal(qt_mix_parse(type, &o.quant, &err), 0);
     o.n_threads = 2;
     return o;
 }
@@ -236,7 +236,7 @@ static void test_q4_k_m_mix_matches_llama_quantize_on_golden_models(void **state
     check_against_manifest(models, "models/tiny-qwen35moe-Q4_K_M.gguf", &o);
 
     /* --pure Q8_0 (the golden Q8_0 files of the MoE/hybrid archs) */
-    assert_int_equal(synth_parse_quant("q8_0", &o.quant, NULL), 0);
+    assert_int_equal(qt_mix_parse("q8_0", &o.quant, NULL), 0);
     check_against_manifest(models, "models/tiny-qwen35moe-Q8_0.gguf", &o);
     json_decref(manifest);
 }
@@ -322,11 +322,11 @@ static void test_validate_rejects_inconsistent_dimensions(void **state)
     o = opts_for("tiny", NULL);
     o.dims.n_layer = 0;
     assert_int_equal(synth_validate(&o, &err), WK_EINVAL);
-    synth_quant q;
-    assert_int_equal(synth_parse_quant("q8_k", &q, &err), WK_EINVAL); /* activation-only type */
-    assert_int_equal(synth_parse_quant("q9_x", &q, &err), WK_EINVAL);
-    assert_int_equal(synth_parse_quant("Q4_K_M", &q, &err), 0);
-    assert_int_equal(q.mix, SYNTH_MIX_Q4_K_M);
+    qt_mix_spec q;
+    assert_int_equal(qt_mix_parse("q8_k", &q, &err), WK_EINVAL); /* activation-only type */
+    assert_int_equal(qt_mix_parse("q9_x", &q, &err), WK_EINVAL);
+    assert_int_equal(qt_mix_parse("Q4_K_M", &q, &err), 0);
+    assert_int_equal(q.mix, QT_MIX_Q4_K_M);
 }
 
 /* ---- vocabulary ---- */

@@ -1373,6 +1373,33 @@ static be_ops make_ops(void)
 
 static const be_ops k_cuda_ops = make_ops();
 
+extern "C" int be_cuda_device_count(void)
+{
+    int n = 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}
+
+extern "C" int be_cuda_device_memory(int device, uint64_t *free_bytes, uint64_t *total_bytes, char *name,
+                                     size_t name_cap)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || device < 0 || device >= n) return -1;
+    cudaDeviceProp prop;
+    if (name && name_cap && cudaGetDeviceProperties(&prop, device) == cudaSuccess)
+        snprintf(name, name_cap, "%s", prop.name);
+    int prev = 0;
+    cudaGetDevice(&prev);
+    size_t f = 0, t = 0;
+    cudaError_t e = cudaSetDevice(device);
+    if (e == cudaSuccess) e = cudaMemGetInfo(&f, &t);
+    cudaSetDevice(prev);
+    t_device = -1; /* the current device moved under the cache */
+    if (e != cudaSuccess) return -1;
+    *free_bytes = f;
+    *total_bytes = t;
+    return 0;
+}
+
 extern "C" int be_cuda_new(be_backend **out, int device, wk_error *err)
 {
     *out = NULL;

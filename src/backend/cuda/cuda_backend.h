@@ -5,6 +5,9 @@
 #ifndef WICK_BACKEND_CUDA_BACKEND_H
 #define WICK_BACKEND_CUDA_BACKEND_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include "backend/backend.h"
 
 #ifdef __cplusplus
@@ -25,6 +28,14 @@ int be_cuda_new(be_backend **out, int device, wk_error *err);
 
 /* First error kept from a void op (0 if none); copies its message into err. */
 int be_cuda_status(be_backend *be, wk_error *err);
+
+/* Number of CUDA devices visible (0 when there is no driver or device). */
+int be_cuda_device_count(void);
+
+/* Free and total memory of GPU `device` (cudaMemGetInfo; this creates the
+ * device's primary context if there is none) and its name (may be NULL).
+ * Returns 0, or -1 when there is no such device or the driver does not answer. */
+int be_cuda_device_memory(int device, uint64_t *free_bytes, uint64_t *total_bytes, char *name, size_t name_cap);
 
 /* Decode steps as CUDA graphs. Wrap one single-token forward pass at
  * position pos of the sequence `key` (any stable pointer: the engine's
