@@ -38,7 +38,6 @@ int ckpt_cache_new(ckpt_cache **out, eng_ctx *ctx, const ckpt_cache_config *cfg,
     if (cfg && cfg->dir && *cfg->dir) snprintf(c->dir, sizeof c->dir, "%s", cfg->dir);
     c->recurrent = c->m->hp.n_rec_layers > 0;
     c->n_ctx = eng_ctx_options(ctx)->n_ctx;
-    c->kv_bytes_per_slot = model_kv_elems_per_layer(c->m, c->n_ctx) * 2 * c->m->hp.n_attn_layers;
     c->active = -1;
     c->next_conv = ((uint64_t)(wk_now_ms() * 1000.0) << 16) ^ (uint64_t)(uintptr_t)c;
     c->slots = calloc((size_t)c->cfg.max_slots, sizeof *c->slots);
@@ -105,7 +104,6 @@ void ckpt_cache_set_n_ctx(ckpt_cache *c, int32_t n_ctx)
     if (n_ctx == c->n_ctx) return;
     ckpt_cache_clear(c);
     c->n_ctx = n_ctx;
-    c->kv_bytes_per_slot = model_kv_elems_per_layer(c->m, c->n_ctx) * 2 * c->m->hp.n_attn_layers;
 }
 
 /* Inserts a checkpoint keeping the list sorted by position; one per position

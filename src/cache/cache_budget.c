@@ -18,19 +18,21 @@ size_t cache_ram_bytes(const ckpt_cache *c)
     size_t b = 0;
     for (int i = 0; i < c->cfg.max_slots; i++) {
         if (!c->slots[i].seq) continue;
-        b += c->kv_bytes_per_slot + ckpt_state_total(&c->slots[i]);
+        b += eng_seq_kv_bytes_held(c->slots[i].seq) + ckpt_state_total(&c->slots[i]);
     }
     return b;
 }
 
 /* What counts against the budget: the working sequence of the request in
- * progress is not cache, its checkpoints are. */
+ * progress is not cache, its checkpoints are. An idle slot counts the KV
+ * memory it holds (on the CPU the pages its positions wrote, not the whole
+ * context it could hold). */
 static size_t budget_bytes(const ckpt_cache *c)
 {
     size_t b = 0;
     for (int i = 0; i < c->cfg.max_slots; i++) {
         if (!c->slots[i].seq) continue;
-        if (i != c->active) b += c->kv_bytes_per_slot;
+        if (i != c->active) b += eng_seq_kv_bytes_held(c->slots[i].seq);
         b += ckpt_state_total(&c->slots[i]);
     }
     return b;

@@ -42,7 +42,6 @@ struct ckpt_cache {
     char dir[4096];
     bool recurrent;
     int32_t n_ctx;
-    size_t kv_bytes_per_slot;
     cache_slot *slots;     /* [cfg.max_slots] */
     pidx *ix;
     int active;            /* slot of the request in progress, -1 */

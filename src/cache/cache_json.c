@@ -67,7 +67,7 @@ json_t *ckpt_cache_json(const ckpt_cache *c)
         json_object_set_new(so, "slot", json_integer(i));
         json_object_set_new(so, "conversation", conv_json(s->conv));
         json_object_set_new(so, "tokens", json_integer(eng_seq_pos(s->seq)));
-        json_object_set_new(so, "kv_bytes", json_integer((json_int_t)c->kv_bytes_per_slot));
+        json_object_set_new(so, "kv_bytes", json_integer((json_int_t)eng_seq_kv_bytes_held(s->seq)));
         json_object_set_new(so, "active", json_boolean(i == c->active));
         json_object_set_new(so, "idle_s", json_real(i == c->active ? 0.0 : (now - s->last_used_ms) / 1000.0));
         json_t *cks = json_array();

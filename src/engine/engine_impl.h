@@ -27,7 +27,15 @@ struct eng_seq {
     float *rec_mem;          /* backend memory: conv then ssm of every recurrent layer */
     size_t rec_floats;
     int32_t *tokens;         /* host [capacity] */
+    int32_t high_water;      /* most positions ever held (pages of KV written so far) */
+    size_t kv_bytes;         /* the KV allocation */
     uint64_t policy_fp;
 };
+
+/* Before the position goes down (clear, truncate, restore): remember how far it got. */
+static inline void seq_note_high_water(eng_seq *s)
+{
+    if (s->st.n_past > s->high_water) s->high_water = s->st.n_past;
+}
 
 #endif

@@ -38,7 +38,8 @@ int eng_seq_new(eng_seq **out, eng_ctx *c, int32_t n_ctx, wk_error *err)
     s->tokens = malloc(sizeof(int32_t) * (size_t)n_ctx);
     if (!s->layers || !s->tokens) goto oom;
     if (hp->n_attn_layers) {
-        s->kv_mem = be_alloc(c->be, 2 * per_cache * hp->n_attn_layers * sizeof(uint16_t));
+        s->kv_bytes = 2 * per_cache * hp->n_attn_layers * sizeof(uint16_t);
+        s->kv_mem = be_alloc(c->be, s->kv_bytes);
         if (!s->kv_mem) goto oom;
     }
     s->rec_floats = (conv + ssm) * hp->n_rec_layers;
@@ -82,6 +83,13 @@ void eng_seq_free(eng_seq *s)
 }
 
 int32_t eng_seq_pos(const eng_seq *s) { return s->st.n_past; }
+
+uint64_t eng_seq_kv_bytes_held(const eng_seq *s)
+{
+    if (!be_is_cpu(s->ctx->be)) return s->kv_bytes;
+    int32_t n = s->high_water > s->st.n_past ? s->high_water : s->st.n_past;
+    return (uint64_t)n * eng_kv_bytes_per_token(s->ctx);
+}
 int32_t eng_seq_capacity(const eng_seq *s) { return s->st.n_ctx; }
 const int32_t *eng_seq_tokens(const eng_seq *s) { return s->tokens; }
 uint64_t eng_seq_policy_fp(const eng_seq *s) { return s->policy_fp; }
@@ -115,6 +123,7 @@ static void zero_recurrent(eng_seq *s)
 
 void eng_seq_clear(eng_seq *s)
 {
+    seq_note_high_water(s);
     s->st.n_past = 0;
     zero_recurrent(s);
     s->policy_fp = s->ctx->policy_fp;
@@ -164,6 +173,7 @@ int kv_truncate(eng_seq *s, int32_t n_pos, wk_error *err)
         return wk_fail(err, WK_EUNSUPPORTED,
                        "kv_truncate: recurrent state cannot be rewound from %d to %d; restore a snapshot",
                        s->st.n_past, n_pos);
+    seq_note_high_water(s);
     s->st.n_past = n_pos;
     return 0;
 }
@@ -207,6 +217,7 @@ int seq_restore(eng_seq *s, const eng_snapshot *snap, wk_error *err)
         return wk_fail(err, WK_EINVAL, "restore: snapshot holds %zu bytes of state, the sequence needs %zu",
                        snap->state_bytes, eng_snapshot_bytes(s));
     if (snap->state_bytes) be_from_host(s->ctx->be, s->rec_mem, snap->state, snap->state_bytes);
+    seq_note_high_water(s);
     s->st.n_past = snap->pos;
     return 0;
 }

@@ -28,6 +28,10 @@ int32_t eng_seq_capacity(const eng_seq *s);
 const int32_t *eng_seq_tokens(const eng_seq *s); /* [eng_seq_pos] ids fed so far */
 uint64_t eng_seq_policy_fp(const eng_seq *s);    /* policy its KV was built with */
 uint64_t eng_seq_prefix_hash(const eng_seq *s, int32_t n); /* hash of the first n ids */
+/* Memory its KV cache takes: on the CPU backend the pages written so far
+ * (the most positions it ever held × KV bytes per token: the allocation is
+ * a lazily backed mapping), elsewhere the whole allocation. */
+uint64_t eng_seq_kv_bytes_held(const eng_seq *s);
 /* The state as the forward pass sees it (for cache/ code that copies KV). */
 model_state *eng_seq_state(eng_seq *s);
 

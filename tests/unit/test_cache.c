@@ -54,6 +54,10 @@ static int open_model(fixture *f, const char *name)
     return 0;
 }
 
+/* KV memory a conversation of n tokens holds in an idle slot (CPU: the
+ * pages its positions wrote). */
+static size_t held_kv(const fixture *f, int n) { return (size_t)n * eng_kv_bytes_per_token(f->ctx); }
+
 static void close_model(fixture *f)
 {
     eng_ctx_free(f->ctx);
@@ -455,7 +459,7 @@ static void test_budget_evicts_idle_checkpoints_but_keeps_newest(void **state)
     assert_int_equal(eng_seq_new(&probe, f.ctx, N_CTX, &err), 0);
     size_t ck = eng_snapshot_bytes(probe);
     eng_seq_free(probe);
-    size_t kv = model_kv_elems_per_layer(f.m, N_CTX) * 2 * f.m->hp.n_attn_layers;
+    size_t kv = held_kv(&f, 96 + GREEDY);
     ckpt_cache *c = new_cache(&f, kv + 3 * ck, NULL);
     int32_t a[96], b[96];
     make_tokens(a, 96, 1);
@@ -499,7 +503,7 @@ static void test_budget_evicts_longest_idle_conversation(void **state)
 {
     (void)state;
     OPEN_OR_SKIP(f, "tiny-qwen3-F32.gguf");
-    size_t kv = model_kv_elems_per_layer(f.m, N_CTX) * 2 * f.m->hp.n_attn_layers;
+    size_t kv = held_kv(&f, 96 + GREEDY);
     ckpt_cache *c = new_cache(&f, kv, NULL); /* one idle sequence besides the working one */
     int32_t a[96], b[96], d[96], a2[120], b2[120];
     make_tokens(a, 96, 41);
@@ -542,7 +546,7 @@ static void check_random_traffic(const char *name)
     assert_int_equal(eng_seq_new(&probe, f.ctx, N_CTX, &err), 0);
     size_t ck = eng_snapshot_bytes(probe);
     eng_seq_free(probe);
-    size_t kv = model_kv_elems_per_layer(f.m, N_CTX) * 2 * f.m->hp.n_attn_layers;
+    size_t kv = held_kv(&f, 120);
     ckpt_cache_config cfg;
     ckpt_cache_config_default(&cfg);
     cfg.mem_bytes = kv + 16 * ck + 1; /* one idle conversation and some checkpoints */

@@ -3,8 +3,10 @@
 #include "backend/cpu/cpu_backend.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "backend/cpu/matmul_packed.h"
 #include "quant/quant.h"
@@ -51,20 +53,47 @@ void cpu_parallel_for(cpu_backend *cb, long n, long min_parallel, cpu_range_fn f
 
 /* ---- memory ---------------------------------------------------------------- */
 
+/* Allocations from this size on are fresh anonymous mappings: zero pages
+ * the kernel provides as they are first touched, so a KV cache sized for a
+ * long context only takes the memory of the positions written so far. */
+#define CPU_MAP_MIN_BYTES ((size_t)4 << 20)
+/* Each block starts with a header (one cache line, keeping the data 64-byte
+ * aligned) that says how it was made, for cpu_release. */
+#define CPU_HEADER_BYTES 64
+
+typedef struct cpu_block {
+    size_t map_bytes; /* the mapping's length, 0: from aligned_alloc */
+} cpu_block;
+
 static void *cpu_alloc(be_backend *be, size_t bytes)
 {
     (void)be;
+    if (bytes > SIZE_MAX - CPU_HEADER_BYTES - 4096) return NULL;
     size_t rounded = (bytes + 63) & ~(size_t)63;
     if (rounded == 0) rounded = 64;
-    void *p = aligned_alloc(64, rounded);
-    if (p) memset(p, 0, rounded);
-    return p;
+    uint8_t *base;
+    size_t map = 0;
+    if (rounded >= CPU_MAP_MIN_BYTES) {
+        map = rounded + CPU_HEADER_BYTES;
+        base = mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (base == MAP_FAILED) return NULL;
+    } else {
+        base = aligned_alloc(64, rounded + CPU_HEADER_BYTES);
+        if (!base) return NULL;
+        memset(base, 0, rounded + CPU_HEADER_BYTES);
+    }
+    ((cpu_block *)base)->map_bytes = map;
+    return base + CPU_HEADER_BYTES;
 }
 
 static void cpu_release(be_backend *be, void *p)
 {
     (void)be;
-    free(p);
+    if (!p) return;
+    uint8_t *base = (uint8_t *)p - CPU_HEADER_BYTES;
+    size_t map = ((cpu_block *)base)->map_bytes;
+    if (map) munmap(base, map);
+    else free(base);
 }
 
 static void cpu_to_host(be_backend *be, void *dst, const void *src, size_t bytes)
