@@ -160,11 +160,11 @@ int chat_render_request(const chat_template *tmpl, const json_t *request,
 
 void chat_prompt_free(chat_prompt *p);
 
-/* Parses JSON text like json_loadb but keeps integers beyond 64 bits (as
- * integral reals, which the renderer's tojson writes back in full below
- * 1e21) instead of failing, so tool-call arguments re-serialize as Python's
- * json.dumps would.
- * Object key order is preserved. Returns a new reference or NULL with err. */
+/* Parses JSON text (any value) with jansson, duplicate keys refused, but
+ * keeps integers beyond 64 bits (as integral reals, which the renderer's
+ * tojson writes back in full below 1e21) instead of failing, so tool-call
+ * arguments re-serialize as Python's json.dumps would. Object key order is
+ * preserved. Returns a new reference or NULL with err (WK_EFORMAT). */
 json_t *chat_json_loads(const char *text, size_t len, wk_error *err);
 
 #endif

@@ -570,6 +570,28 @@ static void test_json_loader_survives_mutated_input(void **state)
     assert_non_null(strstr(err.msg, "deep"));
 }
 
+/* The loader is jansson's: a repeated key is refused as in the request
+ * parser, big integers survive (one or many, negative too), reals out of
+ * range do not; the member span is the exact text of the value. */
+static void test_json_loader_refuses_duplicates_and_keeps_big_integers(void **state)
+{
+    (void)state;
+    wk_error err = {0};
+    assert_null(chat_json_loads("{\"a\": 1, \"a\": 2}", 16, &err));
+    assert_non_null(strstr(err.msg, "duplicate"));
+    expect_tojson("{\"x\": [100000000000000000000, -100000000000000000000, 7], \"y\": 18446744073709551616}",
+                  "{\"x\": [100000000000000000000, -100000000000000000000, 7], \"y\": 18446744073709551616}");
+    expect_tojson("100000000000000000000", "100000000000000000000");
+    assert_null(chat_json_loads("[1e400]", 7, &err));
+    const char *body = " {\"name\": \"f\", \"note\": \"a, \\\"b\\\": {\", \"arguments\": {\"k\":  [1, {\"z\": 2}]} } ";
+    size_t b, e;
+    assert_int_equal(chat_json_member_span(body, strlen(body), "arguments", &b, &e), 0);
+    assert_int_equal((int)(e - b), (int)strlen("{\"k\":  [1, {\"z\": 2}]}"));
+    assert_memory_equal(body + b, "{\"k\":  [1, {\"z\": 2}]}", e - b);
+    assert_int_equal(chat_json_member_span(body, strlen(body), "missing", &b, &e), -1);
+    assert_int_equal(chat_json_member_span("{\"a\": 1, \"a\": 2}", 16, "a", &b, &e), 0); /* the first one */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -588,6 +610,7 @@ int main(void)
         cmocka_unit_test(test_llama3_marks_bos_and_boundaries),
         cmocka_unit_test(test_tojson_writes_numbers_and_strings_like_python),
         cmocka_unit_test(test_json_loader_survives_mutated_input),
+        cmocka_unit_test(test_json_loader_refuses_duplicates_and_keeps_big_integers),
     };
     return WK_RUN_GROUP_TESTS(tests, NULL, NULL);
 }
