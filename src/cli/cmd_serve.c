@@ -31,20 +31,25 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: wick serve [-m MODEL.gguf] [options]\n\n"
-            "Serves an OpenAI-compatible API (POST /v1/chat/completions, /v1/completions,\n"
-            "/v1/tokenize, /v1/detokenize; GET /v1/models, /health, /metrics) and a live\n"
-            "monitor page at /monitor. One engine thread runs requests one at a time;\n"
+            "Serves the OpenAI API (POST /v1/chat/completions, /v1/completions, /v1/responses),\n"
+            "the Anthropic Messages API (POST /v1/messages, /v1/messages/count_tokens),\n"
+            "POST /v1/tokenize, /v1/detokenize, GET /v1/models, /health, /metrics and a\n"
+            "live monitor page at /monitor. One engine thread runs requests one at a time;\n"
             "the others wait in a bounded queue (HTTP 429 when it is full).\n\n"
             "options:\n"
             "  -m, --model FILE        GGUF model to serve. Without it a tiny SYNTHETIC\n"
             "                          random-weight demo model is made once in\n"
             "                          $XDG_CACHE_HOME/wick (or ~/.cache/wick) and served:\n"
             "                          it exercises the whole server but answers gibberish.\n"
-            "      --alias NAME        model id shown by /v1/models (default: file name)\n"
+            "      --alias NAME        model id shown by /v1/models (default: file name); may\n"
+            "                          repeat: later names are accepted as well\n"
+            "      --strict-model-id   refuse requests naming another model (404); by default\n"
+            "                          the loaded model answers whatever 'model' says\n"
             "      --host HOST         address to listen on (default 127.0.0.1). A host\n"
             "                          other than loopback requires --api-key; HTTP is\n"
             "                          not encrypted, put TLS in front for remote use.\n"
-            "      --port N            TCP port (default 8008; 0 = any free port)\n"
+            "      --port N            TCP port (default 8008; 0 = a free port, printed). A port\n"
+            "                          another process listens on is refused, never shared\n"
             "      --api-key KEY       require 'Authorization: Bearer KEY' on every route\n"
             "                          but /health and the monitor page (env WICK_API_KEY)\n"
             "  -t, --threads N         compute threads (default: physical cores)\n"
@@ -62,6 +67,7 @@ static void usage(FILE *out)
             "      --cache-dir DIR     archive conversations on disk; a restarted server resumes them\n"
             "      --cache-disk SIZE   cap of the archive folder (8G)\n"
             "      --no-cache-checkpoints  one sequence, longest-common-prefix reuse only\n"
+            "      --log-format F      text (default) or json: one JSON object per log line\n"
             "  -v, --verbose           debug logging\n"
             "  -h, --help              this help\n\n"
             "attention (server default; a request may override):\n" CLI_POLICY_HELP CLI_KV_TYPE_HELP "\n"
@@ -161,10 +167,53 @@ static int parse_int(const char *s, const char *what, long lo, long hi, long *ou
     return 0;
 }
 
+/* What the server runs with, one fact per line: the model and its chat
+ * template, the context and why, KV type, attention policy, cache, where it
+ * listens. */
+static void log_startup(eng_service *svc, const eng_service_config *ec, const ckpt_cache_config *cache,
+                        const srv_config *sc, int port)
+{
+    json_t *info = eng_service_model_info(svc);
+    const char *tmpl = json_string_value(json_object_get(info, "chat_template"));
+    long long train = json_integer_value(json_object_get(info, "n_ctx_train"));
+    int n_ctx = eng_service_n_ctx(svc);
+    WK_INFO("model '%s' (%s, %s), chat template %s%s", eng_service_model_id(svc),
+            json_string_value(json_object_get(info, "arch")), json_string_value(json_object_get(info, "type")),
+            tmpl ? tmpl : "none (chat needs --chat-template NAME; /v1/completions works)",
+            ec->chat_template ? " (--chat-template)" : tmpl ? " (recognised from the GGUF)" : "");
+    if (ec->n_ctx > 0)
+        WK_INFO("context %d tokens (--ctx; the model was trained for %lld)", n_ctx, train);
+    else
+        WK_INFO("context %d tokens (default: the model's trained context %lld, capped at 8192; --ctx N to change)", n_ctx,
+                train);
+    char pol[160];
+    cli_policy_describe(&ec->policy, pol, sizeof pol);
+    WK_INFO("KV cache %s, attention %s", cli_kv_type_name(ec->kv_type), pol);
+    if (cache) {
+        char slots[32] = "default", mem[32] = "default";
+        if (cache->max_slots > 0) snprintf(slots, sizeof slots, "%d", cache->max_slots);
+        if (cache->mem_bytes) snprintf(mem, sizeof mem, "%.2f GiB", (double)cache->mem_bytes / (1024.0 * 1024 * 1024));
+        WK_INFO("prefix cache: slots %s, RAM %s, %s%s", slots, mem, cache->dir ? "disk archive in " : "no disk archive",
+                cache->dir ? cache->dir : " (--cache-dir DIR)");
+    }
+    else
+        WK_INFO("prefix cache: one sequence, longest-common-prefix reuse (--no-cache-checkpoints)");
+    json_decref(info);
+    const char *h = sc->host;
+    bool v6 = strchr(h, ':') && h[0] != '[';
+    WK_INFO("listening on http://%s%s%s:%d (OpenAI /v1, Anthropic /v1/messages, monitor /monitor, metrics /metrics)%s",
+            v6 ? "[" : "", h, v6 ? "]" : "", port, sc->api_key ? ", API key required" : "");
+    if (sc->strict_model_id) WK_INFO("model names other than '%s' are refused (--strict-model-id)", eng_service_model_id(svc));
+    if (!srv_host_is_loopback(h))
+        WK_WARN("listening on a non-loopback address over plain HTTP: traffic (prompts, answers, the API key) is NOT "
+                "encrypted. Put a TLS proxy in front for remote use.");
+    fflush(stderr);
+}
+
 int cmd_serve(int argc, char **argv)
 {
     enum { O_HOST = 1000, O_PORT, O_KEY, O_TMPL, O_QUEUE, O_PAR, O_BODY, O_TIMEOUT, O_RTIMEOUT, O_KA, O_ALIAS,
-           O_CMEM, O_CSLOTS, O_CDIR, O_CDISK, O_NOCK };
+           O_CMEM, O_CSLOTS, O_CDIR, O_CDISK, O_NOCK, O_STRICT_ID, O_LOG_FORMAT };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},   {"host", required_argument, 0, O_HOST},
         {"port", required_argument, 0, O_PORT}, {"api-key", required_argument, 0, O_KEY},
@@ -175,7 +224,8 @@ int cmd_serve(int argc, char **argv)
         {"keepalive-ms", required_argument, 0, O_KA}, {"alias", required_argument, 0, O_ALIAS},
         {"cache-mem", required_argument, 0, O_CMEM}, {"cache-slots", required_argument, 0, O_CSLOTS},
         {"cache-dir", required_argument, 0, O_CDIR}, {"cache-disk", required_argument, 0, O_CDISK},
-        {"no-cache-checkpoints", no_argument, 0, O_NOCK}, CLI_POLICY_LONG_OPTIONS, CLI_KV_TYPE_OPTION,
+        {"no-cache-checkpoints", no_argument, 0, O_NOCK}, {"strict-model-id", no_argument, 0, O_STRICT_ID},
+        {"log-format", required_argument, 0, O_LOG_FORMAT}, CLI_POLICY_LONG_OPTIONS, CLI_KV_TYPE_OPTION,
         CLI_DEVICE_OPTION,                      {"verbose", no_argument, 0, 'v'},       {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     srv_config sc;
@@ -188,6 +238,8 @@ int cmd_serve(int argc, char **argv)
     ckpt_cache_config cache_cfg;
     ckpt_cache_config_default(&cache_cfg);
     bool use_cache = true;
+    const char *aliases[16];
+    int n_aliases = 0;
     long v;
     int c;
     optind = 1;
@@ -236,7 +288,24 @@ int cmd_serve(int argc, char **argv)
             if (parse_int(optarg, "--keepalive-ms", 50, 600000, &v)) return 2;
             sc.keepalive_ms = (int)v;
             break;
-        case O_ALIAS: ec.model_id = optarg; break;
+        case O_ALIAS:
+            if (n_aliases == (int)(sizeof aliases / sizeof aliases[0])) {
+                fprintf(stderr, "wick serve: at most %zu --alias names\n", sizeof aliases / sizeof aliases[0]);
+                return 2;
+            }
+            aliases[n_aliases++] = optarg;
+            if (!ec.model_id) ec.model_id = optarg; /* the first is the id /v1/models shows */
+            break;
+        case O_STRICT_ID: sc.strict_model_id = true; break;
+        case O_LOG_FORMAT: {
+            enum wk_log_format f;
+            if (wk_log_format_parse(optarg, &f)) {
+                fprintf(stderr, "wick serve: --log-format must be text or json, got '%s'\n", optarg);
+                return 2;
+            }
+            wk_log_set_format(f);
+            break;
+        }
         case O_CMEM:
             if (parse_size(optarg, "--cache-mem", &cache_cfg.mem_bytes)) return 2;
             break;
@@ -273,6 +342,8 @@ int cmd_serve(int argc, char **argv)
         return 2;
     }
     sc.api_key = api_key && *api_key ? api_key : NULL;
+    sc.aliases = aliases;
+    sc.n_aliases = n_aliases;
     if (!srv_host_is_loopback(sc.host) && !sc.api_key) {
         fprintf(stderr, "wick serve: refusing to listen on %s without an API key: anyone who can reach it could use "
                         "the model. Pass --api-key KEY (or set WICK_API_KEY), or use --host 127.0.0.1.\n", sc.host);
@@ -320,16 +391,7 @@ int cmd_serve(int argc, char **argv)
         eng_service_stop(svc);
         return 1;
     }
-    const char *h = sc.host;
-    bool v6 = strchr(h, ':') && h[0] != '[';
-    fprintf(stderr, "wick: model '%s', context %d tokens\n", eng_service_model_id(svc), eng_service_n_ctx(svc));
-    fprintf(stderr, "wick: listening on http://%s%s%s:%d (monitor: /monitor, metrics: /metrics)%s\n", v6 ? "[" : "", h,
-            v6 ? "]" : "", srv_port(srv), sc.api_key ? ", API key required" : "");
-    if (!srv_host_is_loopback(h))
-        fprintf(stderr, "wick: WARNING: listening on a non-loopback address over plain HTTP: traffic (prompts, answers, "
-                        "the API key) is NOT encrypted. Put a TLS proxy in front for remote use.\n");
-    fflush(stderr);
-
+    log_startup(svc, &ec, use_cache ? &cache_cfg : NULL, &sc, srv_port(srv));
     int sig = 0;
     sigwait(&set, &sig);
     fprintf(stderr, "wick: %s received, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");

@@ -3,12 +3,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chat/chat_conv.h"
 #include "engine/service.h"
 
 void eng_request_clear(eng_request *req)
 {
-    json_decref(req->chat_body);
+    if (req->chat) {
+        chat_conv_free(req->chat);
+        free(req->chat);
+    }
     free(req->tool_choice_name);
+    json_decref(req->json_schema);
+    free(req->json_schema_name);
     free(req->prompt);
     free(req->prompt_ids);
     free(req->bias_ids);

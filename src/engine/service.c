@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "chat/chat_conv.h"
 #include "engine/service_internal.h"
 #include "gguf/gguf.h"
 #include "quant/qtypes.h"
@@ -488,6 +489,40 @@ int eng_service_detokenize(eng_service *svc, const int32_t *ids, int n, char **o
     size_t len = 0;
     int rc = tok_decode(svc->vocab, ids, (size_t)n, TOK_DECODE_SPECIAL, out_text, &len, err);
     pthread_rwlock_unlock(&svc->model_lock);
+    return rc;
+}
+
+int eng_service_count_tokens(eng_service *svc, const struct chat_conv *conv, int *n_out, wk_error *err)
+{
+    *n_out = 0;
+    pthread_rwlock_rdlock(&svc->model_lock);
+    int rc = 0;
+    if (!svc->vocab) rc = wk_fail(err, WK_EUNSUPPORTED, "model is loading");
+    else if (!svc->has_tmpl)
+        rc = wk_fail(err, WK_EUNSUPPORTED, "this model has no usable chat template; restart wick serve with --chat-template NAME");
+    chat_prompt p = {0};
+    if (!rc) rc = chat_render_conv(&svc->tmpl, conv, &p, err);
+    int32_t *ids = NULL;
+    size_t n = 0, cap = 0;
+    if (!rc && !p.starts_with_bos && tok_add_bos(svc->vocab) && tok_bos(svc->vocab) != TOK_NULL) {
+        /* the BOS counts, and the SentencePiece space prefix depends on it */
+        ids = malloc(16 * sizeof *ids);
+        if (!ids) rc = wk_fail(err, WK_ENOMEM, "out of memory");
+        else {
+            cap = 16;
+            ids[n++] = tok_bos(svc->vocab);
+        }
+    }
+    /* as build_prompt: template text with special tokens, request text plain */
+    for (size_t i = 0; !rc && i < p.n_segs; i++) {
+        const chat_segment *sg = &p.segs[i];
+        rc = tok_encode_append(svc->vocab, p.text + sg->offset, sg->len, false,
+                               sg->special ? TOK_SPECIAL_ALL : TOK_SPECIAL_NONE, &ids, &n, &cap, err);
+    }
+    pthread_rwlock_unlock(&svc->model_lock);
+    free(ids);
+    chat_prompt_free(&p);
+    if (!rc) *n_out = (int)n;
     return rc;
 }
 

@@ -22,6 +22,10 @@ enum eng_request_kind { ENG_REQ_CHAT = 0, ENG_REQ_COMPLETION = 1 };
 
 enum eng_tool_choice { ENG_TOOLS_AUTO = 0, ENG_TOOLS_NONE, ENG_TOOLS_REQUIRED, ENG_TOOLS_FUNCTION };
 
+enum eng_response_format { ENG_FORMAT_TEXT = 0, ENG_FORMAT_JSON_OBJECT, ENG_FORMAT_JSON_SCHEMA };
+
+struct chat_conv;
+
 /* Sampling knobs as the API gives them; the engine maps them onto sampler.h. */
 typedef struct eng_sampling {
     float temperature;       /* 0 = greedy */
@@ -39,14 +43,22 @@ typedef struct eng_sampling {
 
 typedef struct eng_request {
     int kind;                  /* enum eng_request_kind */
-    /* chat: the whole validated /v1/chat/completions object (owned
-     * reference): chat_render_request() reads messages, tools, tool_choice,
-     * chat_template_kwargs, reasoning_effort from it. */
-    json_t *chat_body;
-    const json_t *tools;       /* borrowed from chat_body (NULL if none) */
+    /* chat: the validated conversation (chat/chat_conv.h, owned), built by
+     * the server from any of its APIs; render it with chat_render_conv. */
+    struct chat_conv *chat;
+    const json_t *tools;       /* borrowed from chat->tools: the tools offered (NULL if none) */
+    /* Constrained output, to be enforced token by token by the generate
+     * loop (grammar engine): tool_choice REQUIRED = the answer is a call of
+     * one of `tools`, FUNCTION = a call of tool_choice_name (always one of
+     * `tools`); response_format JSON_OBJECT = a JSON object, JSON_SCHEMA = a
+     * JSON value valid against json_schema. The server has checked them. */
     int tool_choice;           /* enum eng_tool_choice */
     char *tool_choice_name;    /* forced function name (ENG_TOOLS_FUNCTION), owned */
-    bool parallel_tool_calls;
+    bool parallel_tool_calls;  /* false: at most one call per answer */
+    int response_format;       /* enum eng_response_format */
+    json_t *json_schema;       /* JSON_SCHEMA: the schema object (owned reference) */
+    char *json_schema_name;    /* its name as the client gave it (owned), or NULL */
+    bool json_schema_strict;
     /* completion: the prompt as text (owned) or as token ids (owned array). */
     char *prompt;
     int32_t *prompt_ids;
@@ -114,8 +126,10 @@ typedef struct eng_event {
     char tool_name[128];
     eng_counters counters;    /* ACCEPTED (prompt part) and DONE */
     char finish_reason[16];   /* DONE: "stop" | "length" | "tool_calls" */
+    int stopped_by;           /* DONE: 1 + index in eng_request.stop of the stop string that ended it, 0: none */
     int http_status;          /* ERROR: 400, 500, 503, 499 (cancelled) */
     char error_type[40];      /* ERROR: OpenAI error type */
+    char error_code[40];      /* ERROR: OpenAI error code ("context_length_exceeded"), "" if none */
     char message[WK_ERROR_MSG_CAP];
 } eng_event;
 
@@ -226,6 +240,12 @@ int eng_service_tokenize(eng_service *svc, const char *text, bool parse_special,
 /* *out_text is malloc'd UTF-8 (invalid sequences replaced by U+FFFD). */
 int eng_service_detokenize(eng_service *svc, const int32_t *ids, int n, char **out_text,
                            wk_error *err);
+
+/* Renders conv with the served model's chat template and counts its tokens
+ * the way a request's prompt is tokenized (special-token parsing only in
+ * the template's own text, BOS as the model wants). Safe from any thread.
+ * WK_EUNSUPPORTED while loading or without a chat template. */
+int eng_service_count_tokens(eng_service *svc, const struct chat_conv *conv, int *n_out, wk_error *err);
 
 /* Static facts about the loaded model for /v1/models and the monitor:
  * {"id", "path", "arch", "type", "bits_per_weight", "n_params", "file_bytes",

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "chat/chat_conv.h"
 #include "chat/chat_parse.h"
 #include "engine/sampler.h"
 #include "engine/service_internal.h"
@@ -103,7 +104,7 @@ static int build_prompt(eng_service *svc, eng_job *job, int32_t **ids, size_t *n
         return 400;
     }
     chat_prompt prompt = {0};
-    if (chat_render_request(&svc->tmpl, req->chat_body, NULL, &prompt, &err)) {
+    if (chat_render_conv(&svc->tmpl, req->chat, &prompt, &err)) {
         snprintf(msg, msg_cap, "%s", err.msg);
         return err.code == WK_ENOMEM ? 500 : 400;
     }
@@ -201,6 +202,20 @@ static void fail_and_record(eng_service *svc, eng_job *job, int status, const ch
     svc_record_done(svc, job, status == 499 ? "cancelled" : "error", NULL, c);
 }
 
+/* The prompt does not fit: code context_length_exceeded, which clients
+ * recognise (with OpenAI's wording) to compact their history. */
+static void fail_context(eng_service *svc, eng_job *job, const char *msg, const eng_counters *c)
+{
+    eng_event ev = {0};
+    ev.type = ENG_EV_ERROR;
+    ev.http_status = 400;
+    snprintf(ev.error_type, sizeof ev.error_type, "invalid_request_error");
+    snprintf(ev.error_code, sizeof ev.error_code, "context_length_exceeded");
+    snprintf(ev.message, sizeof ev.message, "%s", msg);
+    job_push(job, &ev);
+    svc_record_done(svc, job, "error", NULL, c);
+}
+
 void svc_run_job(eng_service *svc, eng_job *job)
 {
     eng_request *req = &job->req;
@@ -233,9 +248,10 @@ void svc_run_job(eng_service *svc, eng_job *job)
         return;
     }
     if ((int)n >= svc->n_ctx) {
-        snprintf(msg, sizeof msg, "request (%zu tokens) exceeds the available context size (%d tokens), try increasing it",
-                 n, svc->n_ctx);
-        fail_and_record(svc, job, 400, "exceed_context_size_error", msg, &c);
+        /* OpenAI's wording and code: clients recognise them and compact their history. */
+        snprintf(msg, sizeof msg, "This model's maximum context length is %d tokens. However, your messages resulted in "
+                 "%zu tokens. Please reduce the length of the messages.", svc->n_ctx, n);
+        fail_context(svc, job, msg, &c);
         free(ids);
         free(marks);
         return;
@@ -331,8 +347,8 @@ void svc_run_job(eng_service *svc, eng_job *job)
         if (st.begun) store_end(&st, seq, false);
         else eng_seq_clear(seq);
         svc->last_pos = 0;
-        fail_and_record(svc, job, rc == WK_ERANGE ? 400 : 500, rc == WK_ERANGE ? "exceed_context_size_error" : "server_error",
-                        err.msg, &c);
+        if (rc == WK_ERANGE) fail_context(svc, job, err.msg, &c);
+        else fail_and_record(svc, job, 500, "server_error", err.msg, &c);
         return;
     }
     if (c.prefill_ms > 0) c.prefill_tok_per_s = c.recomputed_tokens / (c.prefill_ms / 1000.0);
@@ -353,6 +369,7 @@ void svc_run_job(eng_service *svc, eng_job *job)
     chat_stop *stop = NULL;
     svc_output out = {.job = job};
     const char *finish = "stop";
+    int stopped_by = 0; /* 1 + index of the stop string that ended generation */
     int fail_status = 0;
     const char *fail_type = "server_error";
     if (eng_sampler_new(&smp, &sp, eng_n_vocab(svc->ctx), &err) || !dec ||
@@ -406,7 +423,10 @@ void svc_run_job(eng_service *svc, eng_job *job)
             const char *emit;
             size_t elen;
             int which;
-            if (chat_stop_feed(stop, piece, plen, &emit, &elen, &which) == 1) stopped = true;
+            if (chat_stop_feed(stop, piece, plen, &emit, &elen, &which) == 1) {
+                stopped = true;
+                stopped_by = which + 1;
+            }
             svc_output_text(&out, emit, elen);
         }
         if (out.any_reasoning_this_token && !out.any_content_this_token) c.reasoning_tokens++;
@@ -435,7 +455,10 @@ void svc_run_job(eng_service *svc, eng_job *job)
         int which;
         tok_decoder_flush(dec, &t, &tl);
         if (tl) {
-            if (chat_stop_feed(stop, t, tl, &emit, &elen, &which) == 1) stopped = true;
+            if (chat_stop_feed(stop, t, tl, &emit, &elen, &which) == 1) {
+                stopped = true;
+                stopped_by = which + 1;
+            }
             svc_output_text(&out, emit, elen);
         }
         if (!stopped) {
@@ -464,6 +487,7 @@ done:
         ev.type = ENG_EV_DONE;
         ev.counters = c;
         snprintf(ev.finish_reason, sizeof ev.finish_reason, "%s", finish);
+        ev.stopped_by = stopped_by;
         svc_record_done(svc, job, "ok", finish, &c);
         job_push(job, &ev);
     }

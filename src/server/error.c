@@ -19,6 +19,11 @@ int srv_fail(srv_error *err, int status, const char *param, const char *code, co
     return -1;
 }
 
+int srv_fail_context(srv_error *err, long long n_ctx, long long n_prompt)
+{
+    return srv_fail(err, 400, "messages", "context_length_exceeded", SRV_CONTEXT_MESSAGE_FMT, n_ctx, n_prompt);
+}
+
 const char *srv_error_type(int status)
 {
     switch (status) {
