@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -61,6 +62,10 @@ static void usage(FILE *out)
             "      --max-body-mb N     largest request body (default 32)\n"
             "      --timeout S         close connections idle for S seconds (default 30)\n"
             "      --request-timeout S stop a generation after S seconds (default: none)\n"
+            "      --max-tokens N      cap on the tokens one request generates, whatever it asks\n"
+            "                          for (default: none; the context is the limit)\n"
+            "      --logit-bias ID=B   add B (-100..100) to token ID's logit in every request that\n"
+            "                          does not bias it itself (-100 bans it); may repeat\n"
             "      --keepalive-ms N    SSE ': keep-alive' comment after N ms of silence (5000)\n"
             "      --cache-mem SIZE    prefix cache RAM for idle conversations and checkpoints (2G)\n"
             "      --cache-slots N     conversations kept in RAM (4)\n"
@@ -213,7 +218,7 @@ static void log_startup(eng_service *svc, const eng_service_config *ec, const ck
 int cmd_serve(int argc, char **argv)
 {
     enum { O_HOST = 1000, O_PORT, O_KEY, O_TMPL, O_QUEUE, O_PAR, O_BODY, O_TIMEOUT, O_RTIMEOUT, O_KA, O_ALIAS,
-           O_CMEM, O_CSLOTS, O_CDIR, O_CDISK, O_NOCK, O_STRICT_ID, O_LOG_FORMAT };
+           O_CMEM, O_CSLOTS, O_CDIR, O_CDISK, O_NOCK, O_STRICT_ID, O_LOG_FORMAT, O_MAX_TOKENS, O_BIAS };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},   {"host", required_argument, 0, O_HOST},
         {"port", required_argument, 0, O_PORT}, {"api-key", required_argument, 0, O_KEY},
@@ -225,7 +230,9 @@ int cmd_serve(int argc, char **argv)
         {"cache-mem", required_argument, 0, O_CMEM}, {"cache-slots", required_argument, 0, O_CSLOTS},
         {"cache-dir", required_argument, 0, O_CDIR}, {"cache-disk", required_argument, 0, O_CDISK},
         {"no-cache-checkpoints", no_argument, 0, O_NOCK}, {"strict-model-id", no_argument, 0, O_STRICT_ID},
-        {"log-format", required_argument, 0, O_LOG_FORMAT}, CLI_POLICY_LONG_OPTIONS, CLI_KV_TYPE_OPTION,
+        {"log-format", required_argument, 0, O_LOG_FORMAT}, {"max-tokens", required_argument, 0, O_MAX_TOKENS},
+        {"logit-bias", required_argument, 0, O_BIAS},
+        CLI_POLICY_LONG_OPTIONS, CLI_KV_TYPE_OPTION,
         CLI_DEVICE_OPTION,                      {"verbose", no_argument, 0, 'v'},       {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     srv_config sc;
@@ -240,6 +247,9 @@ int cmd_serve(int argc, char **argv)
     bool use_cache = true;
     const char *aliases[16];
     int n_aliases = 0;
+    int32_t bias_ids[64];
+    float bias_values[64];
+    int n_bias = 0;
     long v;
     int c;
     optind = 1;
@@ -297,6 +307,26 @@ int cmd_serve(int argc, char **argv)
             if (!ec.model_id) ec.model_id = optarg; /* the first is the id /v1/models shows */
             break;
         case O_STRICT_ID: sc.strict_model_id = true; break;
+        case O_BIAS: {
+            char *end;
+            long id = strtol(optarg, &end, 10);
+            double b = *end == '=' ? strtod(end + 1, &end) : NAN;
+            if (end == optarg || *end || id < 0 || id > INT32_MAX || !(b >= -100.0 && b <= 100.0)) {
+                fprintf(stderr, "wick serve: --logit-bias must be TOKEN_ID=BIAS with BIAS in [-100, 100], got '%s'\n", optarg);
+                return 2;
+            }
+            if (n_bias == (int)(sizeof bias_ids / sizeof bias_ids[0])) {
+                fprintf(stderr, "wick serve: at most %zu --logit-bias entries\n", sizeof bias_ids / sizeof bias_ids[0]);
+                return 2;
+            }
+            bias_ids[n_bias] = (int32_t)id;
+            bias_values[n_bias++] = (float)b;
+            break;
+        }
+        case O_MAX_TOKENS:
+            if (parse_int(optarg, "--max-tokens", 1, INT32_MAX, &v)) return 2;
+            sc.max_tokens = (int)v;
+            break;
         case O_LOG_FORMAT: {
             enum wk_log_format f;
             if (wk_log_format_parse(optarg, &f)) {
@@ -344,6 +374,9 @@ int cmd_serve(int argc, char **argv)
     sc.api_key = api_key && *api_key ? api_key : NULL;
     sc.aliases = aliases;
     sc.n_aliases = n_aliases;
+    sc.bias_ids = bias_ids;
+    sc.bias_values = bias_values;
+    sc.n_bias = n_bias;
     if (!srv_host_is_loopback(sc.host) && !sc.api_key) {
         fprintf(stderr, "wick serve: refusing to listen on %s without an API key: anyone who can reach it could use "
                         "the model. Pass --api-key KEY (or set WICK_API_KEY), or use --host 127.0.0.1.\n", sc.host);

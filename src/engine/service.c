@@ -625,7 +625,8 @@ void svc_record_done(eng_service *svc, eng_job *job, const char *status, const c
     json_object_set_new(o, "provisional", json_false());
     json_object_set_new(o, "finished_at", json_integer((json_int_t)time(NULL)));
     json_object_set_new(o, "counters", counters_json(c));
-    WK_INFO("%s: %s%s%s, prompt %d (cached %d, computed %d), prefill %.1f ms %.1f tok/s, ttft %.1f ms, "
+    /* debug only: the server logs one line per request with these counters */
+    WK_DEBUG("%s: %s%s%s, prompt %d (cached %d, computed %d), prefill %.1f ms %.1f tok/s, ttft %.1f ms, "
             "%d tokens %.1f tok/s", job->req.id, status, finish ? " " : "", finish ? finish : "", c->prompt_tokens, c->cached_tokens, c->recomputed_tokens, c->prefill_ms, c->prefill_tok_per_s, c->ttft_ms,
             c->completion_tokens, c->decode_tok_per_s);
     pthread_mutex_lock(&svc->lock);

@@ -234,6 +234,27 @@ static enum MHD_Result collect(conn_ctx *cc, eng_job *job, srv_exchange *x, doub
     return result;
 }
 
+/* --logit-bias: the server's biases join the request's (the request wins for a token it names). */
+static int add_server_bias(const srv_config *cfg, eng_request *req)
+{
+    if (cfg->n_bias <= 0) return 0;
+    int32_t *ids = realloc(req->bias_ids, (size_t)(req->n_bias + cfg->n_bias) * sizeof *ids);
+    if (!ids) return -1;
+    req->bias_ids = ids;
+    float *vals = realloc(req->bias_values, (size_t)(req->n_bias + cfg->n_bias) * sizeof *vals);
+    if (!vals) return -1;
+    req->bias_values = vals;
+    int n = req->n_bias;
+    for (int i = 0; i < cfg->n_bias; i++) {
+        bool named = false;
+        for (int k = 0; k < n; k++) named = named || ids[k] == cfg->bias_ids[i];
+        if (named) continue;
+        ids[req->n_bias] = cfg->bias_ids[i];
+        vals[req->n_bias++] = cfg->bias_values[i];
+    }
+    return 0;
+}
+
 enum MHD_Result srv_handle_generate(conn_ctx *cc, const srv_api *api)
 {
     srv_server *s = cc->srv;
@@ -252,6 +273,13 @@ enum MHD_Result srv_handle_generate(conn_ctx *cc, const srv_api *api)
         srv_exchange_free(&x);
         return srv_reply_error(cc, &e);
     }
+    if (add_server_bias(&s->cfg, &req)) {
+        eng_request_clear(&req);
+        srv_exchange_free(&x);
+        return srv_reply_errorf(cc, 500, "out_of_memory", "out of memory");
+    }
+    /* --max-tokens: the server's cap, over what the client asked for (finish reason "length") */
+    if (s->cfg.max_tokens > 0 && (req.max_tokens < 0 || req.max_tokens > s->cfg.max_tokens)) req.max_tokens = s->cfg.max_tokens;
     for (int i = 0; i < req.n_stop; i++) {
         x.stops[i] = strdup(req.stop[i]);
         if (!x.stops[i]) break;

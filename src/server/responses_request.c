@@ -3,6 +3,7 @@
  * message just before it (or starts one), a function_call_output is a tool
  * message, a reasoning item's text becomes the reasoning of the assistant
  * message that follows it. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -286,8 +287,9 @@ static json_t *echo_fields(const json_t *root, const eng_request *req)
     json_object_set_new(e, "max_output_tokens", req->max_tokens > 0 ? json_integer(req->max_tokens) : json_null());
     json_object_set_new(e, "parallel_tool_calls", json_boolean(req->parallel_tool_calls));
     json_object_set_new(e, "store", json_false());
-    json_object_set_new(e, "temperature", json_real(req->sampling.temperature));
-    json_object_set_new(e, "top_p", json_real(req->sampling.top_p));
+    /* the float setting printed as the decimal it came from */
+    json_object_set_new(e, "temperature", json_real((double)llroundf(req->sampling.temperature * 1000.0f) / 1000.0));
+    json_object_set_new(e, "top_p", json_real((double)llroundf(req->sampling.top_p * 1000.0f) / 1000.0));
     const json_t *tc = json_object_get(root, "tool_choice");
     json_object_set_new(e, "tool_choice", tc ? json_deep_copy(tc) : json_string("auto"));
     const json_t *tools = json_object_get(root, "tools");

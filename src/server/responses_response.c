@@ -195,8 +195,18 @@ static void stream_start(srv_exchange *x, srv_buf *out)
     emit(x, out, "response.in_progress", json_pack("{s:o}", "response", response_object(x, NULL)));
 }
 
+/* An answer with nothing in it is still one (empty) message, as clients
+ * expect an output item to end a turn with. */
+static void ensure_message(srv_exchange *x, srv_buf *out)
+{
+    if (json_array_size(x->items) > 0) return;
+    json_t *item = json_pack("{s:s, s:s, s:[o]}", "type", "message", "role", "assistant", "content", text_part(false));
+    if (item) start_item(x, ENG_DELTA_CONTENT, item, out);
+}
+
 static void stream_done(srv_exchange *x, const eng_event *done, srv_buf *out)
 {
+    ensure_message(x, out);
     close_item(x, out);
     bool incomplete = !strcmp(done->finish_reason, "length");
     emit(x, out, incomplete ? "response.incomplete" : "response.completed",
@@ -222,6 +232,7 @@ static void keepalive(srv_exchange *x, srv_buf *out)
 
 static json_t *final_json(srv_exchange *x, const eng_event *done)
 {
+    ensure_message(x, NULL);
     close_item(x, NULL);
     return response_object(x, done);
 }

@@ -31,6 +31,10 @@ typedef struct srv_config {
     srv_limits limits;
     int conn_timeout_s;      /* idle connection timeout (slow clients), default 30 */
     int request_timeout_s;   /* longest a generation may take, 0 = unlimited (default 0) */
+    int max_tokens;          /* cap on generated tokens per request (0: none, the context is the limit) */
+    const int32_t *bias_ids; /* logit biases every request gets unless it sets the same token (borrowed) */
+    const float *bias_values;
+    int n_bias;
     int keepalive_ms;        /* SSE ": keep-alive" after this much silence, default 5000 */
     int max_connections;     /* default 512 */
     int max_conn_per_ip;     /* 0: none on loopback, 32 otherwise (bounds one slow client's share) */
