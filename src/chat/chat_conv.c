@@ -183,12 +183,23 @@ int chat_conv_add_tool(chat_conv *c, const char *name, const json_t *description
 {
     int rc = check_tool_fields(name, description, parameters, where, err);
     if (rc) return rc;
+    json_t *jname = json_string(name);
+    if (!jname) return wk_fail(err, WK_EINVAL, "%s.name: not valid UTF-8", where);
     json_t *fn = json_object();
     json_t *tool = json_object();
-    if (!fn || !tool || json_object_set_new(fn, "name", json_string(name)) ||
-        (json_is_string(description) && json_object_set(fn, "description", (json_t *)description)) ||
-        (json_is_object(parameters) && json_object_set(fn, "parameters", (json_t *)parameters)) ||
-        json_object_set_new(tool, "type", json_string("function")) || json_object_set_new(tool, "function", fn)) {
+    if (!fn || !tool) {
+        json_decref(jname);
+        json_decref(fn);
+        json_decref(tool);
+        return oom(err);
+    }
+    /* json_object_set_new takes the value even when it fails */
+    bool bad = json_object_set_new(fn, "name", jname) ||
+               (json_is_string(description) && json_object_set(fn, "description", (json_t *)description)) ||
+               (json_is_object(parameters) && json_object_set(fn, "parameters", (json_t *)parameters)) ||
+               json_object_set_new(tool, "type", json_string("function"));
+    if (bad) json_decref(fn);
+    if (bad || json_object_set_new(tool, "function", fn)) {
         json_decref(tool);
         return oom(err);
     }
@@ -283,7 +294,7 @@ static int openai_message(chat_conv *c, const json_t *m, size_t i, wk_error *err
     else if (!strcmp(role, "assistant")) kind = CHAT_ROLE_ASSISTANT;
     else if (!strcmp(role, "tool")) kind = CHAT_ROLE_TOOL;
     else
-        return wk_fail(err, WK_EINVAL, "%s.role: '%s' is not one of system, developer, user, assistant, tool", path,
+        return wk_fail(err, WK_EINVAL, "%s.role: '%.64s' is not one of system, developer, user, assistant, tool", path,
                        role);
     int rc = chat_conv_add(c, kind, "", 0, err);
     if (rc) return rc;
