@@ -158,4 +158,7 @@ void chat_prompt_free(chat_prompt *p);
  * preserved. Returns a new reference or NULL with err (WK_EFORMAT). */
 json_t *chat_json_loads(const char *text, size_t len, wk_error *err);
 
+/* "an object", "a string", "null" ... for error messages about a JSON value. */
+const char *chat_json_type_name(const json_t *v);
+
 #endif

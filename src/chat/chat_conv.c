@@ -216,26 +216,13 @@ int chat_conv_finish(chat_conv *c, const char *where, wk_error *err)
 
 /* ------------------------------------------------------- OpenAI requests */
 
-static const char *type_name(const json_t *v)
-{
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER: return "an integer";
-    case JSON_REAL: return "a number";
-    case JSON_TRUE: case JSON_FALSE: return "a boolean";
-    default: return "null";
-    }
-}
-
 /* Content of message i: a string, or an array of text parts (joined). */
 static int openai_content(chat_conv *c, const json_t *content, const char *path, wk_error *err)
 {
     if (json_is_string(content)) return chat_conv_append(c, json_string_value(content), json_string_length(content), err);
     if (!json_is_array(content))
         return wk_fail(err, WK_EINVAL, "%s: must be a string or an array of text parts, got %s", path,
-                       type_name(content));
+                       chat_json_type_name(content));
     size_t k;
     const json_t *part;
     json_array_foreach(content, k, part) {
@@ -255,7 +242,7 @@ static int openai_content(chat_conv *c, const json_t *content, const char *path,
 
 static int openai_tool_calls(chat_conv *c, const json_t *calls, const char *path, wk_error *err)
 {
-    if (!json_is_array(calls)) return wk_fail(err, WK_EINVAL, "%s: must be an array, got %s", path, type_name(calls));
+    if (!json_is_array(calls)) return wk_fail(err, WK_EINVAL, "%s: must be an array, got %s", path, chat_json_type_name(calls));
     size_t k;
     const json_t *call;
     json_array_foreach(calls, k, call) {
@@ -284,7 +271,7 @@ static int openai_message(chat_conv *c, const json_t *m, size_t i, wk_error *err
 {
     char path[64], field[96];
     snprintf(path, sizeof path, "messages[%zu]", i);
-    if (!json_is_object(m)) return wk_fail(err, WK_EINVAL, "%s: must be an object, got %s", path, type_name(m));
+    if (!json_is_object(m)) return wk_fail(err, WK_EINVAL, "%s: must be an object, got %s", path, chat_json_type_name(m));
     const json_t *r = json_object_get(m, "role");
     if (!json_is_string(r)) return wk_fail(err, WK_EINVAL, "%s.role: must be a string", path);
     const char *role = json_string_value(r);
@@ -333,7 +320,7 @@ static int openai_message(chat_conv *c, const json_t *m, size_t i, wk_error *err
 
 static int openai_tools(chat_conv *c, const json_t *tools, wk_error *err)
 {
-    if (!json_is_array(tools)) return wk_fail(err, WK_EINVAL, "tools: must be an array, got %s", type_name(tools));
+    if (!json_is_array(tools)) return wk_fail(err, WK_EINVAL, "tools: must be an array, got %s", chat_json_type_name(tools));
     size_t i;
     const json_t *t;
     json_array_foreach(tools, i, t) {
@@ -369,12 +356,12 @@ static int openai_options(chat_conv *c, const json_t *request, wk_error *err)
     const json_t *kw = json_object_get(request, "chat_template_kwargs");
     if (kw && !json_is_null(kw)) {
         if (!json_is_object(kw))
-            return wk_fail(err, WK_EINVAL, "chat_template_kwargs: must be an object, got %s", type_name(kw));
+            return wk_fail(err, WK_EINVAL, "chat_template_kwargs: must be an object, got %s", chat_json_type_name(kw));
         const json_t *et = json_object_get(kw, "enable_thinking");
         if (et && !json_is_null(et)) {
             if (!json_is_boolean(et))
                 return wk_fail(err, WK_EINVAL, "chat_template_kwargs.enable_thinking: must be a boolean, got %s",
-                               type_name(et));
+                               chat_json_type_name(et));
             c->enable_thinking = json_is_true(et) ? 1 : 0;
         }
     }
@@ -387,7 +374,7 @@ int chat_conv_from_openai_messages(chat_conv *c, const json_t *messages, const j
     int rc = 0;
     if (!messages) rc = wk_fail(err, WK_EINVAL, "messages: is required");
     else if (!json_is_array(messages))
-        rc = wk_fail(err, WK_EINVAL, "messages: must be an array, got %s", type_name(messages));
+        rc = wk_fail(err, WK_EINVAL, "messages: must be an array, got %s", chat_json_type_name(messages));
     for (size_t i = 0; !rc && i < json_array_size(messages); i++)
         rc = openai_message(c, json_array_get(messages, i), i, err);
     if (!rc && tools && !json_is_null(tools)) rc = openai_tools(c, tools, err);

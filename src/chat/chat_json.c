@@ -145,6 +145,19 @@ int chat_json_member_span(const char *text, size_t len, const char *key, size_t 
     }
 }
 
+const char *chat_json_type_name(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a number";
+    case JSON_TRUE: case JSON_FALSE: return "a boolean";
+    default: return "null";
+    }
+}
+
 /* ---------------------------------------------------------------- printers */
 
 /* Integers too large for json_integer arrive as integral reals (see

@@ -24,7 +24,7 @@ static int add_text_blocks(chat_conv *c, const json_t *v, const char *path, srv_
     }
     if (!json_is_array(v))
         return srv_fail(err, 400, path, "invalid_type", "%s: must be a string or an array of text blocks, got %s", path,
-                        srv_type_name(v));
+                        chat_json_type_name(v));
     size_t k;
     const json_t *b;
     json_array_foreach(v, k, b) {
@@ -154,7 +154,7 @@ static int add_message(chat_conv *c, const json_t *m, size_t i, srv_error *err)
     }
     if (!json_is_array(content))
         return srv_fail(err, 400, cpath, "invalid_type", "%s: must be a string or an array of content blocks, got %s", cpath,
-                        srv_type_name(content));
+                        chat_json_type_name(content));
     if (system) {
         if (chat_conv_add(c, CHAT_ROLE_SYSTEM, "", 0, &werr)) return fail_conv(err, &werr);
         return add_text_blocks(c, content, cpath, err);
@@ -166,7 +166,7 @@ static int add_tools(chat_conv *c, const json_t *tools, srv_error *err)
 {
     if (!tools || json_is_null(tools)) return 0;
     if (!json_is_array(tools))
-        return srv_fail(err, 400, "tools", "invalid_type", "tools: must be an array, got %s", srv_type_name(tools));
+        return srv_fail(err, 400, "tools", "invalid_type", "tools: must be an array, got %s", chat_json_type_name(tools));
     size_t i;
     const json_t *t;
     json_array_foreach(tools, i, t) {

@@ -108,7 +108,7 @@ static int parse_common(json_t *root, eng_request *req, srv_resp_opts *ro, bool 
     const json_t *lb = json_object_get(root, "logit_bias");
     if (lb && !json_is_null(lb)) {
         if (!json_is_object(lb))
-            return srv_fail(err, 400, "logit_bias", "invalid_type", "'logit_bias' must be an object, got %s", srv_type_name(lb));
+            return srv_fail(err, 400, "logit_bias", "invalid_type", "'logit_bias' must be an object, got %s", chat_json_type_name(lb));
         size_t n = json_object_size(lb);
         if (n > 1024) return srv_fail(err, 400, "logit_bias", "invalid_value", "at most 1024 logit_bias entries");
         req->bias_ids = malloc((n ? n : 1) * sizeof *req->bias_ids);
@@ -136,7 +136,7 @@ static int parse_common(json_t *root, eng_request *req, srv_resp_opts *ro, bool 
     if (so && !json_is_null(so)) {
         if (!json_is_object(so))
             return srv_fail(err, 400, "stream_options", "invalid_type", "'stream_options' must be an object, got %s",
-                            srv_type_name(so));
+                            chat_json_type_name(so));
         if (!ro->stream)
             return srv_fail(err, 400, "stream_options", "invalid_value", "'stream_options' is only allowed with 'stream': true");
         if (srv_get_bool(so, "include_usage", &ro->include_usage, err)) {
@@ -182,39 +182,6 @@ static int parse_response_format(const json_t *root, eng_request *req, srv_error
                     "response_format type '%s' is not one of text, json_object, json_schema", type);
 }
 
-/* tool_choice and parallel_tool_calls (the tools are in the conversation). */
-static int parse_tool_choice(const json_t *root, eng_request *req, srv_error *err)
-{
-    req->tool_choice = ENG_TOOLS_AUTO;
-    req->parallel_tool_calls = true;
-    if (srv_get_bool(root, "parallel_tool_calls", &req->parallel_tool_calls, err)) return -1;
-    const json_t *tc = json_object_get(root, "tool_choice");
-    if (!tc || json_is_null(tc)) return 0;
-    if (json_is_string(tc)) {
-        const char *s = json_string_value(tc);
-        if (!strcmp(s, "auto")) req->tool_choice = ENG_TOOLS_AUTO;
-        else if (!strcmp(s, "none")) req->tool_choice = ENG_TOOLS_NONE;
-        else if (!strcmp(s, "required")) req->tool_choice = ENG_TOOLS_REQUIRED;
-        else
-            return srv_fail(err, 400, "tool_choice", "invalid_value",
-                            "'tool_choice' must be none, auto, required or a function object");
-    } else if (json_is_object(tc)) {
-        const json_t *fn = json_object_get(tc, "function");
-        const json_t *name = json_is_object(fn) ? json_object_get(fn, "name") : NULL;
-        if (!json_is_string(name))
-            return srv_fail(err, 400, "tool_choice", "invalid_value", "'tool_choice.function.name' must be a string");
-        if (!req->tools)
-            return srv_fail(err, 400, "tool_choice", "invalid_value", "'tool_choice' names a function but no 'tools' are given");
-        if (srv_set_forced_tool(req, json_string_value(name), "tool_choice.function.name", err)) return -1;
-    } else {
-        return srv_fail(err, 400, "tool_choice", "invalid_type", "'tool_choice' must be a string or an object, got %s",
-                        srv_type_name(tc));
-    }
-    if (req->tool_choice == ENG_TOOLS_REQUIRED && !req->tools)
-        return srv_fail(err, 400, "tool_choice", "invalid_value", "'tool_choice' \"required\" needs 'tools'");
-    return srv_check_forced_tool_schemas(req, err);
-}
-
 int srv_parse_chat(json_t *root, const srv_limits *lim, const srv_model_names *models, eng_request *req,
                    srv_resp_opts *ro, srv_error *err)
 {
@@ -234,7 +201,7 @@ int srv_parse_chat(json_t *root, const srv_limits *lim, const srv_model_names *m
         srv_fail_chat(err, &werr);
         goto fail;
     }
-    if (srv_take_conv(req, &conv, err) || parse_tool_choice(root, req, err) || parse_response_format(root, req, err) ||
+    if (srv_take_conv(req, &conv, err) || srv_parse_tool_choice(root, req, err) || parse_response_format(root, req, err) ||
         parse_common(root, req, ro, true, err))
         goto fail;
     return 0;

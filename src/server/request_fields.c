@@ -10,19 +10,6 @@
 #include "engine/context.h"
 #include "server/json_schema_check.h"
 
-const char *srv_type_name(const json_t *v)
-{
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER: return "an integer";
-    case JSON_REAL: return "a number";
-    case JSON_TRUE: case JSON_FALSE: return "a boolean";
-    default: return "null";
-    }
-}
-
 int srv_fail_oom(srv_error *err) { return srv_fail(err, 500, NULL, "out_of_memory", "out of memory while reading the request"); }
 
 int srv_get_number(const json_t *obj, const char *key, double lo, double hi, float *out, srv_error *err)
@@ -30,7 +17,7 @@ int srv_get_number(const json_t *obj, const char *key, double lo, double hi, flo
     const json_t *v = json_object_get(obj, key);
     if (!v || json_is_null(v)) return 0;
     if (!json_is_number(v))
-        return srv_fail(err, 400, key, "invalid_type", "'%s' must be a number, got %s", key, srv_type_name(v));
+        return srv_fail(err, 400, key, "invalid_type", "'%s' must be a number, got %s", key, chat_json_type_name(v));
     double d = json_number_value(v);
     if (!isfinite(d) || d < lo || d > hi)
         return srv_fail(err, 400, key, "invalid_value", "'%s' must be between %g and %g, got %g", key, lo, hi, d);
@@ -49,7 +36,7 @@ int srv_get_int(const json_t *obj, const char *key, long long lo, long long hi, 
     else if (json_is_real(v) && json_real_value(v) == floor(json_real_value(v)) && fabs(json_real_value(v)) < 9e15)
         x = (long long)json_real_value(v);
     else
-        return srv_fail(err, 400, key, "invalid_type", "'%s' must be an integer, got %s", key, srv_type_name(v));
+        return srv_fail(err, 400, key, "invalid_type", "'%s' must be an integer, got %s", key, chat_json_type_name(v));
     if (x < lo || x > hi)
         return srv_fail(err, 400, key, "invalid_value", "'%s' must be between %lld and %lld, got %lld", key, lo, hi, x);
     *out = x;
@@ -62,7 +49,7 @@ int srv_get_bool(const json_t *obj, const char *key, bool *out, srv_error *err)
     const json_t *v = json_object_get(obj, key);
     if (!v || json_is_null(v)) return 0;
     if (!json_is_boolean(v))
-        return srv_fail(err, 400, key, "invalid_type", "'%s' must be a boolean, got %s", key, srv_type_name(v));
+        return srv_fail(err, 400, key, "invalid_type", "'%s' must be a boolean, got %s", key, chat_json_type_name(v));
     *out = json_is_true(v);
     return 0;
 }
@@ -73,7 +60,7 @@ int srv_get_string(const json_t *obj, const char *key, const char **out, srv_err
     *out = NULL;
     if (!v || json_is_null(v)) return 0;
     if (!json_is_string(v))
-        return srv_fail(err, 400, key, "invalid_type", "'%s' must be a string, got %s", key, srv_type_name(v));
+        return srv_fail(err, 400, key, "invalid_type", "'%s' must be a string, got %s", key, chat_json_type_name(v));
     *out = json_string_value(v);
     return 0;
 }
@@ -115,14 +102,14 @@ int srv_parse_stop(const json_t *v, const char *key, eng_request *req, srv_error
     if (json_is_string(v)) return add_stop(req, v, err);
     if (!json_is_array(v))
         return srv_fail(err, 400, key, "invalid_type", "'%s' must be a string or an array of strings, got %s", key,
-                        srv_type_name(v));
+                        chat_json_type_name(v));
     if (json_array_size(v) > (size_t)(ENG_MAX_STOP - req->n_stop))
         return srv_fail(err, 400, key, "invalid_value", "at most %d stop sequences", ENG_MAX_STOP);
     size_t i;
     const json_t *e;
     json_array_foreach(v, i, e) {
         if (!json_is_string(e))
-            return srv_fail(err, 400, key, "invalid_type", "'%s[%zu]' must be a string, got %s", key, i, srv_type_name(e));
+            return srv_fail(err, 400, key, "invalid_type", "'%s[%zu]' must be a string, got %s", key, i, chat_json_type_name(e));
         if (add_stop(req, e, err)) return -1;
     }
     return 0;
@@ -138,7 +125,7 @@ int srv_parse_wick(const json_t *root, eng_request *req, srv_error *err)
     const json_t *wick = json_object_get(root, "wick");
     if (wick && !json_is_null(wick)) {
         if (!json_is_object(wick))
-            return srv_fail(err, 400, "wick", "invalid_type", "'wick' must be an object, got %s", srv_type_name(wick));
+            return srv_fail(err, 400, "wick", "invalid_type", "'wick' must be an object, got %s", chat_json_type_name(wick));
         const char *k;
         const json_t *v;
         static const char *const known[] = {"fresh", "attn_policy", "global", "window", "dense_tail",
@@ -281,3 +268,38 @@ int srv_take_conv(eng_request *req, chat_conv *conv, srv_error *err)
     return 0;
 }
 
+
+int srv_parse_tool_choice(const json_t *root, eng_request *req, srv_error *err)
+{
+    req->tool_choice = ENG_TOOLS_AUTO;
+    req->parallel_tool_calls = true;
+    if (srv_get_bool(root, "parallel_tool_calls", &req->parallel_tool_calls, err)) return -1;
+    const json_t *tc = json_object_get(root, "tool_choice");
+    if (!tc || json_is_null(tc)) return 0;
+    if (json_is_string(tc)) {
+        const char *s = json_string_value(tc);
+        if (!strcmp(s, "auto")) req->tool_choice = ENG_TOOLS_AUTO;
+        else if (!strcmp(s, "none")) req->tool_choice = ENG_TOOLS_NONE;
+        else if (!strcmp(s, "required")) req->tool_choice = ENG_TOOLS_REQUIRED;
+        else
+            return srv_fail(err, 400, "tool_choice", "invalid_value",
+                            "'tool_choice' must be none, auto, required or {\"type\": \"function\", ...}");
+        if (req->tool_choice == ENG_TOOLS_REQUIRED && !req->tools)
+            return srv_fail(err, 400, "tool_choice", "invalid_value", "'tool_choice' \"required\" needs function tools");
+        return srv_check_forced_tool_schemas(req, err);
+    }
+    if (!json_is_object(tc))
+        return srv_fail(err, 400, "tool_choice", "invalid_type", "'tool_choice' must be a string or an object, got %s",
+                        chat_json_type_name(tc));
+    /* chat: {"type": "function", "function": {"name"}}; Responses: {"type": "function", "name"} */
+    const json_t *fn = json_object_get(tc, "function");
+    const json_t *name = json_is_object(fn) ? json_object_get(fn, "name") : json_object_get(tc, "name");
+    const char *param = json_is_object(fn) ? "tool_choice.function.name" : "tool_choice.name";
+    const json_t *type = json_object_get(tc, "type");
+    if ((type && !(json_is_string(type) && !strcmp(json_string_value(type), "function"))) || !json_is_string(name))
+        return srv_fail(err, 400, param, "invalid_value", "'tool_choice' must name a function: '%s' must be a string", param);
+    if (!req->tools)
+        return srv_fail(err, 400, "tool_choice", "invalid_value", "'tool_choice' names a function but no function tools are given");
+    if (srv_set_forced_tool(req, json_string_value(name), param, err)) return -1;
+    return srv_check_forced_tool_schemas(req, err);
+}

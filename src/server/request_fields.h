@@ -14,9 +14,6 @@
 #include "server/error.h"
 #include "util/err.h"
 
-/* "an object", "a string", ... for messages. */
-const char *srv_type_name(const json_t *v);
-
 /* Number in [lo, hi] → *out. 400 invalid_type / invalid_value naming key. */
 int srv_get_number(const json_t *obj, const char *key, double lo, double hi, float *out, srv_error *err);
 /* Integer in [lo, hi] (an integral real is accepted) → *out; *present says
@@ -74,6 +71,12 @@ int srv_check_forced_tool_schemas(const eng_request *req, srv_error *err);
 /* Moves the validated conversation into req (req->chat, req->tools); on
  * failure conv is freed. */
 int srv_take_conv(eng_request *req, chat_conv *conv, srv_error *err);
+
+/* tool_choice ("auto", "none", "required", or a function: chat's
+ * {"type": "function", "function": {"name"}} or the Responses API's
+ * {"type": "function", "name"}) and parallel_tool_calls, for the tools
+ * already in req; a forced tool's schema is checked. */
+int srv_parse_tool_choice(const json_t *root, eng_request *req, srv_error *err);
 
 /* Out of memory while building a request: a 500 JSON error, never a crash. */
 int srv_fail_oom(srv_error *err);

@@ -29,7 +29,7 @@ static int add_parts(chat_conv *c, const json_t *content, const char *path, srv_
         return chat_conv_append(c, json_string_value(content), json_string_length(content), &werr) ? fail_conv(err, &werr) : 0;
     if (!json_is_array(content))
         return srv_fail(err, 400, path, "invalid_type", "%s: must be a string or an array of content parts, got %s", path,
-                        srv_type_name(content));
+                        chat_json_type_name(content));
     size_t k;
     const json_t *p;
     json_array_foreach(content, k, p) {
@@ -156,7 +156,7 @@ static int add_items(items_state *st, const json_t *input, srv_error *err)
     }
     if (!json_is_array(input))
         return srv_fail(err, 400, "input", "invalid_type", "input: must be a string or an array of items, got %s",
-                        srv_type_name(input));
+                        chat_json_type_name(input));
     size_t i;
     const json_t *it;
     json_array_foreach(input, i, it) {
@@ -200,7 +200,7 @@ static int add_tools(items_state *st, const json_t *tools, srv_error *err)
 {
     if (!tools || json_is_null(tools)) return 0;
     if (!json_is_array(tools))
-        return srv_fail(err, 400, "tools", "invalid_type", "tools: must be an array, got %s", srv_type_name(tools));
+        return srv_fail(err, 400, "tools", "invalid_type", "tools: must be an array, got %s", chat_json_type_name(tools));
     size_t i;
     const json_t *t;
     json_array_foreach(tools, i, t) {
@@ -230,35 +230,6 @@ static int add_tools(items_state *st, const json_t *tools, srv_error *err)
          * tools wick cannot run or constrain are accepted and not offered */
     }
     return 0;
-}
-
-static int read_tool_choice(const json_t *root, eng_request *req, srv_error *err)
-{
-    req->tool_choice = ENG_TOOLS_AUTO;
-    req->parallel_tool_calls = true;
-    if (srv_get_bool(root, "parallel_tool_calls", &req->parallel_tool_calls, err)) return -1;
-    const json_t *tc = json_object_get(root, "tool_choice");
-    if (!tc || json_is_null(tc)) return 0;
-    if (json_is_string(tc)) {
-        const char *s = json_string_value(tc);
-        if (!strcmp(s, "auto")) return 0;
-        if (!strcmp(s, "none")) {
-            req->tool_choice = ENG_TOOLS_NONE;
-            return 0;
-        }
-        if (strcmp(s, "required"))
-            return srv_fail(err, 400, "tool_choice", "invalid_value", "tool_choice: must be auto, none, required or {\"type\": \"function\", \"name\"}");
-        if (!req->tools) return srv_fail(err, 400, "tool_choice", "invalid_value", "tool_choice \"required\" needs function tools");
-        req->tool_choice = ENG_TOOLS_REQUIRED;
-        return srv_check_forced_tool_schemas(req, err);
-    }
-    const char *type = json_string_value(json_object_get(tc, "type"));
-    const char *name = json_string_value(json_object_get(tc, "name"));
-    if (!type || strcmp(type, "function") || !name)
-        return srv_fail(err, 400, "tool_choice", "invalid_value", "tool_choice: an object must be {\"type\": \"function\", \"name\": ...}");
-    if (!req->tools) return srv_fail(err, 400, "tool_choice", "invalid_value", "tool_choice names a function but no function tools are given");
-    if (srv_set_forced_tool(req, name, "tool_choice.name", err)) return -1;
-    return srv_check_forced_tool_schemas(req, err);
 }
 
 /* text.format: text, json_object, json_schema {name, schema, strict}. */
@@ -357,7 +328,7 @@ int srv_responses_parse(json_t *root, const srv_limits *lim, const srv_model_nam
     srv_sampling_defaults(s);
     long long v;
     bool has;
-    if (read_tool_choice(root, req, err) || read_text_format(root, req, err) ||
+    if (srv_parse_tool_choice(root, req, err) || read_text_format(root, req, err) ||
         srv_get_number(root, "temperature", 0.0, 2.0, &s->temperature, err) ||
         srv_get_number(root, "top_p", 0.0, 1.0, &s->top_p, err) ||
         srv_get_int(root, "max_output_tokens", 1, INT32_MAX, &v, &has, err))
