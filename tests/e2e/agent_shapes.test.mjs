@@ -75,7 +75,7 @@ async function postResponses(body, { gzip = false } = {}) {
   return namedEvents(await r.text());
 }
 
-test('Codex-shaped two-turn tool round trip: the full event sequence, and turn 2 reuses >= 95 % of its prompt', { skip }, async () => {
+test('Codex-shaped two-turn tool round trip: the full event sequence, and turn 2 reuses >= 95 % of its prompt', { skip }, async (t) => {
   const turn1Input = [
     { type: 'message', id: 'msg_dev', role: 'developer', content: [{ type: 'input_text', text: codexDeveloper }] },
     { type: 'message', id: 'msg_env', role: 'user', content: [{ type: 'input_text', text: '<environment_context><cwd>/work</cwd></environment_context>' }] },
@@ -110,6 +110,7 @@ test('Codex-shaped two-turn tool round trip: the full event sequence, and turn 2
   assert.equal(ev2.at(-1).event, 'response.completed');
   const u = ev2.at(-1).data.response.usage;
   const reuse = u.input_tokens_details.cached_tokens / u.input_tokens;
+  t.diagnostic(`turn 2 reused ${u.input_tokens_details.cached_tokens} of ${u.input_tokens} prompt tokens`);
   assert.ok(reuse >= 0.95, `turn 2 reused ${u.input_tokens_details.cached_tokens} of ${u.input_tokens} (${(100 * reuse).toFixed(1)} %)`);
   assert.match(srv.log(), /POST \/v1\/responses 200 resp_\S+ \(stream\), prompt \d+ \(cached \d+/);
 });
@@ -162,7 +163,7 @@ async function postMessages(body) {
   return namedEvents(await r.text());
 }
 
-test('Claude-Code-shaped two-turn tool round trip: HEAD /, the event stream, and turn 2 reuses >= 95 % of its prompt', { skip }, async () => {
+test('Claude-Code-shaped two-turn tool round trip: HEAD /, the event stream, and turn 2 reuses >= 95 % of its prompt', { skip }, async (t) => {
   const head = await fetch(srv.url + '/', { method: 'HEAD' });
   assert.equal(head.status, 200);
   const messages1 = [
@@ -199,6 +200,7 @@ test('Claude-Code-shaped two-turn tool round trip: HEAD /, the event stream, and
   const u = ev2.find((e) => e.event === 'message_delta').data.usage;
   const total = u.input_tokens + u.cache_read_input_tokens;
   const reuse = u.cache_read_input_tokens / total;
+  t.diagnostic(`turn 2 reused ${u.cache_read_input_tokens} of ${total} prompt tokens`);
   assert.ok(reuse >= 0.95, `turn 2 reused ${u.cache_read_input_tokens} of ${total} (${(100 * reuse).toFixed(1)} %)`);
 });
 
