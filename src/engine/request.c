@@ -1,9 +1,11 @@
-/* Plain data of the engine service: requests, events and counters. Kept apart
- * from the engine thread so the server's parsing code links without a model. */
+/* Plain data of the engine service: requests (and the default approximate
+ * attention policy they may ask for), events and counters. Kept apart from
+ * the engine thread so the server's parsing code links without a model. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "chat/chat_conv.h"
+#include "engine/context.h"
 #include "engine/service.h"
 
 void eng_request_clear(eng_request *req)
@@ -21,6 +23,18 @@ void eng_request_clear(eng_request *req)
     free(req->bias_values);
     for (int i = 0; i < req->n_stop; i++) free(req->stop[i]);
     memset(req, 0, sizeof *req);
+}
+
+void eng_policy_approx_default(be_attn_policy *p)
+{
+    /* A system prompt + instructions fit in 8K; an 8K window keeps the
+     * recent code/document exact; the last 2K prompt tokens (the question)
+     * see everything; a continuation's short new turn (128) does too. */
+    p->approx = true;
+    p->global = 8192;
+    p->window = 8192;
+    p->dense_tail = 2048;
+    p->dense_tail_continue = 128;
 }
 
 void eng_event_clear(eng_event *ev)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Short bounded runs of the request and chat-rendering fuzzers (one clang build
-# for both; the long runs are done by hand: tests/fuzz/run.sh 600 fuzz_request,
+# Short bounded runs of the request and chat-rendering fuzzers, each built
+# from the sources it needs (the long runs are done by hand: tests/fuzz/run.sh 600 fuzz_request,
 # tests/fuzz/run.sh 600 fuzz_chat_render). Needs clang with libFuzzer; skipped
 # without it outside CI, fails under CI=true.
 set -euo pipefail
@@ -12,5 +12,5 @@ fi
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 for f in fuzz_request fuzz_chat_render; do
-  WICK_FUZZ_BUILD=$dir bash "$SRC/tests/fuzz/run.sh" "${WICK_FUZZ_SECONDS:-20}" "$f"
+  WICK_FUZZ_DIRECT=1 WICK_FUZZ_BUILD=$dir bash "$SRC/tests/fuzz/run.sh" "${WICK_FUZZ_SECONDS:-20}" "$f"
 done

@@ -4,7 +4,9 @@
 # FUZZER: fuzz_gguf (GGUF reader), fuzz_request (request bodies of every API
 # -> validated chat), fuzz_chat_render (validated chat -> every template).
 # Env: WICK_FUZZ_BUILD (build dir, default build-fuzz), WICK_GOLDEN (golden data),
-#      WICK_FUZZ_JOBS (parallel fuzzing processes, default 1).
+#      WICK_FUZZ_JOBS (parallel fuzzing processes, default 1), WICK_FUZZ_DIRECT=1
+#      (build the harness from the sources it needs with clang, not the whole
+#      library through cmake: the CI smoke runs).
 # Seeds: fuzz_gguf: small valid GGUFs made from golden models and vocab files
 # (every key and tensor record kept, tensor data shrunk), plus truncated and
 # corrupted variants; the chat fuzzers: tests/fuzz/seeds/*.json, request bodies
@@ -24,13 +26,22 @@ jobs=${WICK_FUZZ_JOBS:-1}
 short=$(printf %s "$name" | tr _ -) # fuzz-gguf, fuzz-request, fuzz-chat-render
 
 mkdir -p "$build"
-if { [ "$name" != fuzz_gguf ] || [ "${WICK_FUZZ_DIRECT:-0}" != 1 ]; } && [ ! -f "$build/CMakeCache.txt" ]; then
+if [ "${WICK_FUZZ_DIRECT:-0}" != 1 ] && [ ! -f "$build/CMakeCache.txt" ]; then
     CC=${CC:-clang} cmake -S "$root" -B "$build" -DWICK_FUZZ=ON -DWICK_SANITIZE=ON -DWICK_CUDA=OFF \
         -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 fi
 fuzzer=$build/$name
-if [ "$name" != fuzz_gguf ]; then
-    # the chat fuzzers need the request parsers, chat/ and parts of engine/: the whole library
+direct_flags=(-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined
+              -fno-sanitize-recover=undefined -I"$root/src")
+if [ "$name" != fuzz_gguf ] && [ "${WICK_FUZZ_DIRECT:-0}" = 1 ]; then
+    # CI smoke: only what the harnesses use — the request parsers, chat/, the
+    # plain-data part of engine/ (request.c) and gguf/ (template selection)
+    fuzzer=$build/${name}_direct
+    nice -n 19 ${CC:-clang} "${direct_flags[@]}" "$root/tests/fuzz/$name.c" \
+        "$root"/src/server/{openai_request,openai_response,openai_api,request_fields,json_schema_check,anthropic_request,responses_request,error,sse}.c \
+        "$root"/src/chat/*.c "$root/src/engine/request.c" "$root"/src/gguf/*.c "$root/src/quant/qtypes.c" \
+        "$root/src/util/err.c" "$root/src/util/mapfile.c" $(pkg-config --cflags --libs jansson) -o "$fuzzer"
+elif [ "$name" != fuzz_gguf ]; then
     nice -n 19 cmake --build "$build" --target "$name" -j2 >"$build/$name-build.log" 2>&1 ||
         { echo "building $name failed (see $build/$name-build.log)" >&2; exit 1; }
 elif [ "${WICK_FUZZ_DIRECT:-0}" = 1 ] || ! nice -n 19 cmake --build "$build" --target fuzz_gguf -j2 >"$build/fuzz-gguf-build.log" 2>&1; then
@@ -38,9 +49,7 @@ elif [ "${WICK_FUZZ_DIRECT:-0}" = 1 ] || ! nice -n 19 cmake --build "$build" --t
     # reader only needs gguf/, quant/qtypes.c and two util files, so build those directly.
     echo "warning: cmake target fuzz_gguf failed (see $build/fuzz-gguf-build.log); building the harness from gguf sources only" >&2
     fuzzer=$build/fuzz_gguf_direct
-    nice -n 19 ${CC:-clang} -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer \
-        -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I"$root/src" \
-        "$root/tests/fuzz/fuzz_gguf.c" "$root"/src/gguf/*.c "$root/src/quant/qtypes.c" \
+    nice -n 19 ${CC:-clang} "${direct_flags[@]}" "$root/tests/fuzz/fuzz_gguf.c" "$root"/src/gguf/*.c "$root/src/quant/qtypes.c" \
         "$root/src/util/err.c" "$root/src/util/mapfile.c" -o "$fuzzer"
 fi
 
