@@ -15,7 +15,7 @@ const skip = !haveGolden && 'no golden data';
 let srv;
 before(async () => {
   if (!haveGolden) return;
-  srv = await startServer(['-m', goldenModel('tiny-qwen35-F32.gguf'), '--chat-template', 'qwen35', '--ctx', '8192', '--api-key', 'agent-key',
+  srv = await startServer(['-m', goldenModel('tiny-qwen35-F32.gguf'), '--chat-template', 'qwen35', '--ctx', '16384', '--api-key', 'agent-key',
     // random weights rarely say </s>: this bias ends answers after a few tokens, as a real model would
     '--logit-bias', `${GOLDEN_EOS}=6`]);
 });
@@ -39,7 +39,7 @@ const fn = (name, props) => ({ type: 'function', name, description: `The ${name}
 
 // ---- Codex CLI: POST /v1/responses ---------------------------------------------
 
-const codexDeveloper = 'You are a coding agent running in a terminal harness. Follow the repository conventions. '.repeat(40);
+const codexDeveloper = 'You are a coding agent running in a terminal harness. Follow the repository conventions. '.repeat(50);
 const codexTools = [
   fn('exec_command', { cmd: { type: 'string' }, workdir: { type: 'string' } }),
   fn('write_stdin', { session_id: { type: 'integer' }, chars: { type: 'string' } }),
@@ -133,7 +133,7 @@ test('Responses errors: 401 without the key, 400 in OpenAI shape for a bad item'
 const claudeSystem = [
   { type: 'text', text: 'x-anthropic-billing-header: cc_version=2.1.0; cc_entrypoint=sdk-cli;' },
   { type: 'text', text: 'You are Claude Code, a coding agent.', cache_control: { type: 'ephemeral' } },
-  { type: 'text', text: 'Use the tools to inspect and change the repository. '.repeat(60), cache_control: { type: 'ephemeral' } },
+  { type: 'text', text: 'Use the tools to inspect and change the repository. '.repeat(100), cache_control: { type: 'ephemeral' } },
 ];
 const schemaOf = (props) => ({ $schema: 'https://json-schema.org/draft/2020-12/schema', type: 'object', properties: props,
   required: Object.keys(props), additionalProperties: false });
