@@ -24,8 +24,8 @@
  * share an offset (system_end == the next turn's start). The golden files
  * record the same kinds and offsets (chat_boundary_name gives their names).
  *
- * Ownership: inputs (json_t) are borrowed; the chat_prompt belongs to the
- * caller. Templates without tool support (llama3, chatml) ignore `tools`;
+ * Ownership: inputs (json_t, chat_conv) are borrowed; the chat_prompt belongs
+ * to the caller. Templates without tool support (llama3, chatml) ignore `tools`;
  * chat_prompt.tool_format == CHAT_TOOLS_NONE tells the caller so. */
 #ifndef WICK_CHAT_CHAT_H
 #define WICK_CHAT_CHAT_H
@@ -128,13 +128,11 @@ typedef struct chat_prompt {
 typedef struct chat_options {
     bool add_generation_prompt; /* default true */
     int enable_thinking;        /* -1 = template default (kwarg absent), 0 = false, 1 = true */
-    /* Normalise OpenAI-style messages before applying the template (default
-     * true): content given as an array of text parts is joined, null/missing
-     * assistant content becomes "" (when the message has tool_calls), null
-     * content elsewhere is "" too, tool-call arguments given as a JSON string
-     * are parsed where the template needs an object (Qwen3.5). false = render
-     * exactly as the Jinja template would, including its failures (used by
-     * the golden tests). */
+    /* true (default): the messages are an OpenAI-style request's and go
+     * through the validated conversation (chat_conv.h: text parts joined,
+     * developer = system, null assistant content with tool calls, arguments
+     * as JSON text). false: render exactly as the Jinja template would,
+     * including its failures (golden conformance). */
     bool normalize;
 } chat_options;
 
@@ -143,28 +141,24 @@ void chat_options_default(chat_options *opt);
 /* Renders messages (JSON array of message objects, spec openai-api.md §3.1)
  * with optional tools (JSON array or NULL/null) under tmpl. Values are
  * borrowed. On success fills *out (caller frees with chat_prompt_free). On
- * bad input (empty list, wrong role order for the template, content of the
- * wrong type, non-text parts ...) returns WK_EINVAL and err says which
- * message and why; *out is left empty. */
+ * bad input (empty list, content of the wrong type, non-text parts, wrong
+ * role order for the template ...) returns WK_EINVAL (WK_EUNSUPPORTED for
+ * non-text parts) and err says which message and why; *out is left empty.
+ * The server renders validated conversations instead: chat_render_conv in
+ * chat_conv.h. */
 int chat_render(const chat_template *tmpl, const json_t *messages, const json_t *tools,
                 const chat_options *opt, chat_prompt *out, wk_error *err);
 
-/* Entry point for the server: takes the whole /v1/chat/completions request
- * object and reads `messages`, `tools`, `tool_choice` ("none" drops the
- * tools from the prompt), `add_generation_prompt`, `chat_template_kwargs`
- * (`enable_thinking` must be a boolean) and `reasoning_effort` ("none" →
- * enable_thinking=false). default_kwargs (server --chat-template-kwargs,
- * may be NULL) are applied first and the request's kwargs over them. */
-int chat_render_request(const chat_template *tmpl, const json_t *request,
-                        const json_t *default_kwargs, chat_prompt *out, wk_error *err);
-
 void chat_prompt_free(chat_prompt *p);
 
-/* Parses JSON text like json_loadb but keeps integers beyond 64 bits (as
- * integral reals, which the renderer's tojson writes back in full below
- * 1e21) instead of failing, so tool-call arguments re-serialize as Python's
- * json.dumps would.
- * Object key order is preserved. Returns a new reference or NULL with err. */
+/* Parses JSON text (any value) with jansson, duplicate keys refused, but
+ * keeps integers beyond 64 bits (as integral reals, which the renderer's
+ * tojson writes back in full below 1e21) instead of failing, so tool-call
+ * arguments re-serialize as Python's json.dumps would. Object key order is
+ * preserved. Returns a new reference or NULL with err (WK_EFORMAT). */
 json_t *chat_json_loads(const char *text, size_t len, wk_error *err);
+
+/* "an object", "a string", "null" ... for error messages about a JSON value. */
+const char *chat_json_type_name(const json_t *v);
 
 #endif

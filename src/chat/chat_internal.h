@@ -8,6 +8,7 @@
 #include <jansson.h>
 
 #include "chat/chat.h"
+#include "chat/chat_conv.h"
 #include "chat/chat_parse.h"
 #include "util/err.h"
 
@@ -51,8 +52,13 @@ void cb_mark(chat_builder *b, chat_boundary_kind kind, int msg_index, unsigned f
 /* Finalizes (NUL-terminates) the prompt; returns 0 or WK_ENOMEM (prompt freed). */
 int cb_finish(chat_builder *b, wk_error *err);
 
-/* ---- messages as the renderers see them ---- */
-typedef enum chat_role { ROLE_SYSTEM, ROLE_USER, ROLE_ASSISTANT, ROLE_TOOL, ROLE_OTHER } chat_role;
+/* ---- messages as the renderers see them ----
+ * A view is made either from a validated chat_conv (every content a string,
+ * tool calls in `calls`) or, in exact mode, from JSON messages taken as the
+ * Jinja template would see them (any value, tool calls as JSON): exact mode
+ * reproduces the reference template's output and its failures (golden
+ * conformance); the value checks in the renderers only ever fire there. */
+typedef enum view_role { ROLE_SYSTEM, ROLE_USER, ROLE_ASSISTANT, ROLE_TOOL, ROLE_OTHER } view_role;
 
 typedef enum chat_value_state {
     VAL_STRING = 0, /* text/len valid */
@@ -62,33 +68,42 @@ typedef enum chat_value_state {
 } chat_value_state;
 
 typedef struct chat_msg {
-    const char *role; /* as given (or "system" for a normalized "developer") */
+    const char *role; /* as given (exact mode) or the canonical name */
     size_t role_len;
-    chat_role role_kind;
+    view_role role_kind;
     chat_value_state content_state;
     const char *content; /* VAL_STRING only; may point into joined */
     size_t content_len;
-    const json_t *content_json;
+    const json_t *content_json; /* exact mode */
     chat_value_state reasoning_state;
     const char *reasoning;
     size_t reasoning_len;
-    const json_t *tool_calls; /* non-empty array, else NULL */
+    const json_t *tool_calls; /* exact mode: non-empty array as given, else NULL */
+    const chat_call *calls;   /* validated: the message's tool calls */
+    size_t n_calls;
     chat_str joined;          /* owned storage for joined text parts */
 } chat_msg;
 
-typedef struct chat_conv {
+typedef struct chat_view {
     chat_msg *msgs;
     size_t n;
     const json_t *tools; /* non-empty array, else NULL */
     bool add_generation_prompt;
     int enable_thinking; /* -1 default, 0, 1 */
-    bool normalize;
-} chat_conv;
+    bool exact;          /* made from JSON as the Jinja template sees it */
+} chat_view;
+
+/* Number of tool calls of m, from either source. */
+static inline size_t chat_msg_n_calls(const chat_msg *m) { return m->calls ? m->n_calls : json_array_size(m->tool_calls); }
+
+/* chat_conv_from_openai's message and tool rules on bare arrays (tools may
+ * be NULL); *c initialised here, freed on failure. */
+int chat_conv_from_openai_messages(chat_conv *c, const json_t *messages, const json_t *tools, wk_error *err);
 
 /* Renderers: fill the builder; return 0 or WK_EINVAL/WK_EUNSUPPORTED with err. */
-int chat_render_qwen3(const chat_template *t, const chat_conv *c, chat_builder *b, wk_error *err);
-int chat_render_qwen35(const chat_template *t, const chat_conv *c, chat_builder *b, wk_error *err);
-int chat_render_llama3(const chat_template *t, const chat_conv *c, chat_builder *b, wk_error *err);
-int chat_render_chatml(const chat_template *t, const chat_conv *c, chat_builder *b, wk_error *err);
+int chat_render_qwen3(const chat_template *t, const chat_view *c, chat_builder *b, wk_error *err);
+int chat_render_qwen35(const chat_template *t, const chat_view *c, chat_builder *b, wk_error *err);
+int chat_render_llama3(const chat_template *t, const chat_view *c, chat_builder *b, wk_error *err);
+int chat_render_chatml(const chat_template *t, const chat_view *c, chat_builder *b, wk_error *err);
 
 #endif

@@ -1,7 +1,6 @@
-/* JSON in and out the way the reference templates see it: a loader that keeps
- * key order and accepts integers beyond 64 bits, and printers that match
- * Python's json.dumps / str / repr (what HF transformers' jinja2 uses). */
-#include <errno.h>
+/* JSON in and out the way the reference templates see it: jansson's loader
+ * (key order kept) made to accept integers beyond 64 bits, and printers that
+ * match Python's json.dumps / str / repr (what HF transformers' jinja2 uses). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -40,279 +39,122 @@ void cs_free(chat_str *s)
 
 /* ------------------------------------------------------------------ loader */
 
-/* Nesting cap: deeper input is hostile, not a conversation. */
-#define JSON_MAX_DEPTH 256
+/* Integer literals written back in full need more than jansson's 64 bits:
+ * such a literal is re-read as a real (a ".0" appended), which the printers
+ * below write back as the integer it was. More than this many in one text
+ * is not a conversation. */
+#define BIG_INT_RETRIES 64
 
-typedef struct jparser {
-    const char *s;
-    size_t n, i;
-    wk_error *err;
-    int failed;
-} jparser;
-
-static void jfail(jparser *p, const char *what)
+/* jansson reports a too-big integer with the position just past it. Returns
+ * the offset where ".0" goes, or -1 if the overflowing number is not a plain
+ * integer literal (a real out of range stays an error). */
+static long big_int_end(const char *s, size_t n, const json_error_t *je)
 {
-    if (!p->failed) wk_fail(p->err, WK_EFORMAT, "JSON: %s at byte %zu", what, p->i);
-    p->failed = 1;
-}
-
-static void jskip_ws(jparser *p)
-{
-    while (p->i < p->n) {
-        char c = p->s[p->i];
-        if (c != ' ' && c != '\t' && c != '\n' && c != '\r') break;
-        p->i++;
-    }
-}
-
-static int hex4(const char *s, unsigned *out)
-{
-    unsigned v = 0;
-    for (int k = 0; k < 4; k++) {
-        char c = s[k];
-        v <<= 4;
-        if (c >= '0' && c <= '9') v |= (unsigned)(c - '0');
-        else if (c >= 'a' && c <= 'f') v |= (unsigned)(c - 'a' + 10);
-        else if (c >= 'A' && c <= 'F') v |= (unsigned)(c - 'A' + 10);
-        else return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-static int put_utf8(chat_str *o, unsigned cp)
-{
-    char b[4];
-    size_t n;
-    if (cp < 0x80) { b[0] = (char)cp; n = 1; }
-    else if (cp < 0x800) { b[0] = (char)(0xC0 | (cp >> 6)); b[1] = (char)(0x80 | (cp & 0x3F)); n = 2; }
-    else if (cp < 0x10000) {
-        b[0] = (char)(0xE0 | (cp >> 12)); b[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        b[2] = (char)(0x80 | (cp & 0x3F)); n = 3;
-    } else {
-        b[0] = (char)(0xF0 | (cp >> 18)); b[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-        b[2] = (char)(0x80 | ((cp >> 6) & 0x3F)); b[3] = (char)(0x80 | (cp & 0x3F)); n = 4;
-    }
-    return cs_append(o, b, n);
-}
-
-/* Parses a string token at p->i (which is at '"') into o. */
-static int jstring(jparser *p, chat_str *o)
-{
-    p->i++; /* opening quote */
-    while (p->i < p->n) {
-        unsigned char c = (unsigned char)p->s[p->i];
-        if (c == '"') { p->i++; return 0; }
-        if (c < 0x20) { jfail(p, "control character in string"); return -1; }
-        if (c != '\\') {
-            size_t j = p->i;
-            while (j < p->n && p->s[j] != '"' && p->s[j] != '\\' && (unsigned char)p->s[j] >= 0x20) j++;
-            if (cs_append(o, p->s + p->i, j - p->i)) { jfail(p, "out of memory"); return -1; }
-            p->i = j;
-            continue;
-        }
-        if (p->i + 1 >= p->n) break;
-        char e = p->s[p->i + 1];
-        p->i += 2;
-        char lit = 0;
-        switch (e) {
-        case '"': lit = '"'; break;
-        case '\\': lit = '\\'; break;
-        case '/': lit = '/'; break;
-        case 'b': lit = '\b'; break;
-        case 'f': lit = '\f'; break;
-        case 'n': lit = '\n'; break;
-        case 'r': lit = '\r'; break;
-        case 't': lit = '\t'; break;
-        case 'u': {
-            unsigned cp;
-            if (p->i + 4 > p->n || hex4(p->s + p->i, &cp)) { jfail(p, "bad \\u escape"); return -1; }
-            p->i += 4;
-            if (cp >= 0xD800 && cp < 0xDC00) {
-                unsigned lo;
-                if (p->i + 6 <= p->n && p->s[p->i] == '\\' && p->s[p->i + 1] == 'u' &&
-                    !hex4(p->s + p->i + 2, &lo) && lo >= 0xDC00 && lo < 0xE000) {
-                    p->i += 6;
-                    cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-                } else {
-                    jfail(p, "unpaired UTF-16 surrogate");
-                    return -1;
-                }
-            } else if (cp >= 0xDC00 && cp < 0xE000) {
-                jfail(p, "unpaired UTF-16 surrogate");
-                return -1;
-            }
-            if (put_utf8(o, cp)) { jfail(p, "out of memory"); return -1; }
-            continue;
-        }
-        default: jfail(p, "bad escape"); return -1;
-        }
-        if (cs_putc(o, lit)) { jfail(p, "out of memory"); return -1; }
-    }
-    jfail(p, "unterminated string");
-    return -1;
-}
-
-static json_t *jvalue(jparser *p, int depth);
-
-static json_t *jnumber(jparser *p)
-{
-    size_t b = p->i, i = p->i;
-    bool is_int = true;
-    if (i < p->n && p->s[i] == '-') i++;
-    if (i < p->n && p->s[i] == '0') i++;
-    else if (i < p->n && p->s[i] >= '1' && p->s[i] <= '9') while (i < p->n && p->s[i] >= '0' && p->s[i] <= '9') i++;
-    else { jfail(p, "bad number"); return NULL; }
-    if (i < p->n && p->s[i] == '.') {
-        is_int = false;
-        i++;
-        size_t d = i;
-        while (i < p->n && p->s[i] >= '0' && p->s[i] <= '9') i++;
-        if (i == d) { jfail(p, "bad number"); return NULL; }
-    }
-    if (i < p->n && (p->s[i] == 'e' || p->s[i] == 'E')) {
-        is_int = false;
-        i++;
-        if (i < p->n && (p->s[i] == '+' || p->s[i] == '-')) i++;
-        size_t d = i;
-        while (i < p->n && p->s[i] >= '0' && p->s[i] <= '9') i++;
-        if (i == d) { jfail(p, "bad number"); return NULL; }
-    }
-    char buf[512];
-    if (i - b >= sizeof buf) { jfail(p, "number too long"); return NULL; }
-    memcpy(buf, p->s + b, i - b);
-    buf[i - b] = 0;
-    p->i = i;
-    if (is_int) {
-        errno = 0;
-        long long v = strtoll(buf, NULL, 10);
-        if (errno != ERANGE) return json_integer((json_int_t)v);
-        /* beyond 64 bits: kept as an integral real, printed back in full */
-    }
-    double d = strtod(buf, NULL);
-    if (!isfinite(d)) { jfail(p, "number out of range"); return NULL; }
-    return json_real(d);
-}
-
-static json_t *jvalue(jparser *p, int depth)
-{
-    if (depth > JSON_MAX_DEPTH) { jfail(p, "nesting too deep"); return NULL; }
-    jskip_ws(p);
-    if (p->i >= p->n) { jfail(p, "unexpected end"); return NULL; }
-    char c = p->s[p->i];
-    if (c == '{') {
-        json_t *o = json_object();
-        if (!o) { jfail(p, "out of memory"); return NULL; }
-        p->i++;
-        jskip_ws(p);
-        if (p->i < p->n && p->s[p->i] == '}') { p->i++; return o; }
-        for (;;) {
-            jskip_ws(p);
-            if (p->i >= p->n || p->s[p->i] != '"') { jfail(p, "expected object key"); break; }
-            chat_str key = {0};
-            if (jstring(p, &key)) { cs_free(&key); break; }
-            jskip_ws(p);
-            if (p->i >= p->n || p->s[p->i] != ':') { cs_free(&key); jfail(p, "expected ':'"); break; }
-            p->i++;
-            json_t *v = jvalue(p, depth + 1);
-            if (!v) { cs_free(&key); break; }
-            int rc = json_object_setn_new(o, key.data ? key.data : "", key.len, v);
-            cs_free(&key);
-            if (rc) { jfail(p, "bad object key"); break; }
-            jskip_ws(p);
-            if (p->i < p->n && p->s[p->i] == ',') { p->i++; continue; }
-            if (p->i < p->n && p->s[p->i] == '}') { p->i++; return o; }
-            jfail(p, "expected ',' or '}'");
-            break;
-        }
-        json_decref(o);
-        return NULL;
-    }
-    if (c == '[') {
-        json_t *a = json_array();
-        if (!a) { jfail(p, "out of memory"); return NULL; }
-        p->i++;
-        jskip_ws(p);
-        if (p->i < p->n && p->s[p->i] == ']') { p->i++; return a; }
-        for (;;) {
-            json_t *v = jvalue(p, depth + 1);
-            if (!v) break;
-            if (json_array_append_new(a, v)) { jfail(p, "out of memory"); break; }
-            jskip_ws(p);
-            if (p->i < p->n && p->s[p->i] == ',') { p->i++; continue; }
-            if (p->i < p->n && p->s[p->i] == ']') { p->i++; return a; }
-            jfail(p, "expected ',' or ']'");
-            break;
-        }
-        json_decref(a);
-        return NULL;
-    }
-    if (c == '"') {
-        chat_str s = {0};
-        if (jstring(p, &s)) { cs_free(&s); return NULL; }
-        json_t *v = json_stringn(s.data ? s.data : "", s.len);
-        cs_free(&s);
-        if (!v) jfail(p, "string is not valid UTF-8");
-        return v;
-    }
-    if (c == '-' || (c >= '0' && c <= '9')) return jnumber(p);
-    static const struct { const char *word; int kind; } words[] = {{"true", 1}, {"false", 2}, {"null", 3}};
-    for (size_t k = 0; k < 3; k++) {
-        size_t wl = strlen(words[k].word);
-        if (p->n - p->i >= wl && !memcmp(p->s + p->i, words[k].word, wl)) {
-            p->i += wl;
-            return words[k].kind == 1 ? json_true() : words[k].kind == 2 ? json_false() : json_null();
-        }
-    }
-    jfail(p, "unexpected character");
-    return NULL;
+    if (json_error_code(je) != json_error_numeric_overflow || je->position <= 0 || (size_t)je->position > n)
+        return -1;
+    size_t end = (size_t)je->position, b = end;
+    while (b > 0 && s[b - 1] >= '0' && s[b - 1] <= '9') b--;
+    if (b == end) return -1;
+    if (b > 0 && s[b - 1] == '-') b--;
+    if (b > 0 && strchr(".eE+", s[b - 1])) return -1;
+    if (end < n && strchr(".eE", s[end])) return -1;
+    return (long)end;
 }
 
 json_t *chat_json_loads(const char *text, size_t len, wk_error *err)
 {
-    jparser p = {.s = text, .n = len, .i = 0, .err = err, .failed = 0};
-    if (!text) { wk_fail(err, WK_EINVAL, "JSON: no text"); return NULL; }
-    json_t *v = jvalue(&p, 0);
-    if (!v) return NULL;
-    jskip_ws(&p);
-    if (p.i != p.n) {
-        jfail(&p, "trailing characters");
-        json_decref(v);
+    if (!text) {
+        wk_fail(err, WK_EINVAL, "JSON: no text");
         return NULL;
+    }
+    /* Duplicate keys are refused as in the request parser: which one counts would be a guess. */
+    const size_t flags = JSON_REJECT_DUPLICATES | JSON_DECODE_ANY;
+    json_error_t je;
+    json_t *v = json_loadb(text, len, flags, &je);
+    char *copy = NULL;
+    size_t n = len;
+    for (int retry = 0; !v && retry < BIG_INT_RETRIES; retry++) {
+        long at = big_int_end(copy ? copy : text, n, &je);
+        if (at < 0) break;
+        char *grown = malloc(n + 2);
+        if (!grown) break;
+        const char *src = copy ? copy : text;
+        memcpy(grown, src, (size_t)at);
+        memcpy(grown + at, ".0", 2);
+        memcpy(grown + at + 2, src + at, n - (size_t)at);
+        free(copy);
+        copy = grown;
+        n += 2;
+        v = json_loadb(copy, n, flags, &je);
+    }
+    free(copy);
+    if (!v) {
+        bool deep = json_error_code(&je) == json_error_stack_overflow;
+        wk_fail(err, WK_EFORMAT, "JSON: %s at byte %d", deep ? "nesting too deep" : je.text, je.position);
     }
     return v;
 }
 
+/* One JSON value (or object key) starting at text[*i]: parsed by jansson,
+ * *i moved past it. NULL if there is none. */
+static json_t *next_value(const char *text, size_t len, size_t *i)
+{
+    json_error_t je;
+    json_t *v = json_loadb(text + *i, len - *i, JSON_DISABLE_EOF_CHECK | JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
+    if (v) *i += (size_t)je.position;
+    return v;
+}
+
+static void skip_ws(const char *s, size_t n, size_t *i)
+{
+    while (*i < n && (s[*i] == ' ' || s[*i] == '\t' || s[*i] == '\n' || s[*i] == '\r')) (*i)++;
+}
+
 int chat_json_member_span(const char *text, size_t len, const char *key, size_t *b, size_t *e)
 {
-    wk_error scratch;
-    jparser p = {.s = text, .n = len, .i = 0, .err = &scratch, .failed = 0};
-    jskip_ws(&p);
-    if (p.i >= p.n || p.s[p.i] != '{') return -1;
-    p.i++;
+    size_t i = 0;
+    skip_ws(text, len, &i);
+    if (i >= len || text[i] != '{') return -1;
+    i++;
     for (;;) {
-        jskip_ws(&p);
-        if (p.i >= p.n || p.s[p.i] != '"') return -1;
-        chat_str k = {0};
-        if (jstring(&p, &k)) { cs_free(&k); return -1; }
-        bool match = k.len == strlen(key) && !memcmp(k.data, key, k.len);
-        cs_free(&k);
-        jskip_ws(&p);
-        if (p.i >= p.n || p.s[p.i] != ':') return -1;
-        p.i++;
-        jskip_ws(&p);
-        size_t vb = p.i;
-        json_t *v = jvalue(&p, 1);
+        skip_ws(text, len, &i);
+        if (i >= len || text[i] != '"') return -1;
+        json_t *k = next_value(text, len, &i);
+        bool match = json_is_string(k) && !strcmp(json_string_value(k), key);
+        json_decref(k);
+        if (!k) return -1;
+        skip_ws(text, len, &i);
+        if (i >= len || text[i] != ':') return -1;
+        i++;
+        skip_ws(text, len, &i);
+        size_t vb = i;
+        json_t *v = next_value(text, len, &i);
         if (!v) return -1;
         json_decref(v);
         if (match) {
             *b = vb;
-            *e = p.i;
+            *e = i;
             return 0;
         }
-        jskip_ws(&p);
-        if (p.i < p.n && p.s[p.i] == ',') { p.i++; continue; }
+        skip_ws(text, len, &i);
+        if (i < len && text[i] == ',') {
+            i++;
+            continue;
+        }
         return -1;
+    }
+}
+
+const char *chat_json_type_name(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a number";
+    case JSON_TRUE: case JSON_FALSE: return "a boolean";
+    default: return "null";
     }
 }
 

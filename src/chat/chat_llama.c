@@ -10,7 +10,7 @@
 
 /* Where a message starts, as a boundary kind (first_system: message 0 is a
  * system turn and is followed by system_end instead). */
-static void mark_message_start(chat_builder *b, const chat_conv *c, size_t i)
+static void mark_message_start(chat_builder *b, const chat_view *c, size_t i)
 {
     const chat_msg *m = &c->msgs[i];
     switch (m->role_kind) {
@@ -46,7 +46,7 @@ static void emit_role(chat_builder *b, const chat_msg *m)
     else cb_content(b, m->role, m->role_len);
 }
 
-int chat_render_llama3(const chat_template *t, const chat_conv *c, chat_builder *b, wk_error *err)
+int chat_render_llama3(const chat_template *t, const chat_view *c, chat_builder *b, wk_error *err)
 {
     for (size_t i = 0; i < c->n; i++) {
         const chat_msg *m = &c->msgs[i];
@@ -81,7 +81,7 @@ int chat_render_llama3(const chat_template *t, const chat_conv *c, chat_builder 
     return 0;
 }
 
-int chat_render_chatml(const chat_template *t, const chat_conv *c, chat_builder *b, wk_error *err)
+int chat_render_chatml(const chat_template *t, const chat_view *c, chat_builder *b, wk_error *err)
 {
     (void)t;
     for (size_t i = 0; i < c->n; i++) {

@@ -95,41 +95,55 @@ static void content_str(chat_builder *b, const chat_str *s) { cb_content(b, s->d
 
 /* ================================================================= Qwen3 */
 
-static int qwen3_tool_calls(const chat_msg *m, size_t i, bool content_nonempty, chat_builder *b,
-                            bool normalize, wk_error *err)
+/* Name and argument text of call k as Qwen3 prints them: arguments given
+ * as text verbatim, as an object through tojson. In exact mode the name is
+ * str() of whatever was given and missing arguments fail as in Jinja. */
+static int qwen3_call_text(const chat_msg *m, size_t i, size_t k, chat_str *name, chat_str *args, wk_error *err)
 {
-    size_t n = json_array_size(m->tool_calls);
+    int rc;
+    if (m->calls) {
+        const chat_call *cl = &m->calls[k];
+        rc = cs_puts(name, cl->name);
+        rc |= cl->args_text ? cs_puts(args, cl->args_text) : chat_tojson(args, cl->args);
+        return rc ? wk_fail(err, WK_ENOMEM, "chat render: out of memory") : 0;
+    }
+    const json_t *call = json_array_get(m->tool_calls, k);
+    if (!json_is_object(call))
+        return wk_fail(err, WK_EINVAL, "messages[%zu].tool_calls[%zu]: must be an object", i, k);
+    const json_t *fn = json_object_get(call, "function");
+    if (json_is_object(fn) && json_object_size(fn) > 0) call = fn;
+    const json_t *nm = json_object_get(call, "name");
+    const json_t *a = json_object_get(call, "arguments");
+    if (!a) return wk_fail(err, WK_EINVAL, "messages[%zu].tool_calls[%zu]: arguments missing", i, k);
+    rc = nm ? chat_pystr(name, nm) : 0;
+    rc |= json_is_string(a) ? cs_append(args, json_string_value(a), json_string_length(a)) : chat_tojson(args, a);
+    return rc ? wk_fail(err, WK_ENOMEM, "chat render: out of memory") : 0;
+}
+
+static int qwen3_tool_calls(const chat_msg *m, size_t i, bool content_nonempty, chat_builder *b, wk_error *err)
+{
+    size_t n = chat_msg_n_calls(m);
     for (size_t k = 0; k < n; k++) {
-        const json_t *call = json_array_get(m->tool_calls, k);
-        if (!json_is_object(call))
-            return wk_fail(err, WK_EINVAL, "messages[%zu].tool_calls[%zu]: must be an object", i, k);
-        const json_t *fn = json_object_get(call, "function");
-        if (json_is_object(fn) && json_object_size(fn) > 0) call = fn;
-        const json_t *name = json_object_get(call, "name");
-        const json_t *args = json_object_get(call, "arguments");
-        if (!args) {
-            if (!normalize)
-                return wk_fail(err, WK_EINVAL, "messages[%zu].tool_calls[%zu]: arguments missing", i, k);
+        chat_str name = {0}, args = {0};
+        int rc = qwen3_call_text(m, i, k, &name, &args, err);
+        if (rc) {
+            cs_free(&name);
+            cs_free(&args);
+            return rc;
         }
         if ((k == 0 && content_nonempty) || k > 0) cb_special(b, "\n");
         cb_special(b, "<tool_call>\n{\"name\": \"");
-        chat_str tmp = {0};
-        int rc = name ? chat_pystr(&tmp, name) : 0;
-        content_str(b, &tmp);
-        tmp.len = 0;
+        content_str(b, &name);
         cb_special(b, "\", \"arguments\": ");
-        if (!args) rc |= cs_puts(&tmp, "{}");
-        else if (json_is_string(args)) rc |= cs_append(&tmp, json_string_value(args), json_string_length(args));
-        else rc |= chat_tojson(&tmp, args);
-        content_str(b, &tmp);
-        cs_free(&tmp);
-        if (rc) return wk_fail(err, WK_ENOMEM, "chat render: out of memory");
+        content_str(b, &args);
         cb_special(b, "}\n</tool_call>");
+        cs_free(&name);
+        cs_free(&args);
     }
     return 0;
 }
 
-int chat_render_qwen3(const chat_template *t, const chat_conv *c, chat_builder *b, wk_error *err)
+int chat_render_qwen3(const chat_template *t, const chat_view *c, chat_builder *b, wk_error *err)
 {
     (void)t;
     const chat_msg *ms = c->msgs;
@@ -222,7 +236,7 @@ int chat_render_qwen3(const chat_template *t, const chat_conv *c, chat_builder *
                 cb_special(b, "<|im_start|>assistant\n");
                 cb_content(b, s + cb_, ce - cb_);
             }
-            if (m->tool_calls && (rc = qwen3_tool_calls(m, i, ce > cb_, b, c->normalize, err))) return rc;
+            if (chat_msg_n_calls(m) && (rc = qwen3_tool_calls(m, i, ce > cb_, b, err))) return rc;
             cb_special(b, "<|im_end|>\n");
         } else if (m->role_kind == ROLE_TOOL) {
             bool run_start = i == 0 || ms[i - 1].role_kind != ROLE_TOOL;
@@ -299,47 +313,51 @@ static int qwen35_content(chat_msg *m, size_t i, const char **s, size_t *len, wk
     return 0;
 }
 
-static int qwen35_tool_calls(const chat_msg *m, size_t i, bool content_nonempty, chat_builder *b,
-                             bool normalize, wk_error *err)
+/* Name and arguments object of call k; exact mode takes them from the JSON
+ * as the template does (a string of arguments fails there, as in Jinja). */
+static int qwen35_call(const chat_msg *m, size_t i, size_t k, const char **name, size_t *name_len,
+                       const json_t **args, wk_error *err)
 {
-    size_t n = json_array_size(m->tool_calls);
-    for (size_t k = 0; k < n; k++) {
-        const json_t *call = json_array_get(m->tool_calls, k);
-        if (!json_is_object(call))
-            return wk_fail(err, WK_EINVAL, "messages[%zu].tool_calls[%zu]: must be an object", i, k);
-        const json_t *fn = json_object_get(call, "function");
-        if (fn) {
-            if (!json_is_object(fn))
-                return wk_fail(err, WK_EINVAL, "messages[%zu].tool_calls[%zu].function: must be an object", i, k);
-            call = fn;
-        }
-        const json_t *name = json_object_get(call, "name");
-        if (!json_is_string(name))
-            return wk_fail(err, WK_EINVAL, "messages[%zu].tool_calls[%zu]: name must be a string", i, k);
-        const json_t *args = json_object_get(call, "arguments");
-        json_t *parsed = NULL;
-        if (args && json_is_string(args) && normalize) {
-            /* OpenAI clients send arguments as JSON text; this template needs the object */
-            wk_error perr;
-            parsed = chat_json_loads(json_string_value(args), json_string_length(args), &perr);
-            if (!json_is_object(parsed)) {
-                json_decref(parsed);
-                return wk_fail(err, WK_EINVAL,
-                               "messages[%zu].tool_calls[%zu].arguments: not a JSON object", i, k);
-            }
-            args = parsed;
-        }
-        if (args && !json_is_object(args))
-            return wk_fail(err, WK_EINVAL, "messages[%zu].tool_calls[%zu].arguments: must be an object", i, k);
+    if (m->calls) {
+        *name = m->calls[k].name;
+        *name_len = strlen(*name);
+        *args = m->calls[k].args;
+        return 0;
+    }
+    const json_t *call = json_array_get(m->tool_calls, k);
+    if (!json_is_object(call)) return wk_fail(err, WK_EINVAL, "messages[%zu].tool_calls[%zu]: must be an object", i, k);
+    const json_t *fn = json_object_get(call, "function");
+    if (fn) {
+        if (!json_is_object(fn))
+            return wk_fail(err, WK_EINVAL, "messages[%zu].tool_calls[%zu].function: must be an object", i, k);
+        call = fn;
+    }
+    const json_t *nm = json_object_get(call, "name");
+    if (!json_is_string(nm)) return wk_fail(err, WK_EINVAL, "messages[%zu].tool_calls[%zu]: name must be a string", i, k);
+    *name = json_string_value(nm);
+    *name_len = json_string_length(nm);
+    *args = json_object_get(call, "arguments");
+    if (*args && !json_is_object(*args))
+        return wk_fail(err, WK_EINVAL, "messages[%zu].tool_calls[%zu].arguments: must be an object", i, k);
+    return 0;
+}
 
+static int qwen35_tool_calls(const chat_msg *m, size_t i, bool content_nonempty, chat_builder *b, wk_error *err)
+{
+    size_t n = chat_msg_n_calls(m);
+    for (size_t k = 0; k < n; k++) {
+        const char *name;
+        size_t name_len;
+        const json_t *args;
+        int rc = qwen35_call(m, i, k, &name, &name_len, &args, err);
+        if (rc) return rc;
         if (k > 0) cb_special(b, "\n");
         else if (content_nonempty) cb_special(b, "\n\n");
         cb_special(b, "<tool_call>\n<function=");
-        cb_content(b, json_string_value(name), json_string_length(name));
+        cb_content(b, name, name_len);
         cb_special(b, ">\n");
         const char *key;
         json_t *val;
-        int rc = 0;
         if (args) {
             json_object_foreach((json_t *)args, key, val) {
                 chat_str tmp = {0};
@@ -353,14 +371,13 @@ static int qwen35_tool_calls(const chat_msg *m, size_t i, bool content_nonempty,
                 cb_special(b, "\n</parameter>\n");
             }
         }
-        json_decref(parsed);
         if (rc) return wk_fail(err, WK_ENOMEM, "chat render: out of memory");
         cb_special(b, "</function>\n</tool_call>");
     }
     return 0;
 }
 
-int chat_render_qwen35(const chat_template *t, const chat_conv *c, chat_builder *b, wk_error *err)
+int chat_render_qwen35(const chat_template *t, const chat_view *c, chat_builder *b, wk_error *err)
 {
     (void)t;
     chat_msg *ms = c->msgs;
@@ -421,7 +438,15 @@ int chat_render_qwen35(const chat_template *t, const chat_conv *c, chat_builder 
         if ((rc = qwen35_content(m, i, &s, &len, err))) return rc;
         switch (m->role_kind) {
         case ROLE_SYSTEM:
-            if (i != 0) return wk_fail(err, WK_EINVAL, "messages[%zu]: system message must be at the beginning", i);
+            if (i == 0) break;
+            /* The template refuses a later system message; a validated
+             * conversation (an agent's mid-conversation instructions) gets
+             * a system turn in place, as Qwen3's template renders it. */
+            if (c->exact) return wk_fail(err, WK_EINVAL, "messages[%zu]: system message must be at the beginning", i);
+            cb_mark(b, CHAT_B_SYSTEM_START, (int)i, 0);
+            cb_special(b, "<|im_start|>system\n");
+            cb_content(b, s, len);
+            cb_special(b, "<|im_end|>\n");
             break;
         case ROLE_USER:
             cb_mark(b, CHAT_B_USER_START, (int)i, i == last_query ? CHAT_BFLAG_LAST_USER : 0);
@@ -450,7 +475,7 @@ int chat_render_qwen35(const chat_template *t, const chat_conv *c, chat_builder 
             cb_content(b, s + cb_, ce - cb_);
             size_t tb = cb_, te = ce;
             chat_strip_space(s, &tb, &te, true, true);
-            if (m->tool_calls && (rc = qwen35_tool_calls(m, i, te > tb, b, c->normalize, err))) return rc;
+            if (chat_msg_n_calls(m) && (rc = qwen35_tool_calls(m, i, te > tb, b, err))) return rc;
             cb_special(b, "<|im_end|>\n");
             break;
         }

@@ -1,9 +1,10 @@
-/* Template selection, the prompt builder, and the render entry points:
- * requests are turned into a chat_conv (roles classified, content checked or
- * normalised) and handed to the renderer of the chosen template. */
+/* Template selection, the prompt builder, and the render entry points: a
+ * validated chat_conv (or, in exact mode, JSON messages as the Jinja template
+ * sees them) becomes a view that the renderer of the chosen template reads. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "chat/chat_conv.h"
 #include "chat/chat_internal.h"
 #include "gguf/gguf.h"
 
@@ -216,28 +217,6 @@ void chat_prompt_free(chat_prompt *p)
 
 /* ---------------------------------------------------------- conversation */
 
-/* Joins the text parts of an OpenAI content array; non-text parts are
- * refused (this is a text-only engine). */
-static int join_parts(chat_msg *m, size_t idx, const json_t *parts, wk_error *err)
-{
-    for (size_t k = 0; k < json_array_size(parts); k++) {
-        const json_t *part = json_array_get(parts, k);
-        const json_t *type = json_object_get(part, "type");
-        const json_t *text = json_object_get(part, "text");
-        if (!json_is_object(part) || !json_is_string(text) ||
-            (type && !(json_is_string(type) && !strcmp(json_string_value(type), "text")))) {
-            const char *tn = json_is_string(type) ? json_string_value(type) : "?";
-            return wk_fail(err, json_is_string(type) && strcmp(tn, "text") ? WK_EUNSUPPORTED : WK_EINVAL,
-                           "messages[%zu].content[%zu]: only text parts are supported (got type '%s')",
-                           idx, k, tn);
-        }
-        if (cs_append(&m->joined, json_string_value(text), json_string_length(text)))
-            return wk_fail(err, WK_ENOMEM, "chat render: out of memory");
-    }
-    if (cs_append(&m->joined, "", 0)) return wk_fail(err, WK_ENOMEM, "chat render: out of memory");
-    return 0;
-}
-
 static void value_view(const json_t *v, chat_value_state *state, const char **s, size_t *len)
 {
     *s = NULL;
@@ -251,44 +230,70 @@ static void value_view(const json_t *v, chat_value_state *state, const char **s,
     } else *state = VAL_OTHER;
 }
 
-static void conv_free(chat_conv *c)
+static void view_free(chat_view *v)
 {
-    for (size_t i = 0; i < c->n; i++) cs_free(&c->msgs[i].joined);
-    free(c->msgs);
-    c->msgs = NULL;
-    c->n = 0;
+    for (size_t i = 0; i < v->n; i++) cs_free(&v->msgs[i].joined);
+    free(v->msgs);
+    memset(v, 0, sizeof *v);
 }
 
-static int conv_build(chat_conv *c, const json_t *messages, const json_t *tools, const chat_options *opt,
-                      wk_error *err)
+static int view_alloc(chat_view *v, size_t n, wk_error *err)
 {
-    memset(c, 0, sizeof *c);
-    if (!json_is_array(messages)) return wk_fail(err, WK_EINVAL, "messages: must be an array");
-    if (tools && !json_is_null(tools) && !json_is_array(tools))
-        return wk_fail(err, WK_EINVAL, "tools: must be an array");
-    c->tools = json_array_size(tools) > 0 ? tools : NULL;
-    c->add_generation_prompt = opt->add_generation_prompt;
-    c->enable_thinking = opt->enable_thinking;
-    c->normalize = opt->normalize;
-    c->n = json_array_size(messages);
-    c->msgs = calloc(c->n ? c->n : 1, sizeof *c->msgs);
-    if (!c->msgs) return wk_fail(err, WK_ENOMEM, "chat render: out of memory");
+    memset(v, 0, sizeof *v);
+    v->n = n;
+    v->msgs = calloc(n ? n : 1, sizeof *v->msgs);
+    return v->msgs ? 0 : wk_fail(err, WK_ENOMEM, "chat render: out of memory");
+}
 
+static const char *const ROLE_NAMES[] = {"system", "user", "assistant", "tool"};
+
+/* A validated conversation: nothing to check. */
+static int view_of_conv(chat_view *v, const chat_conv *c, wk_error *err)
+{
+    if (view_alloc(v, c->n, err)) return WK_ENOMEM;
+    v->tools = c->tools;
+    v->add_generation_prompt = c->add_generation_prompt;
+    v->enable_thinking = c->enable_thinking;
     for (size_t i = 0; i < c->n; i++) {
+        const chat_message *cm = &c->msgs[i];
+        chat_msg *m = &v->msgs[i];
+        m->role = ROLE_NAMES[cm->role];
+        m->role_len = strlen(m->role);
+        m->role_kind = (view_role)cm->role; /* same order */
+        m->content_state = VAL_STRING;
+        m->content = cm->content;
+        m->content_len = cm->content_len;
+        m->reasoning_state = cm->reasoning ? VAL_STRING : VAL_MISSING;
+        m->reasoning = cm->reasoning;
+        m->reasoning_len = cm->reasoning_len;
+        m->calls = cm->n_calls ? cm->calls : NULL;
+        m->n_calls = cm->n_calls;
+    }
+    return 0;
+}
+
+/* JSON messages exactly as the Jinja template sees them: roles classified,
+ * values as given (the renderers reproduce the template's failures). */
+static int view_of_json(chat_view *v, const json_t *messages, const json_t *tools, const chat_options *opt,
+                        wk_error *err)
+{
+    if (!json_is_array(messages)) return wk_fail(err, WK_EINVAL, "messages: must be an array");
+    if (tools && !json_is_null(tools) && !json_is_array(tools)) return wk_fail(err, WK_EINVAL, "tools: must be an array");
+    if (view_alloc(v, json_array_size(messages), err)) return WK_ENOMEM;
+    v->tools = json_array_size(tools) > 0 ? tools : NULL;
+    v->add_generation_prompt = opt->add_generation_prompt;
+    v->enable_thinking = opt->enable_thinking;
+    v->exact = true;
+    for (size_t i = 0; i < v->n; i++) {
         const json_t *jm = json_array_get(messages, i);
-        chat_msg *m = &c->msgs[i];
-        if (!json_is_object(jm)) { conv_free(c); return wk_fail(err, WK_EINVAL, "messages[%zu]: must be an object", i); }
+        chat_msg *m = &v->msgs[i];
         const json_t *role = json_object_get(jm, "role");
-        if (!json_is_string(role)) {
-            conv_free(c);
-            return wk_fail(err, WK_EINVAL, "messages[%zu].role: missing or not a string", i);
+        if (!json_is_object(jm) || !json_is_string(role)) {
+            view_free(v);
+            return wk_fail(err, WK_EINVAL, "messages[%zu]: must be an object with a string role", i);
         }
         m->role = json_string_value(role);
         m->role_len = json_string_length(role);
-        if (opt->normalize && !strcmp(m->role, "developer")) {
-            m->role = "system"; /* OpenAI's newer name for system instructions */
-            m->role_len = 6;
-        }
         m->role_kind = !strcmp(m->role, "system")      ? ROLE_SYSTEM
                        : !strcmp(m->role, "user")      ? ROLE_USER
                        : !strcmp(m->role, "assistant") ? ROLE_ASSISTANT
@@ -296,37 +301,49 @@ static int conv_build(chat_conv *c, const json_t *messages, const json_t *tools,
                                                        : ROLE_OTHER;
         m->content_json = json_object_get(jm, "content");
         value_view(m->content_json, &m->content_state, &m->content, &m->content_len);
-        value_view(json_object_get(jm, "reasoning_content"), &m->reasoning_state, &m->reasoning,
-                   &m->reasoning_len);
+        value_view(json_object_get(jm, "reasoning_content"), &m->reasoning_state, &m->reasoning, &m->reasoning_len);
         const json_t *tc = json_object_get(jm, "tool_calls");
         if (tc && !json_is_null(tc) && !json_is_array(tc)) {
-            conv_free(c);
+            view_free(v);
             return wk_fail(err, WK_EINVAL, "messages[%zu].tool_calls: must be an array", i);
         }
         m->tool_calls = json_array_size(tc) > 0 ? tc : NULL;
-
-        if (opt->normalize) {
-            if (m->content_state == VAL_OTHER && json_is_array(m->content_json)) {
-                int rc = join_parts(m, i, m->content_json, err);
-                if (rc) { conv_free(c); return rc; }
-                m->content_state = VAL_STRING;
-                m->content = m->joined.data;
-                m->content_len = m->joined.len;
-            } else if (m->content_state == VAL_NULL || m->content_state == VAL_MISSING) {
-                m->content_state = VAL_STRING;
-                m->content = "";
-                m->content_len = 0;
-            } else if (m->content_state == VAL_OTHER) {
-                conv_free(c);
-                return wk_fail(err, WK_EINVAL, "messages[%zu].content: must be a string or an array of text parts", i);
-            }
-            if (m->reasoning_state == VAL_OTHER) {
-                conv_free(c);
-                return wk_fail(err, WK_EINVAL, "messages[%zu].reasoning_content: must be a string", i);
-            }
-        }
     }
     return 0;
+}
+
+static int render_view(const chat_template *tmpl, chat_view *view, chat_prompt *out, wk_error *err)
+{
+    chat_builder b;
+    cb_init(&b, out);
+    int rc;
+    switch (tmpl->kind) {
+    case CHAT_TMPL_QWEN3: rc = chat_render_qwen3(tmpl, view, &b, err); break;
+    case CHAT_TMPL_QWEN35: rc = chat_render_qwen35(tmpl, view, &b, err); break;
+    case CHAT_TMPL_LLAMA3: rc = chat_render_llama3(tmpl, view, &b, err); break;
+    case CHAT_TMPL_CHATML: rc = chat_render_chatml(tmpl, view, &b, err); break;
+    default: rc = wk_fail(err, WK_EINVAL, "chat render: bad template kind %d", (int)tmpl->kind);
+    }
+    bool tools = view->tools != NULL;
+    view_free(view);
+    if (rc) {
+        chat_prompt_free(out);
+        return rc;
+    }
+    rc = cb_finish(&b, err);
+    if (rc) return rc;
+    out->tool_format = tools ? tmpl->tool_format : CHAT_TOOLS_NONE;
+    out->starts_with_bos = tmpl->bos_token[0] && out->len >= strlen(tmpl->bos_token) &&
+                           !memcmp(out->text, tmpl->bos_token, strlen(tmpl->bos_token));
+    return 0;
+}
+
+int chat_render_conv(const chat_template *tmpl, const chat_conv *c, chat_prompt *out, wk_error *err)
+{
+    memset(out, 0, sizeof *out);
+    chat_view view;
+    int rc = view_of_conv(&view, c, err);
+    return rc ? rc : render_view(tmpl, &view, out, err);
 }
 
 int chat_render(const chat_template *tmpl, const json_t *messages, const json_t *tools,
@@ -338,66 +355,17 @@ int chat_render(const chat_template *tmpl, const json_t *messages, const json_t 
         opt = &defaults;
     }
     memset(out, 0, sizeof *out);
-    chat_conv conv;
-    int rc = conv_build(&conv, messages, tools, opt, err);
-    if (rc) return rc;
-
-    chat_builder b;
-    cb_init(&b, out);
-    switch (tmpl->kind) {
-    case CHAT_TMPL_QWEN3: rc = chat_render_qwen3(tmpl, &conv, &b, err); break;
-    case CHAT_TMPL_QWEN35: rc = chat_render_qwen35(tmpl, &conv, &b, err); break;
-    case CHAT_TMPL_LLAMA3: rc = chat_render_llama3(tmpl, &conv, &b, err); break;
-    case CHAT_TMPL_CHATML: rc = chat_render_chatml(tmpl, &conv, &b, err); break;
-    default: rc = wk_fail(err, WK_EINVAL, "chat render: bad template kind %d", (int)tmpl->kind);
-    }
-    conv_free(&conv);
-    if (rc) {
-        chat_prompt_free(out);
+    if (opt->normalize) {
+        chat_conv c;
+        int rc = chat_conv_from_openai_messages(&c, messages, tools, err);
+        if (rc) return rc;
+        c.add_generation_prompt = opt->add_generation_prompt;
+        c.enable_thinking = opt->enable_thinking;
+        rc = chat_render_conv(tmpl, &c, out, err);
+        chat_conv_free(&c);
         return rc;
     }
-    rc = cb_finish(&b, err);
-    if (rc) return rc;
-    out->tool_format = conv.tools ? tmpl->tool_format : CHAT_TOOLS_NONE;
-    out->starts_with_bos = tmpl->bos_token[0] && out->len >= strlen(tmpl->bos_token) &&
-                           !memcmp(out->text, tmpl->bos_token, strlen(tmpl->bos_token));
-    return 0;
-}
-
-int chat_render_request(const chat_template *tmpl, const json_t *request, const json_t *default_kwargs,
-                        chat_prompt *out, wk_error *err)
-{
-    memset(out, 0, sizeof *out);
-    if (!json_is_object(request)) return wk_fail(err, WK_EINVAL, "request: must be a JSON object");
-    chat_options opt;
-    chat_options_default(&opt);
-
-    const json_t *agp = json_object_get(request, "add_generation_prompt");
-    if (agp && !json_is_null(agp)) {
-        if (!json_is_boolean(agp)) return wk_fail(err, WK_EINVAL, "add_generation_prompt: must be a boolean");
-        opt.add_generation_prompt = json_is_true(agp);
-    }
-    const json_t *effort = json_object_get(request, "reasoning_effort");
-    if (json_is_string(effort) && !strcmp(json_string_value(effort), "none")) opt.enable_thinking = 0;
-
-    const json_t *kw_sources[2] = {default_kwargs, json_object_get(request, "chat_template_kwargs")};
-    for (int k = 0; k < 2; k++) {
-        const json_t *kw = kw_sources[k];
-        if (!kw || json_is_null(kw)) continue;
-        if (!json_is_object(kw)) return wk_fail(err, WK_EINVAL, "chat_template_kwargs: must be an object");
-        const json_t *et = json_object_get(kw, "enable_thinking");
-        if (et && !json_is_null(et)) {
-            if (!json_is_boolean(et))
-                return wk_fail(err, WK_EINVAL, "chat_template_kwargs.enable_thinking: must be a boolean");
-            opt.enable_thinking = json_is_true(et) ? 1 : 0;
-        }
-    }
-
-    const json_t *tools = json_object_get(request, "tools");
-    const json_t *choice = json_object_get(request, "tool_choice");
-    if (json_is_string(choice) && !strcmp(json_string_value(choice), "none")) tools = NULL;
-
-    const json_t *messages = json_object_get(request, "messages");
-    if (!messages) return wk_fail(err, WK_EINVAL, "messages: required");
-    return chat_render(tmpl, messages, tools, &opt, out, err);
+    chat_view view;
+    int rc = view_of_json(&view, messages, tools, opt, err);
+    return rc ? rc : render_view(tmpl, &view, out, err);
 }

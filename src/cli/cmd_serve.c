@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -37,9 +38,10 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: wick serve [-m MODEL.gguf] [options]\n\n"
-            "Serves an OpenAI-compatible API (POST /v1/chat/completions, /v1/completions,\n"
-            "/v1/tokenize, /v1/detokenize; GET /v1/models, /health, /metrics) and a live\n"
-            "monitor page at /monitor. One engine thread runs requests one at a time;\n"
+            "Serves the OpenAI API (POST /v1/chat/completions, /v1/completions, /v1/responses),\n"
+            "the Anthropic Messages API (POST /v1/messages, /v1/messages/count_tokens),\n"
+            "POST /v1/tokenize, /v1/detokenize, GET /v1/models, /health, /metrics and a\n"
+            "live monitor page at /monitor. One engine thread runs requests one at a time;\n"
             "the others wait in a bounded queue (HTTP 429 when it is full).\n\n"
             "options:\n"
             "  -m, --model FILE        GGUF model to serve (default: wick's own small code model,\n"
@@ -47,11 +49,15 @@ static void usage(FILE *out)
             "      --demo              serve a tiny SYNTHETIC random-weight demo model instead,\n"
             "                          made once in $XDG_CACHE_HOME/wick (or ~/.cache/wick): it\n"
             "                          exercises the whole server but answers gibberish\n"
-            "      --alias NAME        model id shown by /v1/models (default: file name)\n"
+            "      --alias NAME        model id shown by /v1/models (default: file name); may\n"
+            "                          repeat: later names are accepted as well\n"
+            "      --strict-model-id   refuse requests naming another model (404); by default\n"
+            "                          the loaded model answers whatever 'model' says\n"
             "      --host HOST         address to listen on (default 127.0.0.1). A host\n"
             "                          other than loopback requires --api-key; HTTP is\n"
             "                          not encrypted, put TLS in front for remote use.\n"
-            "      --port N            TCP port (default 8008; 0 = any free port)\n"
+            "      --port N            TCP port (default 8008; 0 = a free port, printed). A port\n"
+            "                          another process listens on is refused, never shared\n"
             "      --api-key KEY       require 'Authorization: Bearer KEY' on every route\n"
             "                          but /health and the monitor page (env WICK_API_KEY)\n"
             "  -t, --threads N         compute threads (default: physical cores)\n"
@@ -64,12 +70,16 @@ static void usage(FILE *out)
             "      --max-body-mb N     largest request body (default 32)\n"
             "      --timeout S         close connections idle for S seconds (default 30)\n"
             "      --request-timeout S stop a generation after S seconds (default: none)\n"
+            "      --max-tokens N      cap on the tokens one request generates, whatever it asks\n"
+            "                          for (default: none; the context is the limit)\n"
+            "      --logit-bias ID=B   add B (-100..100) to token ID's logit in every request that\n"
+            "                          does not bias it itself (-100 bans it); may repeat\n"
             "      --keepalive-ms N    SSE ': keep-alive' comment after N ms of silence (5000)\n"
             "      --cache-mem SIZE    prefix cache RAM for idle conversations and checkpoints (2G)\n"
             "      --cache-slots N     conversations kept in RAM (4)\n"
             "      --cache-dir DIR     archive conversations on disk; a restarted server resumes them\n"
             "      --cache-disk SIZE   cap of the archive folder (8G)\n"
-
+            "      --log-format F      text (default) or json: one JSON object per log line\n"
             "  -v, --verbose           debug logging\n"
             "  -h, --help              this help\n\n"
             "configuration, memory and readiness (the checks of wick check run first; serve refuses\n"
@@ -209,10 +219,53 @@ static int parse_int(const char *s, const char *what, long lo, long hi, long *ou
     return 0;
 }
 
+/* What the server runs with, one fact per line: the model and its chat
+ * template, the context and why, KV type, attention policy, cache, where it
+ * listens. */
+static void log_startup(pl_service *svc, const pl_service_config *ec, const srv_config *sc, int port)
+{
+    json_t *info = pl_service_model_info(svc);
+    const char *tmpl = json_string_value(json_object_get(info, "chat_template"));
+    long long train = json_integer_value(json_object_get(info, "n_ctx_train"));
+    int n_ctx = pl_service_n_ctx(svc);
+    WK_INFO("model '%s' (%s, %s), chat template %s%s", pl_service_model_id(svc),
+            json_string_value(json_object_get(info, "arch")), json_string_value(json_object_get(info, "type")),
+            tmpl ? tmpl : "none (chat needs --chat-template NAME; /v1/completions works)",
+            ec->pipeline.chat_template && *ec->pipeline.chat_template ? " (--chat-template)"
+            : tmpl                                                      ? " (recognised from the GGUF)"
+                                                                        : "");
+    const eng_options *eo = &ec->pipeline.eng;
+    if (eo->n_ctx > 0)
+        WK_INFO("context %d tokens (--ctx; the model was trained for %lld)", n_ctx, train);
+    else
+        WK_INFO("context %d tokens (default: the model's trained context %lld, reduced to what fits the memory "
+                "budget, as logged above; --ctx N or --mem SIZE to change)", n_ctx, train);
+    char pol[160];
+    cli_policy_describe(&eo->policy, pol, sizeof pol);
+    WK_INFO("KV cache %s, attention %s", cli_kv_type_name(eo->kv_type), pol);
+    const ckpt_cache_config *cache = &ec->pipeline.cache;
+    char slots[32] = "4", mem[32];
+    if (cache->max_slots > 0) snprintf(slots, sizeof slots, "%d", cache->max_slots);
+    snprintf(mem, sizeof mem, "%.2f GiB",
+             (double)(cache->mem_bytes ? cache->mem_bytes : CKPT_CACHE_MEM_DEFAULT) / (1024.0 * 1024 * 1024));
+    WK_INFO("prefix cache: slots %s, RAM %s, %s%s", slots, mem, cache->dir ? "disk archive in " : "no disk archive",
+            cache->dir ? cache->dir : " (--cache-dir DIR)");
+    json_decref(info);
+    const char *h = sc->host;
+    bool v6 = strchr(h, ':') && h[0] != '[';
+    WK_INFO("listening on http://%s%s%s:%d (OpenAI /v1, Anthropic /v1/messages, monitor /monitor, metrics /metrics)%s",
+            v6 ? "[" : "", h, v6 ? "]" : "", port, sc->api_key ? ", API key required" : "");
+    if (sc->strict_model_id) WK_INFO("model names other than '%s' are refused (--strict-model-id)", pl_service_model_id(svc));
+    if (!srv_host_is_loopback(h))
+        WK_WARN("listening on a non-loopback address over plain HTTP: traffic (prompts, answers, the API key) is NOT "
+                "encrypted. Put a TLS proxy in front for remote use.");
+    fflush(stderr);
+}
+
 int cmd_serve(int argc, char **argv)
 {
     enum { O_HOST = 1000, O_PORT, O_KEY, O_TMPL, O_QUEUE, O_PAR, O_BODY, O_TIMEOUT, O_RTIMEOUT, O_KA, O_ALIAS,
-           O_CMEM, O_CSLOTS, O_CDIR, O_CDISK, O_DEMO };
+           O_CMEM, O_CSLOTS, O_CDIR, O_CDISK, O_DEMO, O_STRICT_ID, O_LOG_FORMAT, O_MAX_TOKENS, O_BIAS };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},   {"host", required_argument, 0, O_HOST},
         {"port", required_argument, 0, O_PORT}, {"api-key", required_argument, 0, O_KEY},
@@ -223,7 +276,10 @@ int cmd_serve(int argc, char **argv)
         {"keepalive-ms", required_argument, 0, O_KA}, {"alias", required_argument, 0, O_ALIAS},
         {"cache-mem", required_argument, 0, O_CMEM}, {"cache-slots", required_argument, 0, O_CSLOTS},
         {"cache-dir", required_argument, 0, O_CDIR}, {"cache-disk", required_argument, 0, O_CDISK},
-        {"demo", no_argument, 0, O_DEMO}, CLI_POLICY_LONG_OPTIONS, CLI_KV_TYPE_OPTION,
+        {"demo", no_argument, 0, O_DEMO}, {"strict-model-id", no_argument, 0, O_STRICT_ID},
+        {"log-format", required_argument, 0, O_LOG_FORMAT}, {"max-tokens", required_argument, 0, O_MAX_TOKENS},
+        {"logit-bias", required_argument, 0, O_BIAS},
+        CLI_POLICY_LONG_OPTIONS, CLI_KV_TYPE_OPTION,
         CLI_DEVICE_OPTION,                      {"verbose", no_argument, 0, 'v'},       {"help", no_argument, 0, 'h'},
         CLI_READY_LONG_OPTIONS, {0, 0, 0, 0}};
     cli_config cfg; /* --config FILE: its keys become options in front of the command line */
@@ -244,6 +300,11 @@ int cmd_serve(int argc, char **argv)
     ckpt_cache_config *cache_cfg = &ec.pipeline.cache;
     cache_cfg->max_slots = 0; /* the cache's default */
     bool demo = false;
+    const char *aliases[16];
+    int n_aliases = 0;
+    int32_t bias_ids[64];
+    float bias_values[64];
+    int n_bias = 0;
     long v;
     int c;
     optind = 1;
@@ -292,7 +353,44 @@ int cmd_serve(int argc, char **argv)
             if (parse_int(optarg, "--keepalive-ms", 50, 600000, &v)) return 2;
             sc.keepalive_ms = (int)v;
             break;
-        case O_ALIAS: ec.model_id = optarg; break;
+        case O_ALIAS:
+            if (n_aliases == (int)(sizeof aliases / sizeof aliases[0])) {
+                fprintf(stderr, "wick serve: at most %zu --alias names\n", sizeof aliases / sizeof aliases[0]);
+                return 2;
+            }
+            aliases[n_aliases++] = optarg;
+            if (!ec.model_id) ec.model_id = optarg; /* the first is the id /v1/models shows */
+            break;
+        case O_STRICT_ID: sc.strict_model_id = true; break;
+        case O_BIAS: {
+            char *end;
+            long id = strtol(optarg, &end, 10);
+            double b = *end == '=' ? strtod(end + 1, &end) : NAN;
+            if (end == optarg || *end || id < 0 || id > INT32_MAX || !(b >= -100.0 && b <= 100.0)) {
+                fprintf(stderr, "wick serve: --logit-bias must be TOKEN_ID=BIAS with BIAS in [-100, 100], got '%s'\n", optarg);
+                return 2;
+            }
+            if (n_bias == (int)(sizeof bias_ids / sizeof bias_ids[0])) {
+                fprintf(stderr, "wick serve: at most %zu --logit-bias entries\n", sizeof bias_ids / sizeof bias_ids[0]);
+                return 2;
+            }
+            bias_ids[n_bias] = (int32_t)id;
+            bias_values[n_bias++] = (float)b;
+            break;
+        }
+        case O_MAX_TOKENS:
+            if (parse_int(optarg, "--max-tokens", 1, INT32_MAX, &v)) return 2;
+            sc.max_tokens = (int)v;
+            break;
+        case O_LOG_FORMAT: {
+            enum wk_log_format f;
+            if (wk_log_format_parse(optarg, &f)) {
+                fprintf(stderr, "wick serve: --log-format must be text or json, got '%s'\n", optarg);
+                return 2;
+            }
+            wk_log_set_format(f);
+            break;
+        }
         case O_CMEM:
             if (parse_size(optarg, "--cache-mem", &cache_cfg->mem_bytes)) return 2;
             break;
@@ -334,6 +432,11 @@ int cmd_serve(int argc, char **argv)
         return cli_config_print(stdout, "wick serve", opts, "m:t:c:vh", repeatable, secret, argc, argv) ? 2 : 0;
     }
     sc.api_key = api_key && *api_key ? api_key : NULL;
+    sc.aliases = aliases;
+    sc.n_aliases = n_aliases;
+    sc.bias_ids = bias_ids;
+    sc.bias_values = bias_values;
+    sc.n_bias = n_bias;
     if (!srv_host_is_loopback(sc.host) && !sc.api_key) {
         fprintf(stderr, "wick serve: refusing to listen on %s without an API key: anyone who can reach it could use "
                         "the model. Pass --api-key KEY (or set WICK_API_KEY), or use --host 127.0.0.1.\n", sc.host);
@@ -397,16 +500,7 @@ int cmd_serve(int argc, char **argv)
         pl_service_stop(svc);
         return 1;
     }
-    const char *h = sc.host;
-    bool v6 = strchr(h, ':') && h[0] != '[';
-    fprintf(stderr, "wick: model '%s', context %d tokens\n", pl_service_model_id(svc), pl_service_n_ctx(svc));
-    fprintf(stderr, "wick: listening on http://%s%s%s:%d (monitor: /monitor, metrics: /metrics)%s\n", v6 ? "[" : "", h,
-            v6 ? "]" : "", srv_port(srv), sc.api_key ? ", API key required" : "");
-    if (!srv_host_is_loopback(h))
-        fprintf(stderr, "wick: WARNING: listening on a non-loopback address over plain HTTP: traffic (prompts, answers, "
-                        "the API key) is NOT encrypted. Put a TLS proxy in front for remote use.\n");
-    fflush(stderr);
-
+    log_startup(svc, &ec, &sc, srv_port(srv));
     int sig = 0;
     sigwait(&set, &sig);
     fprintf(stderr, "wick: %s received, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");

@@ -61,18 +61,6 @@ int eng_device_parse(const char *s, int32_t *device, int32_t *gpu, wk_error *err
     return 0;
 }
 
-void eng_policy_approx_default(be_attn_policy *p)
-{
-    /* A system prompt + instructions fit in 8K; an 8K window keeps the
-     * recent code/document exact; the last 2K prompt tokens (the question)
-     * see everything; a continuation's short new turn (128) does too. */
-    p->approx = true;
-    p->global = 8192;
-    p->window = 8192;
-    p->dense_tail = 2048;
-    p->dense_tail_continue = 128;
-}
-
 uint64_t eng_policy_fingerprint(const be_attn_policy *p)
 {
     if (!p || !p->approx) return 0x64656e7365ull; /* "dense": every dense policy computes the same KV */

@@ -1,14 +1,20 @@
-/* Plain data of a request: clearing, the sampling defaults, the counters'
- * JSON (engine/request.h). */
+/* Plain data of a request (engine/request.h): clearing, the sampling
+ * defaults, the default approximate attention policy a request may ask for,
+ * the counters' JSON. Kept apart from the engine so the server's parsing
+ * code links without a model. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "chat/chat_conv.h"
+#include "engine/context.h"
 #include "engine/request.h"
-#include "engine/sampler.h"
 
 void eng_request_clear(eng_request *req)
 {
-    json_decref(req->chat_body);
+    if (req->chat) {
+        chat_conv_free(req->chat);
+        free(req->chat);
+    }
     free(req->tool_choice_name);
     json_decref(req->json_schema);
     free(req->json_schema_name);
@@ -22,16 +28,25 @@ void eng_request_clear(eng_request *req)
 
 void eng_sampling_default(eng_sampling *s)
 {
-    eng_sampler_params p;
-    eng_sampler_params_default(&p);
+    /* llama-server's defaults (what local clients expect), not OpenAI's 1.0/1.0 */
     memset(s, 0, sizeof *s);
-    s->temperature = p.temperature;
-    s->top_p = p.top_p;
-    s->top_k = p.top_k;
-    s->min_p = p.min_p;
-    s->repeat_penalty = p.repeat_penalty;
-    s->presence_penalty = p.presence_penalty;
-    s->frequency_penalty = p.frequency_penalty;
+    s->temperature = 0.8f;
+    s->top_p = 0.95f;
+    s->top_k = 40;
+    s->min_p = 0.05f;
+    s->repeat_penalty = 1.0f;
+}
+
+void eng_policy_approx_default(be_attn_policy *p)
+{
+    /* A system prompt + instructions fit in 8K; an 8K window keeps the
+     * recent code/document exact; the last 2K prompt tokens (the question)
+     * see everything; a continuation's short new turn (128) does too. */
+    p->approx = true;
+    p->global = 8192;
+    p->window = 8192;
+    p->dense_tail = 2048;
+    p->dense_tail_continue = 128;
 }
 
 void eng_event_clear(eng_event *ev)

@@ -18,6 +18,8 @@ enum eng_tool_choice { ENG_TOOLS_AUTO = 0, ENG_TOOLS_NONE, ENG_TOOLS_REQUIRED, E
 
 enum eng_response_format { ENG_FORMAT_TEXT = 0, ENG_FORMAT_JSON_OBJECT, ENG_FORMAT_JSON_SCHEMA };
 
+struct chat_conv;
+
 /* Sampling knobs as the API gives them; the engine maps them onto sampler.h. */
 typedef struct eng_sampling {
     float temperature;       /* 0 = greedy */
@@ -35,11 +37,10 @@ typedef struct eng_sampling {
 
 typedef struct eng_request {
     int kind;                  /* enum eng_request_kind */
-    /* chat: the whole validated /v1/chat/completions object (owned
-     * reference): chat_render_request() reads messages, tools, tool_choice,
-     * chat_template_kwargs, reasoning_effort from it. */
-    json_t *chat_body;
-    const json_t *tools;       /* borrowed from chat_body (NULL if none) */
+    /* chat: the validated conversation (chat/chat_conv.h, owned), built by
+     * the server from any of its APIs; render it with chat_render_conv. */
+    struct chat_conv *chat;
+    const json_t *tools;       /* borrowed from chat->tools: the tools offered (NULL if none) */
     /* Constrained output, to be enforced token by token by the generate
      * loop (grammar engine): tool_choice REQUIRED = the answer is a call of
      * one of `tools`, FUNCTION = a call of tool_choice_name (always one of
@@ -78,8 +79,8 @@ typedef struct eng_request {
 void eng_request_clear(eng_request *req);
 
 /* The sampling defaults every front end starts from: llama-server's
- * (temperature 0.8, top_p 0.95, top_k 40, min_p 0.05, penalties off), the
- * same numbers as eng_sampler_params_default; no seed. */
+ * (temperature 0.8, top_p 0.95, top_k 40, min_p 0.05, penalties off; no
+ * seed). eng_sampler_params_default takes its numbers from here. */
 void eng_sampling_default(eng_sampling *s);
 
 /* Per-request counters: one source of truth for the API (usage + timings),
@@ -127,6 +128,7 @@ typedef struct eng_event {
     char tool_name[128];
     eng_counters counters;    /* ACCEPTED (prompt part), DONE, and ERROR (what was done before it) */
     char finish_reason[16];   /* DONE: "stop" | "length" | "tool_calls" */
+    int stopped_by;           /* DONE: 1 + index in eng_request.stop of the stop string that ended it, 0: none */
     int http_status;          /* ERROR: 400, 500, 503, 499 (cancelled) */
     char error_type[40];      /* ERROR: OpenAI error type */
     char error_code[40];      /* ERROR: OpenAI error code ("context_length_exceeded"), "" if none */

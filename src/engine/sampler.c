@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/request.h"
 #include "engine/sampler.h"
 #include "util/argmax.h"
 
@@ -82,13 +83,15 @@ static void rng_seed(uint64_t s[4], uint64_t seed)
 
 void eng_sampler_params_default(eng_sampler_params *p)
 {
-    p->temperature = 0.8f;
-    p->top_k = 40;
-    p->top_p = 0.95f;
-    p->min_p = 0.05f;
-    p->repeat_penalty = 1.0f;
-    p->presence_penalty = 0.0f;
-    p->frequency_penalty = 0.0f;
+    eng_sampling d; /* the one place the default numbers are written down */
+    eng_sampling_default(&d);
+    p->temperature = d.temperature;
+    p->top_k = d.top_k;
+    p->top_p = d.top_p;
+    p->min_p = d.min_p;
+    p->repeat_penalty = d.repeat_penalty;
+    p->presence_penalty = d.presence_penalty;
+    p->frequency_penalty = d.frequency_penalty;
     p->penalty_last_n = 64;
     p->seed = 0;
 }

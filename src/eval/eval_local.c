@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chat/chat_conv.h"
 #include "eval/eval_local.h"
 #include "pipeline/pipeline.h"
 
@@ -77,13 +78,14 @@ int ev_local_chat_ids(ev_local *l, const char *user_text, int32_t **ids, int32_t
 {
     *ids = NULL;
     *n = 0;
-    json_t *body = json_pack("{s:[{s:s, s:s}]}", "messages", "role", "user", "content", user_text);
-    if (!body) return wk_fail(err, WK_ENOMEM, "out of memory (prompt is not valid UTF-8?)");
+    chat_conv conv;
+    chat_conv_init(&conv);
     /* short, direct answers: thinking off where the template has it */
-    if (pl_engine_template(l->pe)->supports_thinking)
-        json_object_set_new(body, "chat_template_kwargs", json_pack("{s:b}", "enable_thinking", 0));
-    int rc = pl_chat_tokens(l->pe, body, ids, n, err);
-    json_decref(body);
+    if (pl_engine_template(l->pe)->supports_thinking) conv.enable_thinking = 0;
+    int rc = chat_conv_add(&conv, CHAT_ROLE_USER, user_text, strlen(user_text), err);
+    if (!rc) rc = chat_conv_finish(&conv, "messages", err);
+    if (!rc) rc = pl_chat_tokens(l->pe, &conv, ids, n, err);
+    chat_conv_free(&conv);
     return rc;
 }
 

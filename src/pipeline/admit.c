@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chat/chat_conv.h"
 #include "pipeline/pipeline_internal.h"
 #include "util/os.h"
 #include "util/timeutil.h"
@@ -67,7 +68,7 @@ typedef struct chat_tokens {
     int n_marks;
 } chat_tokens;
 
-static int tokenize_chat(pl_engine *pe, const chat_prompt *prompt, chat_tokens *out, wk_error *err)
+static int tokenize_chat(const pl_engine *pe, const chat_prompt *prompt, chat_tokens *out, wk_error *err)
 {
     memset(out, 0, sizeof *out);
     const tok_vocab *v = pe->vocab;
@@ -105,13 +106,13 @@ static int tokenize_chat(pl_engine *pe, const chat_prompt *prompt, chat_tokens *
     return rc;
 }
 
-int pl_chat_tokens(pl_engine *pe, const json_t *body, int32_t **ids, int32_t *n, wk_error *err)
+int pl_chat_tokens(const pl_engine *pe, const chat_conv *conv, int32_t **ids, int32_t *n, wk_error *err)
 {
     *ids = NULL;
     *n = 0;
-    if (!pe->has_tmpl) return wk_fail(err, WK_EINVAL, "this model has no usable chat template");
+    if (!pe->has_tmpl) return wk_fail(err, WK_EUNSUPPORTED, "this model has no usable chat template");
     chat_prompt prompt = {0};
-    int rc = chat_render_request(&pe->tmpl, body, NULL, &prompt, err);
+    int rc = chat_render_conv(&pe->tmpl, conv, &prompt, err);
     chat_tokens t;
     if (!rc) rc = tokenize_chat(pe, &prompt, &t, err);
     chat_prompt_free(&prompt);
@@ -134,7 +135,8 @@ static int admit_chat(pl_request *r)
     wk_error err = {0};
     chat_prompt prompt = {0};
     chat_tokens t;
-    int rc = chat_render_request(&pe->tmpl, req->chat_body, NULL, &prompt, &err);
+    int rc = req->chat ? chat_render_conv(&pe->tmpl, req->chat, &prompt, &err)
+                       : wk_fail(&err, WK_EINVAL, "a chat request without a conversation");
     if (!rc) rc = tokenize_chat(pe, &prompt, &t, &err);
     if (!rc) {
         r->ids = t.ids;

@@ -21,6 +21,7 @@ typedef struct decode_loop {
     pl_output out;
     const char *finish;
     bool stopped;
+    int stopped_by; /* 1 + index of the stop string that ended generation, 0: none */
 } decode_loop;
 
 static uint64_t seed_of(const eng_sampling *s) { return s->has_seed ? s->seed : pl_random_seed(); }
@@ -100,7 +101,10 @@ static void emit_token_text(decode_loop *L, int32_t tok)
     size_t plen, elen;
     int which;
     if (!L->dec || tok_decoder_feed(L->dec, tok, &piece, &plen) || !plen) return;
-    if (chat_stop_feed(L->stop, piece, plen, &emit, &elen, &which) == 1) L->stopped = true;
+    if (chat_stop_feed(L->stop, piece, plen, &emit, &elen, &which) == 1) {
+        L->stopped = true;
+        L->stopped_by = which + 1;
+    }
     pl_output_text(&L->out, emit, elen);
 }
 
@@ -112,7 +116,10 @@ static void flush_text(decode_loop *L)
     int which;
     if (L->dec) tok_decoder_flush(L->dec, &t, &tl);
     else tl = 0;
-    if (tl && chat_stop_feed(L->stop, t, tl, &emit, &elen, &which) == 1) L->stopped = true;
+    if (tl && chat_stop_feed(L->stop, t, tl, &emit, &elen, &which) == 1) {
+        L->stopped = true;
+        L->stopped_by = which + 1;
+    }
     if (tl) pl_output_text(&L->out, emit, elen);
     if (!L->stopped) {
         chat_stop_flush(L->stop, &emit, &elen);
@@ -202,6 +209,7 @@ int pl_generate(pl_request *r)
         eng_event_clear(&r->final);
         r->final.type = ENG_EV_DONE;
         snprintf(r->final.finish_reason, sizeof r->final.finish_reason, "%s", L.finish);
+        r->final.stopped_by = L.stopped_by;
     }
     loop_free(&L);
     return status;

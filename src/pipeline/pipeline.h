@@ -66,11 +66,14 @@ int32_t pl_engine_n_ctx(const pl_engine *pe);
  * sequences when it does). */
 void pl_engine_reserve(pl_engine *pe, int32_t n_ctx);
 
-/* Renders a chat request body (messages, tools, chat_template_kwargs …,
- * as /v1/chat/completions takes them) with the engine's template and
- * tokenizes it exactly as the pipeline's admit step does. *ids malloc'd.
- * WK_EINVAL with the reason for a conversation the template refuses. */
-int pl_chat_tokens(pl_engine *pe, const json_t *body, int32_t **ids, int32_t *n, wk_error *err);
+/* Renders a validated conversation with the engine's template and
+ * tokenizes it exactly as the pipeline's admit step does (what a request's
+ * prompt costs: /v1/messages/count_tokens, the evaluations). *ids
+ * malloc'd. Reads only immutable state: safe from any thread while the
+ * engine is loaded. WK_EUNSUPPORTED without a chat template, WK_EINVAL
+ * with the reason for a conversation the template refuses. */
+struct chat_conv;
+int pl_chat_tokens(const pl_engine *pe, const struct chat_conv *conv, int32_t **ids, int32_t *n, wk_error *err);
 
 /* Where a request's output goes. Every callback is optional and runs on
  * the calling thread. */

@@ -12,11 +12,26 @@ int srv_fail(srv_error *err, int status, const char *param, const char *code, co
     err->status = status;
     snprintf(err->param, sizeof err->param, "%s", param ? param : "");
     snprintf(err->code, sizeof err->code, "%s", code ? code : "");
+    char raw[sizeof err->message];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
+    /* Messages quote client text (a role, a name): control characters are
+     * written as escapes so an error stays one line in bodies and logs. */
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)raw; *p && o + 5 < sizeof err->message; p++) {
+        if (*p >= 0x20 && *p != 0x7f) err->message[o++] = (char)*p;
+        else if (*p == '\n') o += (size_t)snprintf(err->message + o, 3, "\\n");
+        else o += (size_t)snprintf(err->message + o, 5, "\\x%02x", *p);
+    }
+    err->message[o] = '\0';
     return -1;
+}
+
+int srv_fail_context(srv_error *err, long long n_ctx, long long n_prompt)
+{
+    return srv_fail(err, 400, "messages", "context_length_exceeded", SRV_CONTEXT_MESSAGE_FMT, n_ctx, n_prompt);
 }
 
 const char *srv_error_type(int status)

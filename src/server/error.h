@@ -17,6 +17,15 @@ typedef struct srv_error {
 int srv_fail(srv_error *err, int status, const char *param, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
+/* The prompt does not fit the context: 400 invalid_request_error with code
+ * context_length_exceeded and OpenAI's wording ("This model's maximum
+ * context length is N tokens. However, your messages resulted in M
+ * tokens..."), which clients recognise to compact their history. */
+int srv_fail_context(srv_error *err, long long n_ctx, long long n_prompt);
+#define SRV_CONTEXT_MESSAGE_FMT                                                                          \
+    "This model's maximum context length is %lld tokens. However, your messages resulted in %lld tokens. " \
+    "Please reduce the length of the messages."
+
 /* OpenAI error type for a status ("invalid_request_error", ...). */
 const char *srv_error_type(int status);
 

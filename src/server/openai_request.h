@@ -10,12 +10,13 @@
 
 #include "engine/request.h"
 #include "server/error.h"
+#include "server/request_fields.h"
 
 typedef struct srv_limits {
     size_t max_body_bytes; /* 413 above this */
     int max_json_depth;    /* nesting of arrays/objects */
     int max_messages;      /* messages per chat request */
-    int n_ctx;             /* context length: max_tokens above it is refused */
+    int n_ctx;             /* context length: a token-id prompt that does not fit is refused */
 } srv_limits;
 
 /* 32 MiB body, depth 64, 2048 messages, n_ctx 0 (unchecked). */
@@ -38,15 +39,16 @@ typedef struct srv_resp_opts {
     bool echo;          /* completions: echo the prompt (unsupported → 400) */
 } srv_resp_opts;
 
-/* /v1/chat/completions. model_id: the served model ("" or NULL accepts any);
- * a different `model` gives 404 model_not_found. Fills *req (caller clears
- * with eng_request_clear) and *ro. Keeps a reference to root. */
-int srv_parse_chat(json_t *root, const srv_limits *lim, const char *model_id, eng_request *req,
+/* /v1/chat/completions: the messages become a validated chat_conv
+ * (chat_conv_from_openai: the one set of message rules), the rest the
+ * engine's options. models: see srv_check_model. Fills *req (caller clears
+ * with eng_request_clear) and *ro; root is only read. */
+int srv_parse_chat(json_t *root, const srv_limits *lim, const srv_model_names *models, eng_request *req,
                    srv_resp_opts *ro, srv_error *err);
 
 /* /v1/completions: prompt as a string, a one-element array of strings, or
  * an array of token ids. */
-int srv_parse_completion(json_t *root, const srv_limits *lim, const char *model_id,
+int srv_parse_completion(json_t *root, const srv_limits *lim, const srv_model_names *models,
                          eng_request *req, srv_resp_opts *ro, srv_error *err);
 
 #endif

@@ -10,22 +10,28 @@
 
 #define SRV_FINGERPRINT "wick-0.1.0"
 
-void srv_resp_meta_init(srv_resp_meta *m, bool chat, const char *model)
+void srv_random_alnum(char *out, size_t n)
 {
     static const char alnum[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-    unsigned char rnd[24];
-    if (wk_random_bytes(rnd, sizeof rnd) != 0) {
+    unsigned char rnd[64];
+    if (n > sizeof rnd) n = sizeof rnd;
+    if (wk_random_bytes(rnd, n) != 0) {
         /* Ids only need to be unique, not secret: fall back to time + address. */
-        unsigned long long x = (unsigned long long)time(NULL) ^ (unsigned long long)(uintptr_t)m;
-        for (size_t i = 0; i < sizeof rnd; i++) {
+        unsigned long long x = (unsigned long long)time(NULL) ^ (unsigned long long)(uintptr_t)out;
+        for (size_t i = 0; i < n; i++) {
             x = x * 6364136223846793005ULL + 1442695040888963407ULL;
             rnd[i] = (unsigned char)(x >> 33);
         }
     }
+    for (size_t i = 0; i < n; i++) out[i] = alnum[rnd[i] % (sizeof alnum - 1)];
+    out[n] = '\0';
+}
+
+void srv_resp_meta_init(srv_resp_meta *m, const char *id_prefix, bool chat, const char *model)
+{
     char tail[25];
-    for (size_t i = 0; i < 24; i++) tail[i] = alnum[rnd[i] % (sizeof alnum - 1)];
-    tail[24] = '\0';
-    snprintf(m->id, sizeof m->id, "%s%s", chat ? "chatcmpl-" : "cmpl-", tail);
+    srv_random_alnum(tail, 24);
+    snprintf(m->id, sizeof m->id, "%s%s", id_prefix, tail);
     m->created = (long long)time(NULL);
     snprintf(m->model, sizeof m->model, "%s", model ? model : "");
     m->chat = chat;

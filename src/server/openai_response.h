@@ -11,14 +11,18 @@
 #include "server/sse.h"
 
 typedef struct srv_resp_meta {
-    char id[48];       /* "chatcmpl-…" / "cmpl-…" */
+    char id[48];       /* "chatcmpl-…" / "cmpl-…" / "msg_…" / "resp_…" */
     long long created; /* unix seconds, same on every chunk */
     char model[160];
     bool chat;         /* chat.completion vs text_completion */
 } srv_resp_meta;
 
-/* Fills meta with a fresh random id (prefix "chatcmpl-" or "cmpl-"), now. */
-void srv_resp_meta_init(srv_resp_meta *m, bool chat, const char *model);
+/* Fills meta with a fresh random id (id_prefix + 24 alphanumerics:
+ * "chatcmpl-", "cmpl-", "msg_", "resp_"), the time now and the model id. */
+void srv_resp_meta_init(srv_resp_meta *m, const char *id_prefix, bool chat, const char *model);
+
+/* n random alphanumerics + NUL into out (ids only need to be unique). */
+void srv_random_alnum(char *out, size_t n);
 
 /* What a non-streamed answer accumulates from DELTA events. */
 typedef struct srv_accum {

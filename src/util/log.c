@@ -3,23 +3,81 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
 
 static enum wk_log_level g_level = WK_LOG_INFO;
+static enum wk_log_format g_format = WK_LOG_TEXT;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static const char *const g_tags[] = {"debug", "info", "warn", "error"};
 
 void wk_log_set_level(enum wk_log_level level) { g_level = level; }
 enum wk_log_level wk_log_get_level(void) { return g_level; }
+void wk_log_set_format(enum wk_log_format format) { g_format = format; }
+enum wk_log_format wk_log_get_format(void) { return g_format; }
+
+int wk_log_format_parse(const char *name, enum wk_log_format *out)
+{
+    if (name && !strcmp(name, "text")) *out = WK_LOG_TEXT;
+    else if (name && !strcmp(name, "json")) *out = WK_LOG_JSON;
+    else return -1;
+    return 0;
+}
+
+/* s as the body of a JSON string (quotes not included). */
+static void put_json_string(FILE *f, const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
+        else if (*p == '\n') fputs("\\n", f);
+        else if (*p == '\r') fputs("\\r", f);
+        else if (*p == '\t') fputs("\\t", f);
+        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
+        else fputc(*p, f);
+    }
+}
+
+static void emit(enum wk_log_level level, const char *fields, const char *fmt, va_list ap)
+{
+    const char *tag = g_tags[level < 4 ? level : 3];
+    pthread_mutex_lock(&g_lock);
+    if (g_format == WK_LOG_JSON) {
+        char msg[4096];
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        struct timeval tv;
+        gettimeofday(&tv, NULL);
+        struct tm tm;
+        gmtime_r(&tv.tv_sec, &tm);
+        char ts[32];
+        strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
+        fprintf(stderr, "{\"time\": \"%s.%03ldZ\", \"level\": \"%s\", \"msg\": \"", ts, (long)(tv.tv_usec / 1000), tag);
+        put_json_string(stderr, msg);
+        fputc('"', stderr);
+        if (fields && *fields) fprintf(stderr, ", %s", fields);
+        fputs("}\n", stderr);
+    } else {
+        fprintf(stderr, "wick: %s: ", tag);
+        vfprintf(stderr, fmt, ap);
+        fputc('\n', stderr);
+    }
+    pthread_mutex_unlock(&g_lock);
+}
 
 void wk_log(enum wk_log_level level, const char *fmt, ...)
 {
     if (level < g_level) return;
-    static const char *tags[] = {"debug", "info", "warn", "error"};
     va_list ap;
     va_start(ap, fmt);
-    pthread_mutex_lock(&g_lock);
-    fprintf(stderr, "wick: %s: ", tags[level < 4 ? level : 3]);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    pthread_mutex_unlock(&g_lock);
+    emit(level, NULL, fmt, ap);
+    va_end(ap);
+}
+
+void wk_log_event(enum wk_log_level level, const char *fields_json, const char *fmt, ...)
+{
+    if (level < g_level) return;
+    va_list ap;
+    va_start(ap, fmt);
+    emit(level, fields_json, fmt, ap);
     va_end(ap);
 }

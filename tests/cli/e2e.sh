@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# End-to-end tests: node's test runner with the real `openai` SDK and
-# playwright-core against live `wick serve` processes (tests/e2e/*.test.mjs).
+# End-to-end tests: node's test runner with the real `openai` and
+# `@anthropic-ai/sdk` SDKs, the real coding CLIs (Claude Code, Codex,
+# qwen-code; loopback only) and playwright-core against live `wick serve`
+# processes (tests/e2e/*.test.mjs).
 # Needs node + the npm test packages (tests/e2e/setup.sh); under CI=true
 # their absence is a failure, elsewhere the test is skipped.
 set -euo pipefail
@@ -8,6 +10,7 @@ src=${WICK_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 missing=""
 command -v node >/dev/null 2>&1 || missing="node"
 [ -d "$src/node_modules/openai" ] || missing="$missing node_modules/openai"
+[ -d "$src/node_modules/@anthropic-ai/sdk" ] || missing="$missing node_modules/@anthropic-ai/sdk"
 [ -d "$src/node_modules/playwright-core" ] || missing="$missing node_modules/playwright-core"
 if [ -n "$missing" ]; then
   if [ "${CI:-}" = "true" ]; then

@@ -2,8 +2,9 @@
 # Short bounded runs of the libFuzzer harnesses (the long runs are done by
 # hand: tests/fuzz/run.sh NAME 600): the GGUF reader, model loading (reader,
 # hyper-parameter validation, binding, one forward pass), the tokenizer and
-# the prefix cache's disk archive (scan and load) and the grammar engine
-# (JSON schema, tool-call and GBNF compilers, constrained steps).
+# the prefix cache's disk archive (scan and load), the grammar engine (JSON
+# schema, tool-call and GBNF compilers, constrained steps), the request parsers
+# of every API and the chat templates.
 # One build of the modules they need serves all three. Needs clang with
 # libFuzzer and the golden data (seeds, vocabularies); skipped without them
 # outside CI, fails under CI=true.
@@ -22,7 +23,7 @@ export WICK_GOLDEN=$GOLDEN
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 # seconds per harness: enough to replay the seeds and mutate a while, small next to the suite
-for run in gguf:20 model_load:30 tokenizer:15 archive:20 json_schema:20; do
+for run in gguf:20 model_load:30 tokenizer:15 archive:20 json_schema:20 request:15 chat_render:15; do
   name=${run%%:*}
   if ! WICK_FUZZ_DIRECT=1 WICK_FUZZ_BUILD=$dir bash "$SRC/tests/fuzz/run.sh" "$name" "${run##*:}"; then
     keep=$(mktemp -d "${TMPDIR:-/tmp}/wick-fuzz-$name.XXXXXX")

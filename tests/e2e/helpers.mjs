@@ -176,3 +176,47 @@ export async function launchChromium() {
   });
 }
 
+
+// Golden data (tiny random-weight models without a chat template: serve them
+// with --chat-template). CI requires it; elsewhere tests skip without it.
+export const goldenDir = process.env.WICK_GOLDEN || path.resolve(sourceDir, '../shared/golden');
+export const haveGolden = fs.existsSync(path.join(goldenDir, 'models/tiny-qwen35-F32.gguf'));
+export function requireGoldenInCi() {
+  if (!haveGolden && process.env.CI === 'true') throw new Error('golden models missing at ' + goldenDir);
+}
+export const goldenModel = (name) => path.join(goldenDir, 'models', name);
+// The tiny models' vocabulary: 260 tokens, </s> (id 2) ends a generation.
+export const GOLDEN_EOS = 2;
+
+// Runs a program with a hard time limit; the whole process group is killed
+// when it runs over (coding CLIs start helper processes). Resolves with
+// { code, signal, stdout, stderr, ms }.
+export function runBounded(cmd, args, { env = {}, cwd, timeoutMs = 120000, input } = {}) {
+  return new Promise((resolve) => {
+    const t0 = Date.now();
+    const p = spawn(cmd, args, { env, cwd, detached: true, stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    p.stdout.on('data', (d) => (stdout += d));
+    p.stderr.on('data', (d) => (stderr += d));
+    if (input !== undefined) p.stdin.end(input);
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      try { process.kill(-p.pid, 'SIGKILL'); } catch {}
+    }, timeoutMs);
+    p.on('error', (e) => {
+      clearTimeout(timer);
+      resolve({ code: -1, signal: null, stdout, stderr: stderr + String(e), ms: Date.now() - t0, timedOut });
+    });
+    p.on('exit', (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal, stdout, stderr, ms: Date.now() - t0, timedOut });
+    });
+  });
+}
+
+// Per-request log lines of a server ("POST /v1/messages 200 ...").
+export function requestLines(log) {
+  return log.split('\n').filter((l) => /(GET|POST|HEAD) \/\S* \d{3}/.test(l));
+}

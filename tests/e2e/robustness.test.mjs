@@ -60,7 +60,11 @@ test('wrong types are 400 naming the field', async () => {
     ['{"messages": [{"role": "user", "content": "x"}], "max_tokens": -5}', 'max_tokens'],
     ['{"messages": [{"role": "user", "content": 12}]}', 'messages[0].content'],
     ['{"messages": [{"role": "user", "content": "x"}], "stop": {"a": 1}}', 'stop'],
-    ['{"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "nope"}]}', 'tools'],
+    ['{"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "nope"}]}', 'tools[0]'],
+    ['{"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": "[1]"}}]}]}',
+      'messages[1].tool_calls[0].function.arguments'],
+    ['{"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema", "json_schema": {"name": "a", "schema": {"type": "objekt"}}}}',
+      'response_format.json_schema.schema'],
   ]) {
     const r = await rawPost(srv.port, '/v1/chat/completions', body);
     assert.equal(r.status, 400, body);
@@ -97,32 +101,40 @@ test('a body over the limit is 413, announced or chunked', async () => {
   assert.equal(c.status, 413);
 });
 
-test('unknown model is 404, unknown route 404, wrong method 405', async () => {
-  const client = new OpenAI({ baseURL: srv.url + '/v1', apiKey: 'x', maxRetries: 0 });
-  await assert.rejects(
-    client.chat.completions.create({ model: 'gpt-nonexistent', messages: [{ role: 'user', content: 'x' }], max_tokens: 1 }),
-    (e) => e.status === 404 && e.code === 'model_not_found',
-  );
+test('another model name is answered by the loaded model; unknown route 404, wrong method 405', async () => {
+  // raw requests with Connection: close: srv's 2 s idle timeout races pooled keep-alive connections
+  const models = await rawRequest(srv.port, Buffer.from('GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n'));
+  const served = JSON.parse(models.body).data[0].id;
+  const r = await rawPost(srv.port, '/v1/chat/completions', chatBody({ model: 'gpt-nonexistent' }));
+  assert.equal(r.status, 200);
+  assert.equal(JSON.parse(r.body).model, served, 'the response names the model that answered');
   const nf = await fetch(srv.url + '/v1/nothing-here');
   assert.equal(nf.status, 404);
   assert.equal((await nf.json()).error.type, 'not_found_error');
   const get = await fetch(srv.url + '/v1/chat/completions');
   assert.equal(get.status, 405);
+  // query strings are not part of the route (Claude Code posts /v1/messages?beta=true)
+  const q = await rawPost(srv.port, '/v1/chat/completions?beta=true', chatBody());
+  assert.equal(q.status, 200);
 });
 
-test('a prompt longer than the context is 400 with the sizes', async () => {
+test('a prompt longer than the context is 400 context_length_exceeded in OpenAI wording; a large max_tokens is clamped', async () => {
   const r = await fetch(srv.url + '/v1/chat/completions', {
     method: 'POST',
     body: JSON.stringify({ messages: [{ role: 'user', content: 'many words here '.repeat(400) }], max_tokens: 2 }),
   });
   assert.equal(r.status, 400);
   const e = (await r.json()).error;
-  // OpenAI's shape, which clients recognise to compact their history
   assert.equal(e.type, 'invalid_request_error');
   assert.equal(e.code, 'context_length_exceeded');
-  assert.match(e.message, /maximum context length is 512 tokens\. However, your messages resulted in \d+ tokens/);
-  const big = await rawPost(srv.port, '/v1/chat/completions', chatBody({ max_tokens: 100000 }));
-  assert.equal(big.status, 400);
+  assert.match(e.message, /^This model's maximum context length is 512 tokens\. However, your messages resulted in \d+ tokens/);
+  assert.match(srv.log(), /POST \/v1\/chat\/completions 400: This model's maximum context length is 512 tokens/);
+  // max_tokens beyond the room left: clamped, not refused (finish_reason length)
+  const big = await fetch(srv.url + '/v1/chat/completions', { method: 'POST', body: chatBody({ max_tokens: 100000, ignore_eos: true, wick: { fresh: true } }) });
+  assert.equal(big.status, 200);
+  const j = await big.json();
+  assert.equal(j.choices[0].finish_reason, 'length');
+  assert.equal(j.usage.prompt_tokens + j.usage.completion_tokens, 512, 'generated up to the end of the context');
 });
 
 test('API key: missing or wrong is 401, right key works, /health stays public', async () => {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds one libFuzzer harness and runs it for a bounded time.
-#   tests/fuzz/run.sh NAME [SECONDS]      NAME: gguf, model_load, tokenizer, archive or json_schema
-#                                         (default 60 s)
+#   tests/fuzz/run.sh NAME [SECONDS]      NAME: gguf, model_load, tokenizer, archive, json_schema,
+#                                         request or chat_render (default 60 s)
 # Env: WICK_FUZZ_BUILD (build dir, default build-fuzz), WICK_GOLDEN (golden data),
 #      WICK_FUZZ_JOBS (parallel fuzzing processes, default 1), WICK_FUZZ_DIRECT=1 (compile
 #      the harness and only the sources it needs with clang, instead of the cmake target,
@@ -15,15 +15,19 @@
 #   archive     real prefix-cache archive files of a golden hybrid model, written by the
 #               harness itself (a first write and an appended record);
 #   json_schema a mode byte, an option byte and a schema, tool list or GBNF text (the JSON
-#               schema, tool-call and GBNF compilers, then constrained steps).
+#               schema, tool-call and GBNF compilers, then constrained steps);
+#   request     tests/fuzz/seeds/*.json, request bodies shaped like the coding CLIs' (the
+#               file name's prefix picks the API: chat, completion, messages, responses) ->
+#               refused in one line or a validated conversation that renders;
+#   chat_render the chat request seeds and builder programs -> every template.
 # The working corpus persists in $WICK_FUZZ_BUILD/fuzz-NAME-corpus between runs.
 # Exit status: 0 when the run ends without a finding, non-zero on a crash, leak,
 # timeout or out-of-memory (the reproducer is left in $WICK_FUZZ_BUILD/fuzz-NAME-artifacts).
 set -euo pipefail
 name=${1:-}
 secs=${2:-60}
-case $name in gguf|model_load|tokenizer|archive|json_schema) ;;
-    *) echo "usage: $0 gguf|model_load|tokenizer|archive|json_schema [SECONDS]" >&2; exit 2 ;; esac
+names="gguf|model_load|tokenizer|archive|json_schema|request|chat_render"
+case "|$names|" in *"|$name|"*) ;; *) echo "usage: $0 $names [SECONDS]" >&2; exit 2 ;; esac
 case $secs in ''|*[!0-9]*) echo "usage: $0 NAME [SECONDS]" >&2; exit 2 ;; esac
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${WICK_FUZZ_BUILD:-$root/build-fuzz}
@@ -32,41 +36,35 @@ jobs=${WICK_FUZZ_JOBS:-1}
 mkdir -p "$build"
 
 # ---- build ------------------------------------------------------------------------
-# the modules each harness reaches (module order: util -> gguf -> quant -> backend -> model -> tokenizer)
-case $name in
-    gguf) mods="util gguf" ;;
-    tokenizer) mods="util gguf tokenizer" ;;
-    model_load) mods="util gguf quant backend/cpu model" ;;
-    archive) mods="util gguf quant backend/cpu model engine cache" ;;
-    json_schema) mods="util gguf tokenizer engine/grammar engine/json" ;; # the grammar engine's files only
-esac
-libs="$(pkg-config --libs libpcre2-8 jansson libxxhash libcrypto) -lm -lpthread"
+libs="$(pkg-config --libs libpcre2-8 jansson libxxhash libcrypto zlib libzstd) -lm -lpthread"
 flags="-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -fno-math-errno
-       -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -I$root/src"
+       -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -I$root/src
+       $(pkg-config --cflags jansson libpcre2-8 libmicrohttpd)"
 
-# Compiles every module any harness needs once (one object per source, ISA flags
-# as CMakeLists.txt gives them; again when a source is newer), then links NAME
-# with its modules' objects.
+# Compiles the library's modules once into a static archive (one object per source,
+# ISA flags as CMakeLists.txt gives them; again when a source is newer), then links
+# the harness against it: the linker takes only the objects the harness reaches.
 build_direct() {
     local obj=$build/obj stamp=$build/obj/.built
     if [ ! -f "$stamp" ] || [ -n "$(find "$root/src" -newer "$stamp" -name '*.[ch]' | head -n 1)" ]; then
         rm -rf "$obj"
         mkdir -p "$obj"
-        (cd "$root/src" && ls util/*.c gguf/*.c quant/*.c backend/cpu/*.c model/*.c tokenizer/*.c engine/*.c cache/*.c) |
-            CC=${CC:-clang} FLAGS="$flags" SRC="$root/src" OBJ="$obj" nice -n 19 xargs -P 2 -I{} sh -c '
+        (cd "$root/src" && find . -name '*.c' ! -path './cli/*' | sed 's|^\./||' | sort) |
+            CC=${CC:-clang} FLAGS="$flags" SRC="$root/src" OBJ="$obj" ARCH="$(uname -m)" nice -n 19 xargs -P 2 -I{} sh -c '
             f={}; isa=
-            case $f in
-                *_amx_avx512.c) isa="-mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16 -mavx2 -mfma -mf16c -mamx-tile -mamx-int8 -mamx-bf16" ;;
-                *_avx512.c) isa="-mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16 -mavx2 -mfma -mf16c" ;;
-                *_avx2.c) isa="-mavx2 -mfma -mf16c" ;;
+            case $ARCH:$f in
+                x86_64:*_amx_avx512.c) isa="-mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16 -mavx2 -mfma -mf16c -mamx-tile -mamx-int8 -mamx-bf16" ;;
+                x86_64:*_avx512.c) isa="-mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16 -mavx2 -mfma -mf16c" ;;
+                x86_64:*_avx2.c) isa="-mavx2 -mfma -mf16c" ;;
+                x86_64:*_neon*.c | aarch64:*_avx*.c) exit 0 ;; # the other architecture'"'"'s kernels
+                aarch64:*_neon_dotprod.c) isa="-march=armv8.2-a+dotprod" ;;
             esac
             $CC $FLAGS $isa -c "$SRC/$f" -o "$OBJ/$(echo "$f" | tr / _).o"'
+        ar rcs "$obj/libwickfuzz.a" "$obj"/*.o
         touch "$stamp"
     fi
-    local objs=("$obj"/quant_qtypes.c.o)
-    for m in $mods; do objs+=("$obj/$(echo "$m" | tr / _)"_*.o); done
-    nice -n 19 ${CC:-clang} $flags -fsanitize=fuzzer "$root/tests/fuzz/fuzz_$name.c" \
-        $(printf '%s\n' "${objs[@]}" | sort -u) $libs -o "$build/fuzz_${name}_direct"
+    nice -n 19 ${CC:-clang} $flags -fsanitize=fuzzer "$root/tests/fuzz/fuzz_$name.c" "$obj/libwickfuzz.a" $libs \
+        -o "$build/fuzz_${name}_direct"
     fuzzer=$build/fuzz_${name}_direct
 }
 
@@ -204,6 +202,31 @@ EOF
         done
     } >"$dict"
     extra=(-max_len=8192 -timeout=20 -malloc_limit_mb=1536 -dict="$dict")
+    ;;
+request|chat_render)
+    for f in "$root"/tests/fuzz/seeds/*.json; do
+        base=$(basename "$f" .json)
+        if [ "$name" = request ]; then
+            # the harness's first byte picks the API
+            case $base in chat-*) api='\x00' ;; completion-*) api='\x01' ;; messages-*) api='\x02' ;; *) api='\x03' ;; esac
+            { printf "$api"; cat "$f"; } >"$seeds/$base"
+        else
+            case $base in chat-*) cp "$f" "$seeds/$base" ;; esac
+        fi
+    done
+    # builder programs for fuzz_chat_render: opcode + short texts (see the harness)
+    [ "$name" = chat_render ] && printf '\x00\x05hello\x08\x02hi\x02\x06<tool_call>\x04\x04read\x02{}\x0b\x03why\x07' >"$seeds/ops-basic"
+    dict=$build/fuzz-$name.dict
+    {
+        for k in messages role content system user assistant tool developer tool_calls function arguments name \
+                 tool_call_id reasoning_content tools parameters tool_choice required response_format json_schema \
+                 schema '$ref' '$defs' input input_text output_text function_call function_call_output call_id \
+                 namespace instructions text type tool_use tool_result thinking input_schema max_tokens stream \
+                 '<|im_start|>' '<|im_end|>' '<think>' '</think>' '<tool_call>' '</tool_call>' '<function=' '<parameter='; do
+            printf '"%s"\n' "$k" # none holds a quote or a backslash
+        done
+    } >"$dict"
+    extra=(-max_len=65536 -timeout=10 -dict="$dict")
     ;;
 archive)
     # the harness writes them (WICK_FUZZ_SEEDS) from tiny-qwen35-F32: archives of ~80-150 KB

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "chat/chat.h"
+#include "chat/chat_conv.h"
 #include "chat/chat_internal.h"
 #include "gguf/gguf.h"
 #include "testutil.h"
@@ -402,11 +403,22 @@ static void test_qwen35_renders_xml_tool_calls_from_string_arguments(void **stat
     assert_false(p.reasoning_open);
     assert_int_equal(p.tool_format, CHAT_TOOLS_QWEN_XML);
     chat_prompt_free(&p);
-    /* a system message that is not first is an error for Qwen3.5 */
-    json_t *bad = msgs("[{\"role\":\"user\",\"content\":\"Q\"},{\"role\":\"system\",\"content\":\"S\"}]");
-    assert_int_equal(chat_render(&t, bad, NULL, NULL, &p, &err), WK_EINVAL);
+    /* a system message that is not first: the Jinja template refuses it; a
+     * validated conversation (agents send mid-conversation instructions)
+     * gets a system turn in place, marked as a system_start boundary */
+    json_t *late = msgs("[{\"role\":\"user\",\"content\":\"Q\"},{\"role\":\"system\",\"content\":\"S\"}]");
+    chat_options exact;
+    chat_options_default(&exact);
+    exact.normalize = false;
+    assert_int_equal(chat_render(&t, late, NULL, &exact, &p, &err), WK_EINVAL);
     assert_non_null(strstr(err.msg, "system"));
-    json_decref(bad);
+    assert_int_equal(chat_render(&t, late, NULL, NULL, &p, &err), 0);
+    assert_string_equal(p.text, "<|im_start|>user\nQ<|im_end|>\n<|im_start|>system\nS<|im_end|>\n"
+                                "<|im_start|>assistant\n<think>\n");
+    assert_int_equal(p.bounds[1].kind, CHAT_B_SYSTEM_START);
+    assert_memory_equal(p.text + p.bounds[1].byte_offset, "<|im_start|>system", 18);
+    chat_prompt_free(&p);
+    json_decref(late);
     json_decref(m);
     json_decref(tools);
 }
@@ -445,6 +457,17 @@ static void test_normalized_mode_accepts_openai_message_shapes(void **state)
     json_decref(empty);
 }
 
+/* Renders an OpenAI request object through the validated conversation. */
+static int render_request(const chat_template *t, const json_t *req, chat_prompt *p, wk_error *err)
+{
+    chat_conv c;
+    int rc = chat_conv_from_openai(&c, req, err);
+    if (rc) return rc;
+    rc = chat_render_conv(t, &c, p, err);
+    chat_conv_free(&c);
+    return rc;
+}
+
 static void test_render_request_reads_kwargs_and_tool_choice(void **state)
 {
     (void)state;
@@ -455,7 +478,7 @@ static void test_render_request_reads_kwargs_and_tool_choice(void **state)
     json_t *req = msgs("{\"messages\":[{\"role\":\"user\",\"content\":\"Q\"}],"
                        "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],"
                        "\"chat_template_kwargs\":{\"enable_thinking\":false}}");
-    assert_int_equal(chat_render_request(&t, req, NULL, &p, &err), 0);
+    assert_int_equal(render_request(&t, req, &p, &err), 0);
     assert_non_null(strstr(p.text, "# Tools"));
     assert_int_equal(p.tool_format, CHAT_TOOLS_HERMES);
     assert_false(p.thinking_enabled);
@@ -463,24 +486,24 @@ static void test_render_request_reads_kwargs_and_tool_choice(void **state)
     assert_string_equal(p.text + p.len - strlen(tail), tail);
     chat_prompt_free(&p);
 
-    /* tool_choice none drops the tools; server defaults apply under the request */
+    /* tool_choice none drops the tools; reasoning_effort none turns thinking off */
     json_object_set_new(req, "tool_choice", json_string("none"));
     json_object_del(req, "chat_template_kwargs");
-    json_t *defaults = msgs("{\"enable_thinking\":false}");
-    assert_int_equal(chat_render_request(&t, req, defaults, &p, &err), 0);
+    json_object_set_new(req, "reasoning_effort", json_string("none"));
+    assert_int_equal(render_request(&t, req, &p, &err), 0);
     assert_null(strstr(p.text, "# Tools"));
     assert_int_equal(p.tool_format, CHAT_TOOLS_NONE);
     assert_false(p.thinking_enabled);
     chat_prompt_free(&p);
+    json_object_del(req, "reasoning_effort");
     json_object_set_new(req, "chat_template_kwargs", msgs("{\"enable_thinking\":true}"));
-    assert_int_equal(chat_render_request(&t, req, defaults, &p, &err), 0);
+    assert_int_equal(render_request(&t, req, &p, &err), 0);
     assert_true(p.thinking_enabled);
     chat_prompt_free(&p);
 
     json_object_set_new(req, "chat_template_kwargs", msgs("{\"enable_thinking\":\"no\"}"));
-    assert_int_equal(chat_render_request(&t, req, NULL, &p, &err), WK_EINVAL);
+    assert_int_equal(render_request(&t, req, &p, &err), WK_EINVAL);
     assert_non_null(strstr(err.msg, "enable_thinking"));
-    json_decref(defaults);
     json_decref(req);
 }
 
@@ -570,6 +593,28 @@ static void test_json_loader_survives_mutated_input(void **state)
     assert_non_null(strstr(err.msg, "deep"));
 }
 
+/* The loader is jansson's: a repeated key is refused as in the request
+ * parser, big integers survive (one or many, negative too), reals out of
+ * range do not; the member span is the exact text of the value. */
+static void test_json_loader_refuses_duplicates_and_keeps_big_integers(void **state)
+{
+    (void)state;
+    wk_error err = {0};
+    assert_null(chat_json_loads("{\"a\": 1, \"a\": 2}", 16, &err));
+    assert_non_null(strstr(err.msg, "duplicate"));
+    expect_tojson("{\"x\": [100000000000000000000, -100000000000000000000, 7], \"y\": 18446744073709551616}",
+                  "{\"x\": [100000000000000000000, -100000000000000000000, 7], \"y\": 18446744073709551616}");
+    expect_tojson("100000000000000000000", "100000000000000000000");
+    assert_null(chat_json_loads("[1e400]", 7, &err));
+    const char *body = " {\"name\": \"f\", \"note\": \"a, \\\"b\\\": {\", \"arguments\": {\"k\":  [1, {\"z\": 2}]} } ";
+    size_t b, e;
+    assert_int_equal(chat_json_member_span(body, strlen(body), "arguments", &b, &e), 0);
+    assert_int_equal((int)(e - b), (int)strlen("{\"k\":  [1, {\"z\": 2}]}"));
+    assert_memory_equal(body + b, "{\"k\":  [1, {\"z\": 2}]}", e - b);
+    assert_int_equal(chat_json_member_span(body, strlen(body), "missing", &b, &e), -1);
+    assert_int_equal(chat_json_member_span("{\"a\": 1, \"a\": 2}", 16, "a", &b, &e), 0); /* the first one */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -588,6 +633,7 @@ int main(void)
         cmocka_unit_test(test_llama3_marks_bos_and_boundaries),
         cmocka_unit_test(test_tojson_writes_numbers_and_strings_like_python),
         cmocka_unit_test(test_json_loader_survives_mutated_input),
+        cmocka_unit_test(test_json_loader_refuses_duplicates_and_keeps_big_integers),
     };
     return WK_RUN_GROUP_TESTS(tests, NULL, NULL);
 }

@@ -45,7 +45,7 @@ static json_t *run(chat_tool_format fmt, bool chat, const char *text, size_t ste
     for (size_t i = 0; i < n; i += step) pl_output_text(&o, text + i, i + step <= n ? step : n - i);
     pl_output_finish(&o);
     srv_resp_meta m;
-    srv_resp_meta_init(&m, chat, "tiny");
+    srv_resp_meta_init(&m, chat ? "chatcmpl-" : "cmpl-", chat, "tiny");
     srv_accum acc = {0};
     *n_calls_events = 0;
     for (int i = 0; i < got.n; i++) {

@@ -86,7 +86,7 @@ static void test_chat_chunks_follow_the_openai_delta_sequence(void **state)
 {
     (void)state;
     srv_resp_meta m;
-    srv_resp_meta_init(&m, true, "tiny");
+    srv_resp_meta_init(&m, "chatcmpl-", true, "tiny");
     assert_memory_equal(m.id, "chatcmpl-", 9);
     json_t *c = srv_chunk_role(&m);
     json_t *ch0 = json_array_get(json_object_get(c, "choices"), 0);
@@ -140,7 +140,7 @@ static void test_accumulated_answer_has_content_reasoning_and_tool_calls(void **
 {
     (void)state;
     srv_resp_meta m;
-    srv_resp_meta_init(&m, true, "tiny");
+    srv_resp_meta_init(&m, "chatcmpl-", true, "tiny");
     srv_accum a = {0};
     eng_event evs[5];
     evs[0] = delta(ENG_DELTA_REASONING, "think ");
@@ -171,7 +171,7 @@ static void test_text_completion_shape(void **state)
 {
     (void)state;
     srv_resp_meta m;
-    srv_resp_meta_init(&m, false, "tiny");
+    srv_resp_meta_init(&m, "cmpl-", false, "tiny");
     assert_memory_equal(m.id, "cmpl-", 5);
     srv_accum a = {0};
     eng_event ev = delta(ENG_DELTA_CONTENT, "abc");
