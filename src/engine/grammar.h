@@ -125,6 +125,13 @@ int gram_accept(gram_state *s, int32_t token, wk_error *err);
  * WK_EINVAL (state unchanged) if the grammar rejects them. */
 int gram_accept_bytes(gram_state *s, const char *bytes, size_t len, wk_error *err);
 
+/* A short token sequence from s to where the grammar can end (the fewest
+ * bytes, in the vocabulary's longest tokens), into out[0..cap): its length (0 if s
+ * can end already), or WK_ERANGE when none is found within a bounded search
+ * or it does not fit cap, WK_ENOMEM. s is unchanged. For a loop whose token
+ * budget runs out: forcing these tokens keeps the answer complete. */
+int gram_shortest_completion(const gram_state *s, int32_t *out, int cap, wk_error *err);
+
 /* Bytes of the caches s shares with its clones (for budgets and logs). */
 size_t gram_state_cache_bytes(const gram_state *s);
 

@@ -135,8 +135,20 @@ static int admit_chat(pl_request *r)
     wk_error err = {0};
     chat_prompt prompt = {0};
     chat_tokens t;
-    int rc = req->chat ? chat_render_conv(&pe->tmpl, req->chat, &prompt, &err)
-                       : wk_fail(&err, WK_EINVAL, "a chat request without a conversation");
+    int rc = 0;
+    chat_conv conv;
+    if (req->chat) {
+        conv = *req->chat; /* a shallow copy: only how it is rendered changes */
+        /* A forced tool call or JSON answer with the template's default thinking: thinking off, so
+         * the constrained answer starts at once instead of after reasoning of unbounded length.
+         * A client that asks for thinking explicitly keeps it (the grammar lets it come first). */
+        bool constrained = (req->tools && (req->tool_choice == ENG_TOOLS_REQUIRED || req->tool_choice == ENG_TOOLS_FUNCTION)) ||
+                           req->response_format == ENG_FORMAT_JSON_OBJECT || req->response_format == ENG_FORMAT_JSON_SCHEMA;
+        if (constrained && conv.enable_thinking < 0 && pe->tmpl.supports_thinking) conv.enable_thinking = 0;
+        rc = chat_render_conv(&pe->tmpl, &conv, &prompt, &err);
+    } else {
+        rc = wk_fail(&err, WK_EINVAL, "a chat request without a conversation");
+    }
     if (!rc) rc = tokenize_chat(pe, &prompt, &t, &err);
     if (!rc) {
         r->ids = t.ids;

@@ -69,6 +69,21 @@ int pl_constraint_accept(pl_constraint *c, int32_t token, wk_error *err) { retur
 
 bool pl_constraint_done(const pl_constraint *c) { return gram_is_done(c->s); }
 
+/* Budgets this short or shorter are watched for a forced close: a closing
+ * path is searched each step from here on (milliseconds each). */
+#define FORCE_WINDOW 64
+
+int32_t pl_constraint_force(pl_constraint *c, int32_t left, int32_t eog)
+{
+    if (left > FORCE_WINDOW) return -1;
+    if (gram_can_end(c->s)) return left <= 1 ? eog : -1; /* the last token: end here */
+    int32_t path[FORCE_WINDOW];
+    wk_error err = {0};
+    int n = gram_shortest_completion(c->s, path, FORCE_WINDOW, &err);
+    /* the closing path and an end token just fit: take its first token now */
+    return n > 0 && n + 1 >= left ? path[0] : -1;
+}
+
 void pl_constraint_free(pl_constraint *c)
 {
     gram_state_free(c->s);

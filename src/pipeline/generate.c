@@ -22,6 +22,7 @@ typedef struct decode_loop {
     const char *finish;
     bool stopped;
     int stopped_by; /* 1 + index of the stop string that ended generation, 0: none */
+    int32_t eog;    /* an end-of-generation token, -1 if the vocabulary has none */
 } decode_loop;
 
 static uint64_t seed_of(const eng_sampling *s) { return s->has_seed ? s->seed : pl_random_seed(); }
@@ -63,6 +64,9 @@ static int loop_setup(pl_request *r, decode_loop *L)
     for (int32_t i = 0; i < r->n; i++) eng_sampler_accept(L->smp, r->ids[i]);
     L->out.sink = r->sink;
     L->finish = "stop";
+    L->eog = -1;
+    const int32_t *eog;
+    if (v && tok_eog_ids(v, &eog) > 0) L->eog = eog[0];
     return pl_constraint_begin(r, &L->con);
 }
 
@@ -158,6 +162,10 @@ int pl_generate(pl_request *r)
         }
         int32_t tok = pick_token(r, &L, picked, &status);
         if (tok == -2) break;
+        if (L.con.on) { /* the budget runs out: close the constrained answer instead of cutting it */
+            int32_t forced = pl_constraint_force(&L.con, max_new - i, L.eog);
+            if (forced >= 0) tok = forced;
+        }
         if (sink->step_logits) {
             int32_t forced = sink->step_logits(sink->user, i, eng_logits(ctx), n_vocab, tok);
             if (forced >= 0 && forced < n_vocab) tok = forced;

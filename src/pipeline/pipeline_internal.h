@@ -74,6 +74,10 @@ const float *pl_constraint_mask(pl_constraint *c, const float *logits, int32_t n
 int pl_constraint_accept(pl_constraint *c, int32_t token, wk_error *err);
 /* Nothing can follow (the grammar is complete, or ended). */
 bool pl_constraint_done(const pl_constraint *c);
+/* With `left` tokens of budget (this one included), the token to force so
+ * the answer still ends complete (the next token of the shortest closing
+ * path, or eog on the last one), or -1 to sample as usual. */
+int32_t pl_constraint_force(pl_constraint *c, int32_t left, int32_t eog);
 void pl_constraint_free(pl_constraint *c);
 
 /* Cache kind of a chat boundary (chat_boundary_kind + CHAT_BFLAG_*). */

@@ -381,6 +381,18 @@ int pl_service_detokenize(pl_service *svc, const int32_t *ids, int n, char **out
     return rc;
 }
 
+int pl_service_count_tokens(pl_service *svc, const struct chat_conv *conv, int *n_out, wk_error *err)
+{
+    *n_out = 0;
+    pthread_rwlock_rdlock(&svc->model_lock);
+    int32_t *ids = NULL, n = 0;
+    int rc = svc->pe ? pl_chat_tokens(svc->pe, conv, &ids, &n, err) : wk_fail(err, WK_EUNSUPPORTED, "model is loading");
+    pthread_rwlock_unlock(&svc->model_lock);
+    free(ids);
+    if (!rc) *n_out = n;
+    return rc;
+}
+
 bool pl_service_ready(pl_service *svc) { return atomic_load(&svc->ready); }
 
 int pl_service_n_ctx(pl_service *svc)

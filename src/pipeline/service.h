@@ -65,6 +65,13 @@ int pl_service_tokenize(pl_service *svc, const char *text, bool parse_special, i
 /* *out_text is malloc'd UTF-8 (invalid sequences replaced by U+FFFD). */
 int pl_service_detokenize(pl_service *svc, const int32_t *ids, int n, char **out_text, wk_error *err);
 
+/* Tokens a validated conversation's prompt takes with the served model
+ * (rendered and tokenized as a request's prompt is: pl_chat_tokens). Safe
+ * from any thread. WK_EUNSUPPORTED while loading or without a chat
+ * template, WK_EINVAL for a conversation the template refuses. */
+struct chat_conv;
+int pl_service_count_tokens(pl_service *svc, const struct chat_conv *conv, int *n_out, wk_error *err);
+
 /* Static facts about the loaded model for /v1/models and the monitor:
  * {"id", "path", "arch", "type", "bits_per_weight", "n_params", "file_bytes",
  *  "n_ctx", "n_ctx_train", "n_vocab", "synthetic", "chat_template"}. New ref. */

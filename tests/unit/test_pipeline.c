@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "cache/archive.h"
+#include "chat/chat_conv.h"
 #include "pipeline/pipeline.h"
 #include "testutil.h"
 
@@ -400,6 +401,81 @@ static void test_killed_write_leaves_the_old_or_the_new_state(void **state)
     close_run(&r);
 }
 
+/* ---- constrained output ---------------------------------------------------------- */
+
+typedef struct text_out {
+    char buf[8192];
+    size_t n;
+} text_out;
+
+static void on_content(void *user, eng_event *ev)
+{
+    text_out *t = user;
+    if (ev->type == ENG_EV_DELTA && ev->delta_kind == ENG_DELTA_CONTENT && ev->text) {
+        size_t k = strlen(ev->text);
+        if (t->n + k < sizeof t->buf) {
+            memcpy(t->buf + t->n, ev->text, k);
+            t->n += k;
+            t->buf[t->n] = '\0';
+        }
+    }
+    eng_event_clear(ev);
+}
+
+/* A JSON answer on a random-weight model, whatever it would rather say:
+ * complete and valid against the schema even when the budget is tight (the
+ * loop closes it along the grammar's shortest completion). */
+static void test_json_schema_answers_are_complete_within_a_tight_budget(void **state)
+{
+    (void)state;
+    GOLDEN_OR_SKIP(golden);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/models/tiny-qwen3-F32.gguf", golden);
+    pl_config cfg;
+    pl_config_default(&cfg);
+    cfg.model_path = path;
+    cfg.chat_template = "qwen3";
+    cfg.eng.n_threads = 1;
+    cfg.eng.n_ctx = 1024;
+    pl_engine *pe = NULL;
+    wk_error err = {0};
+    if (pl_engine_open(&pe, &cfg, &err)) fail_msg("%s", err.msg);
+    const char *schema_text = "{\"type\":\"object\",\"properties\":{\"answer\":{\"type\":\"string\"},"
+                              "\"n\":{\"type\":\"integer\"}},\"required\":[\"answer\",\"n\"],"
+                              "\"additionalProperties\":false}";
+    for (int budget = 40; budget <= 120; budget += 40) {
+        for (int seed = 1; seed <= 3; seed++) {
+            eng_request req = {0};
+            req.kind = ENG_REQ_CHAT;
+            req.chat = malloc(sizeof *req.chat);
+            assert_non_null(req.chat);
+            chat_conv_init(req.chat);
+            assert_int_equal(chat_conv_add(req.chat, CHAT_ROLE_USER, "Reply in JSON.", 14, &err), 0);
+            assert_int_equal(chat_conv_finish(req.chat, "messages", &err), 0);
+            req.response_format = ENG_FORMAT_JSON_SCHEMA;
+            req.json_schema = json_loads(schema_text, 0, NULL);
+            req.max_tokens = budget;
+            eng_sampling_default(&req.sampling); /* sampled, at temperature 0.8 */
+            req.sampling.seed = (uint64_t)seed;
+            req.sampling.has_seed = true;
+            req.fresh = true;
+            text_out t = {0};
+            pl_sink sink = {.user = &t, .event = on_content};
+            eng_event final = {0};
+            assert_int_equal(pl_run(pe, &req, &sink, &final), 0);
+            json_error_t je;
+            json_t *j = json_loads(t.buf, 0, &je);
+            if (!j) fail_msg("budget %d seed %d: not JSON (%s): %s", budget, seed, je.text, t.buf);
+            assert_true(json_is_string(json_object_get(j, "answer")));
+            assert_true(json_is_integer(json_object_get(j, "n")));
+            assert_int_equal(json_object_size(j), 2);
+            json_decref(j);
+            eng_request_clear(&req);
+        }
+    }
+    pl_engine_close(pe);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -407,6 +483,7 @@ int main(void)
         cmocka_unit_test(test_failed_decode_is_not_confirmed_qwen3),
         cmocka_unit_test(test_archive_of_another_version_is_skipped_not_deleted),
         cmocka_unit_test(test_killed_write_leaves_the_old_or_the_new_state),
+        cmocka_unit_test(test_json_schema_answers_are_complete_within_a_tight_budget),
     };
     return WK_RUN_GROUP_TESTS(tests, NULL, NULL);
 }

@@ -14,6 +14,7 @@
 
 #include <pthread.h>
 
+#include "chat/chat_conv.h"
 #include "pipeline/service.h"
 #include "testutil.h"
 #include "util/timeutil.h"
@@ -218,12 +219,16 @@ static void test_reset_and_reload_drop_the_cache_and_keep_serving(void **state)
     pl_service_stop(svc);
 }
 
-/* A chat request as the server makes it (chat_body is the validated body). */
+/* A chat request as the server makes it (a validated conversation). */
 static pl_job *submit_chat(pl_service *svc, json_t *messages, int max_tokens, bool fresh)
 {
     eng_request req = {0};
     req.kind = ENG_REQ_CHAT;
-    req.chat_body = json_pack("{s:O}", "messages", messages);
+    json_t *body = json_pack("{s:O}", "messages", messages);
+    req.chat = malloc(sizeof *req.chat);
+    wk_error cerr = {0};
+    if (!req.chat || chat_conv_from_openai(req.chat, body, &cerr)) fail_msg("conversation: %s", cerr.msg);
+    json_decref(body);
     req.max_tokens = max_tokens;
     req.ignore_eos = true;
     req.fresh = fresh;
