@@ -98,7 +98,7 @@ enum {
 
 #define CLI_READY_HELP                                                                                     \
     "  --config FILE        options from a JSON file: keys are the long option names (\"ctx\": 32768,\n" \
-    "                       \"kv-type\": \"q8_0\", \"attn-policy\": \"approx\", \"no-cache-checkpoints\": true);\n" \
+    "                       \"kv-type\": \"q8_0\", \"attn-policy\": \"approx\", \"cache-slots\": 2);\n" \
     "                       the command line overrides it\n"                                              \
     "  --print-config       print the effective options (config + command line) as JSON and exit\n"       \
     "  --mem SIZE           memory budget for the default context (default: free RAM, or free VRAM\n"     \

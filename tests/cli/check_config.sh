@@ -95,18 +95,18 @@ kill -0 "${pids[0]}" 2>/dev/null || fail "the process holding the port is gone"
 # config files
 cat >"$tmp/serve.json" <<JSON
 {"model": "$tmp/chat.gguf", "ctx": 2048, "kv_type": "q8_0", "attn-policy": "approx", "port": 0,
- "no-cache-checkpoints": true, "api-key": "s3cret", "aux": [], "verbose": false}
+ "strict-model-id": true, "api-key": "s3cret", "aux": [], "verbose": false}
 JSON
 "$WICK" serve --config "$tmp/serve.json" --ctx 1024 --print-config >"$tmp/eff" 2>"$tmp/err" || fail "print-config: $(cat "$tmp/err")"
 node -e 'const c = JSON.parse(require("fs").readFileSync(process.argv[1]));
-    const want = {ctx: 1024, "kv-type": "q8_0", "attn-policy": "approx", port: 0, "no-cache-checkpoints": true, "api-key": "<hidden>"};
+    const want = {ctx: 1024, "kv-type": "q8_0", "attn-policy": "approx", port: 0, "strict-model-id": true, "api-key": "<hidden>"};
     for (const [k, v] of Object.entries(want)) if (c[k] !== v) { console.error(k, c[k]); process.exit(1); }
     if (!c.model.endsWith("chat.gguf") || "verbose" in c) process.exit(1)' "$tmp/eff" || fail "print-config: $(cat "$tmp/eff")"
 expect 0 'ok   memory +context 2048 tokens \(--ctx\) fits.* at q8_0' check --config "$tmp/serve.json"
 echo '{"ctx": 512, "contxt": 4}' >"$tmp/typo.json"
 expect 2 "config .*typo.json: unknown key 'contxt'" serve --config "$tmp/typo.json"
-echo '{"no-cache-checkpoints": "yes"}' >"$tmp/flag.json"
-expect 2 "'no-cache-checkpoints' is a flag: give true or false" serve --config "$tmp/flag.json"
+echo '{"strict-model-id": "yes"}' >"$tmp/flag.json"
+expect 2 "'strict-model-id' is a flag: give true or false" serve --config "$tmp/flag.json"
 echo '{"ctx": {"n": 1}}' >"$tmp/nested.json"
 expect 2 "'ctx' takes a value" serve --config "$tmp/nested.json"
 echo '{"ctx": 512,' >"$tmp/broken.json"

@@ -135,9 +135,9 @@ for model, key, idx, value in REGRESSIONS:
     msg = one_line_error(what, 'run', rc, err, secs, 'wick run: ', key, REFUSE_SECS)
     rc, out, err2, secs2 = run([wick, 'info', path])
     one_line_error(what, 'info', rc, err2, secs2, 'wick info: ', key, REFUSE_SECS)
-    # serve logs "wick: loading ..." first; its error is one line too
+    # serve prints its readiness report (wick check's) first, then one line with the reason
     rc, _, err3, _ = run([wick, 'serve', '-m', path, '--port', '0', '-t', '1'])
-    logs = [l for l in err3.splitlines() if not l.startswith('wick: ')]
+    logs = [l for l in err3.splitlines() if l.startswith('wick serve: ')]
     one_line_error(what, 'serve', rc, '\n'.join(logs) + '\n', 0, 'wick serve: ', key)
     if msg:
         print(f'ok   {what}: run {secs * 1000:.0f} ms, info {secs2 * 1000:.0f} ms: {msg}')
