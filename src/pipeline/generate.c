@@ -16,6 +16,7 @@
 
 typedef struct decode_loop {
     eng_sampler *smp;
+    pl_spec *spec;    /* NULL: plain decoding, one token per forward pass */
     tok_decoder *dec; /* NULL: the file has no tokenizer (token ids only) */
     chat_stop *stop;
     pl_output out;
@@ -68,11 +69,12 @@ static int loop_setup(pl_request *r, decode_loop *L)
     for (int32_t i = 0; i < r->n; i++) eng_sampler_accept(L->smp, r->ids[i]);
     L->out.sink = r->sink;
     L->finish = "stop";
-    return 0;
+    return pl_spec_new(&L->spec, r, L->smp, &sp);
 }
 
 static void loop_free(decode_loop *L)
 {
+    pl_spec_free(L->spec);
     eng_sampler_free(L->smp);
     tok_decoder_free(L->dec);
     chat_stop_free(L->stop);
@@ -126,7 +128,7 @@ int pl_generate(pl_request *r)
     if (sink->live) sink->live(sink->user, PL_PHASE_DECODE, &r->c);
     /* plain greedy without a step hook: the backend picks each next token where the logits are
      * (a GPU sends one index, not the vocabulary's logits); -2: take it from eng_logits */
-    const bool device_pick = eng_sampler_is_plain_greedy(L.smp) && !sink->step_logits;
+    const bool device_pick = eng_sampler_is_plain_greedy(L.smp) && !sink->step_logits && !L.spec;
     const int32_t n_vocab = eng_n_vocab(ctx);
     int32_t picked = -2;
     double t_first = 0;
@@ -136,9 +138,10 @@ int pl_generate(pl_request *r)
             status = pl_fail(r, 499, "cancelled", NULL, "request cancelled during generation");
             break;
         }
-        int32_t tok = picked >= -1 ? picked : eng_sampler_sample(L.smp, eng_logits(ctx), NULL);
+        const float *logits = L.spec ? pl_spec_logits(L.spec) : eng_logits(ctx);
+        int32_t tok = picked >= -1 ? picked : L.spec ? pl_spec_choose(L.spec) : eng_sampler_sample(L.smp, logits, NULL);
         if (sink->step_logits) {
-            int32_t forced = sink->step_logits(sink->user, i, eng_logits(ctx), n_vocab, tok);
+            int32_t forced = sink->step_logits(sink->user, i, logits, n_vocab, tok);
             if (forced >= 0 && forced < n_vocab) tok = forced;
         }
         if (tok < 0) break; /* every logit -inf/NaN: nothing sensible to say */
@@ -162,13 +165,18 @@ int pl_generate(pl_request *r)
             L.finish = "length";
             break;
         }
-        int rc = device_pick ? eng_decode_greedy(ctx, seq, tok, &picked, &err) : eng_decode(ctx, seq, tok, &err);
+        int rc = L.spec        ? pl_spec_feed(L.spec, tok, max_new - i - 1, &err)
+                 : device_pick ? eng_decode_greedy(ctx, seq, tok, &picked, &err)
+                               : eng_decode(ctx, seq, tok, &err);
         if (rc) {
             status = pl_fail(r, 500, "server_error", NULL, "decode failed: %.440s", err.msg);
             break;
         }
-        ckpt_cache_decoded(r->pe->cache, &r->plan);
+        if (!L.spec) ckpt_cache_decoded(r->pe->cache, &r->plan);
     }
+    /* speculation leaves the sequence as plain decoding would (also after a cancel) */
+    if (L.spec && (!status || status == 499) && pl_spec_finish(L.spec, &err))
+        status = pl_fail(r, 500, "server_error", NULL, "decode failed: %.440s", err.msg);
     if (max_new <= 0) L.finish = "length";
     if (!status && !L.stopped) flush_text(&L);
     else if (!status) pl_output_finish(&L.out);

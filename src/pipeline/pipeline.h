@@ -39,6 +39,8 @@ typedef struct pl_config {
     bool need_tokenizer;       /* no tokenizer in the file is an error (else only token-id prompts work) */
     eng_options eng;           /* device, threads, ubatch, policy, KV type; eng.n_ctx <= 0: see pl_default_n_ctx */
     ckpt_cache_config cache;   /* slots, RAM budget, archive folder (NULL dir: none) */
+    const char *draft_path;    /* draft model for speculative decoding (--draft), or NULL */
+    int spec;                  /* enum eng_spec_mode of requests that do not choose (default: off) */
 } pl_config;
 
 /* Defaults: template from the file and required, tokenizer required,
@@ -48,8 +50,9 @@ void pl_config_default(pl_config *cfg);
 typedef struct pl_engine pl_engine;
 
 /* Loads the model, its tokenizer and chat template, makes the context and
- * the prefix cache. Errors: as model_load / tok_load_from_gguf /
- * eng_ctx_new / ckpt_cache_new, with the file named. */
+ * the prefix cache, and the draft model when one is named (its vocabulary must be the
+ * model's: WK_EINVAL naming the difference). Errors: as model_load /
+ * tok_load_from_gguf / eng_ctx_new / ckpt_cache_new, with the file named. */
 int pl_engine_open(pl_engine **out, const pl_config *cfg, wk_error *err);
 void pl_engine_close(pl_engine *pe); /* finishes pending archive work first */
 
@@ -59,6 +62,8 @@ const chat_template *pl_engine_template(const pl_engine *pe); /* NULL: none usab
 eng_ctx *pl_engine_ctx(pl_engine *pe);
 ckpt_cache *pl_engine_cache(pl_engine *pe);
 int32_t pl_engine_n_ctx(const pl_engine *pe);
+bool pl_engine_has_draft(const pl_engine *pe);  /* a draft model is loaded */
+bool pl_engine_has_mtp(const pl_engine *pe);    /* the model has an MTP block */
 
 /* Grows the context capacity to at least n_ctx positions (drops the cached
  * sequences when it does). */

@@ -1,0 +1,405 @@
+/* Speculative decoding in the one decode loop (pipeline_internal.h): the drafts of a
+ * step are verified in one forward pass of [pending tokens, d1 .. dk]; the loop chooses
+ * every token from the verified rows exactly as plain decoding would from its own, so
+ * stop strings, max_tokens, end of generation, the detokenizer and the tool-call parser
+ * see the accepted tokens in order and nothing else.
+ *
+ * The sequence: after a batch it is cut back to the accepted tokens (attention KV
+ * truncated; recurrent state back to the copy taken before the batch, the accepted
+ * tokens then "pending" and fed again at the front of the next batch, so a rollback
+ * costs no forward pass of its own). The cache hears of a generated token
+ * (ckpt_cache_decoded) only once the sequence holds it for good, and a batch never
+ * runs past the next interval checkpoint, so checkpoints land where plain decoding puts
+ * them. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pipeline/pipeline_internal.h"
+#include "util/log.h"
+
+/* Cost of verifying one more token, relative to a decode step: what makes a longer
+ * draft worth it. Measured on the 2-core CPU for the 0.6B / 0.8B shapes (bench/spec.sh:
+ * k = 4 costs 1.2-1.3 steps); on a GPU the true figure is lower, which only makes this
+ * cautious. */
+#define VERIFY_COST_PER_TOKEN 0.07
+/* Weight of the past in the running acceptance (per step). */
+#define ACCEPT_DECAY 0.9
+
+struct pl_spec {
+    pl_request *r;
+    int mode;                 /* ENG_SPEC_NGRAM, DRAFT or MTP */
+    eng_ctx *ctx;
+    eng_seq *seq;
+    int32_t n_vocab, ub;
+    bool recurrent;
+    /* the context: prompt, then every token fed (what the sequence must end up holding) */
+    int32_t *hist;
+    int32_t n_hist, cap_hist, n_prompt;
+    int32_t n_confirmed;      /* generated tokens reported to the cache */
+    /* the batch in flight */
+    bool active;
+    int32_t start, m, len;    /* position before it, pending tokens at its front, its length */
+    int32_t cur;              /* drafts accepted so far: the next row is cur */
+    eng_draft d;
+    int32_t *batch;           /* [ub] */
+    eng_seq_mark mark;
+    /* choosing */
+    eng_sampler *smp;
+    bool greedy;
+    eng_draft_sampling ds;
+    float *p;                 /* [n_vocab] the target's distribution (temperature > 0) */
+    int32_t *ids;
+    float *probs;
+    /* adaptive draft length */
+    double acc, rej;
+    int32_t k;
+};
+
+/* ---- the engine's side --------------------------------------------------------------- */
+
+/* The draft model must speak the model's vocabulary token for token. */
+static int check_vocab(const pl_engine *pe, const model *dm, const tok_vocab *dv, wk_error *err)
+{
+    if (dm->hp.n_vocab != pe->m->hp.n_vocab)
+        return wk_fail(err, WK_EINVAL, "draft model %s: %u vocabulary rows, the model has %u", pe->draft_path,
+                       dm->hp.n_vocab, pe->m->hp.n_vocab);
+    if (!pe->vocab || !dv) return 0; /* token ids only: the row count is all there is to compare */
+    int32_t n = tok_n_vocab(pe->vocab);
+    if (tok_n_vocab(dv) != n)
+        return wk_fail(err, WK_EINVAL, "draft model %s: a tokenizer of %d tokens, the model's has %d", pe->draft_path,
+                       tok_n_vocab(dv), n);
+    for (int32_t i = 0; i < n; i++) {
+        size_t la, lb;
+        const char *a = tok_token_text(pe->vocab, i, &la), *b = tok_token_text(dv, i, &lb);
+        if (la != lb || (la && memcmp(a, b, la)))
+            return wk_fail(err, WK_EINVAL, "draft model %s: token %d is '%.*s', the model's is '%.*s'", pe->draft_path,
+                           i, (int)(lb < 40 ? lb : 40), b, (int)(la < 40 ? la : 40), a);
+    }
+    return 0;
+}
+
+int pl_spec_open(pl_engine *pe, wk_error *err)
+{
+    int rc = eng_ngram_new(&pe->ngram, err);
+    if (rc || !pe->cfg.draft_path || !pe->cfg.draft_path[0]) return rc;
+    snprintf(pe->draft_path, sizeof pe->draft_path, "%s", pe->cfg.draft_path);
+    pe->cfg.draft_path = pe->draft_path;
+    rc = model_load(&pe->draft_m, pe->draft_path, err);
+    if (rc) return rc;
+    tok_vocab *dv = NULL;
+    wk_error terr = {0};
+    if (tok_load_from_gguf(&dv, pe->draft_m->file, &terr)) dv = NULL;
+    rc = check_vocab(pe, pe->draft_m, dv, err);
+    tok_free(dv);
+    if (!rc) {
+        eng_options o = *eng_ctx_options(pe->ctx);
+        rc = eng_drafter_new(&pe->drafter, pe->draft_m, &o, ckpt_cache_n_ctx(pe->cache), err);
+        if (rc) wk_fail_prefix(err, "draft model %s", pe->draft_path);
+    }
+    return rc;
+}
+
+void pl_spec_close(pl_engine *pe)
+{
+    eng_mtp_free(pe->mtp);
+    eng_drafter_free(pe->drafter);
+    model_free(pe->draft_m);
+    eng_ngram_free(pe->ngram);
+    pe->mtp = NULL;
+    pe->drafter = NULL;
+    pe->draft_m = NULL;
+    pe->ngram = NULL;
+}
+
+bool pl_engine_has_draft(const pl_engine *pe) { return pe->drafter != NULL; }
+bool pl_engine_has_mtp(const pl_engine *pe) { return pe->m->has_mtp; }
+
+int pl_spec_admit(pl_request *r)
+{
+    const pl_engine *pe = r->pe;
+    int mode = r->req->spec ? r->req->spec : pe->cfg.spec;
+    if (mode == ENG_SPEC_DEFAULT) mode = ENG_SPEC_OFF;
+    if (mode == ENG_SPEC_AUTO)
+        mode = pl_engine_has_mtp(pe) ? ENG_SPEC_MTP : pl_engine_has_draft(pe) ? ENG_SPEC_DRAFT : ENG_SPEC_NGRAM;
+    if (mode == ENG_SPEC_DRAFT && !pl_engine_has_draft(pe))
+        return pl_fail(r, 400, "invalid_request_error", NULL,
+                       "speculative source 'draft' needs a draft model (start wick with --draft FILE.gguf)");
+    if (mode == ENG_SPEC_MTP && !pl_engine_has_mtp(pe))
+        return pl_fail(r, 400, "invalid_request_error", NULL,
+                       "speculative source 'mtp': the model file has no MTP block (nextn tensors)");
+    r->spec = mode;
+    return 0;
+}
+
+static void on_prompt_hidden(void *user, int32_t pos0, int32_t n, const float *rows)
+{
+    pl_request *r = user;
+    wk_error err = {0};
+    if (eng_mtp_hidden(r->pe->mtp, r->ids, r->n, pos0, n, rows, &err))
+        WK_WARN("MTP: catching up on the prompt failed (%s); drafting restarts after it", err.msg);
+}
+
+/* The MTP state, made (or remade for a larger context) on first use. */
+static eng_mtp *mtp_for(pl_engine *pe, wk_error *err)
+{
+    int32_t n_ctx = ckpt_cache_n_ctx(pe->cache);
+    if (pe->mtp && eng_mtp_capacity(pe->mtp) >= n_ctx) return pe->mtp;
+    eng_mtp_free(pe->mtp);
+    pe->mtp = NULL;
+    if (eng_mtp_new(&pe->mtp, pe->ctx, n_ctx, err)) pe->mtp = NULL;
+    return pe->mtp;
+}
+
+void pl_spec_prefill_opts(pl_request *r, eng_prefill_opts *po)
+{
+    if (r->spec != ENG_SPEC_MTP) return;
+    wk_error err = {0};
+    eng_mtp *t = mtp_for(r->pe, &err);
+    if (!t) {
+        WK_WARN("MTP drafting off for this request: %s", err.msg);
+        return;
+    }
+    eng_mtp_begin(t, r->ids, r->n, r->plan.start);
+    po->hidden = on_prompt_hidden;
+    po->hidden_user = r;
+}
+
+/* ---- one request ----------------------------------------------------------------------- */
+
+int pl_spec_new(pl_spec **out, pl_request *r, eng_sampler *smp, const eng_sampler_params *sp)
+{
+    *out = NULL;
+    if (r->spec == ENG_SPEC_OFF || r->spec == ENG_SPEC_DEFAULT) return 0;
+    if (r->spec == ENG_SPEC_MTP && !r->pe->mtp) return 0; /* could not be made: warned at prefill */
+    pl_spec *s = calloc(1, sizeof *s);
+    if (!s) return pl_fail(r, 500, "server_error", NULL, "out of memory");
+    s->r = r;
+    s->mode = r->spec;
+    s->ctx = r->pe->ctx;
+    s->seq = r->plan.seq;
+    s->n_vocab = eng_n_vocab(s->ctx);
+    /* a batch no longer than the backend computes exactly as single rows: at temperature
+     * 0 the output is then plain decoding's token for token */
+    s->ub = eng_ctx_options(s->ctx)->n_ubatch;
+    if (eng_exact_batch(s->ctx) > 0 && eng_exact_batch(s->ctx) < s->ub) s->ub = eng_exact_batch(s->ctx);
+    s->recurrent = eng_seq_mark_bytes(s->seq) > 0;
+    s->cap_hist = eng_seq_capacity(s->seq) + 1;
+    s->smp = smp;
+    s->greedy = sp->temperature <= 0.0f || sp->top_k == 1;
+    s->ds.sample = !s->greedy;
+    s->ds.params = *sp;
+    s->k = 4; /* a middle start; the running acceptance takes it from there */
+    s->hist = malloc(sizeof(int32_t) * (size_t)s->cap_hist);
+    s->batch = malloc(sizeof(int32_t) * (size_t)s->ub);
+    if (!s->greedy) {
+        s->p = malloc(sizeof(float) * (size_t)s->n_vocab);
+        s->ids = malloc(sizeof(int32_t) * (size_t)s->n_vocab);
+        s->probs = malloc(sizeof(float) * (size_t)s->n_vocab);
+    }
+    if (!s->hist || !s->batch || (!s->greedy && (!s->p || !s->ids || !s->probs))) {
+        pl_spec_free(s);
+        return pl_fail(r, 500, "server_error", NULL, "out of memory");
+    }
+    memcpy(s->hist, r->ids, sizeof(int32_t) * (size_t)r->n);
+    s->n_hist = s->n_prompt = r->n;
+    if (s->mode == ENG_SPEC_NGRAM) eng_ngram_reset(r->pe->ngram);
+    snprintf(r->c.spec, sizeof r->c.spec, "%s", eng_spec_mode_name(s->mode));
+    *out = s;
+    return 0;
+}
+
+void pl_spec_free(pl_spec *sp)
+{
+    if (!sp) return;
+    eng_seq_mark_free(&sp->mark);
+    free(sp->hist);
+    free(sp->batch);
+    free(sp->p);
+    free(sp->ids);
+    free(sp->probs);
+    free(sp);
+}
+
+const float *pl_spec_logits(const pl_spec *sp)
+{
+    if (!sp->active) return eng_logits(sp->ctx);
+    return eng_logits_all(sp->ctx, NULL) + (size_t)sp->cur * (size_t)sp->n_vocab;
+}
+
+int32_t pl_spec_choose(pl_spec *sp)
+{
+    const float *row = pl_spec_logits(sp);
+    const bool drafted = sp->active && sp->cur < sp->d.n;
+    if (sp->greedy || !drafted) return eng_sampler_sample(sp->smp, row, NULL);
+    int32_t n = eng_sampler_dist(sp->smp, row, sp->ids, sp->probs);
+    if (n <= 0) return -1;
+    memset(sp->p, 0, sizeof(float) * (size_t)sp->n_vocab);
+    for (int32_t i = 0; i < n; i++) sp->p[sp->ids[i]] = sp->probs[i];
+    const float *q = sp->d.has_q ? sp->d.q[sp->cur] : NULL;
+    double u_accept = eng_sampler_uniform(sp->smp), u_resample = eng_sampler_uniform(sp->smp);
+    return eng_spec_accept(sp->p, q, sp->n_vocab, sp->d.tok[sp->cur], u_accept, u_resample);
+}
+
+/* Reports the generated tokens the sequence now holds for good to the cache. */
+static void confirm(pl_spec *sp)
+{
+    int32_t held = eng_seq_pos(sp->seq) - sp->n_prompt;
+    for (; sp->n_confirmed < held; sp->n_confirmed++) ckpt_cache_decoded(sp->r->pe->cache, &sp->r->plan);
+}
+
+/* The draft length that maximizes expected tokens per unit of verification cost for a
+ * per-draft acceptance alpha (each draft accepted with alpha until the first miss):
+ * E[tokens] = (1 - alpha^(k+1)) / (1 - alpha), cost 1 + VERIFY_COST_PER_TOKEN * k. */
+static int32_t best_k(double alpha)
+{
+    int32_t best = 1;
+    double best_v = 0;
+    for (int32_t k = 1; k <= ENG_SPEC_MAX_DRAFT; k++) {
+        double v = (1.0 - pow(alpha, k + 1)) / (1.0 - alpha) / (1.0 + VERIFY_COST_PER_TOKEN * k);
+        if (v > best_v) {
+            best_v = v;
+            best = k;
+        }
+    }
+    return best;
+}
+
+static void adapt(pl_spec *sp, int32_t accepted, bool all)
+{
+    sp->acc = sp->acc * ACCEPT_DECAY + accepted;
+    sp->rej = sp->rej * ACCEPT_DECAY + (all ? 0 : 1);
+    double alpha = (sp->acc + 1.0) / (sp->acc + sp->rej + 2.0); /* Laplace: one of each to start */
+    sp->k = best_k(alpha);
+}
+
+/* The batch in flight is done with: counters, the MTP's hidden rows, the sequence cut
+ * back to the accepted tokens. */
+static int settle(pl_spec *sp, wk_error *err)
+{
+    pl_request *r = sp->r;
+    const int32_t kept = sp->m + sp->cur;
+    sp->active = false;
+    if (sp->d.n > 0) {
+        r->c.spec_steps++;
+        r->c.draft_proposed += sp->d.n;
+        r->c.draft_accepted += sp->cur;
+        adapt(sp, sp->cur, sp->cur == sp->d.n);
+    }
+    if (sp->mode == ENG_SPEC_MTP) {
+        wk_error merr = {0};
+        if (eng_mtp_hidden(r->pe->mtp, sp->hist, sp->start + kept, sp->start, kept, eng_hidden_all(sp->ctx, NULL),
+                           &merr))
+            WK_WARN("MTP: catching up failed (%s)", merr.msg);
+    }
+    if (kept < sp->len) {
+        int32_t reached;
+        int rc = eng_seq_rewind(sp->seq, &sp->mark, sp->start + kept, &reached, err);
+        if (rc) return rc;
+    }
+    confirm(sp);
+    return 0;
+}
+
+static int32_t min32(int32_t a, int32_t b) { return a < b ? a : b; }
+
+/* Drafts for the context (the caller's bounds applied). */
+static void propose(pl_spec *sp, int32_t k)
+{
+    pl_engine *pe = sp->r->pe;
+    wk_error err = {0};
+    int rc = 0;
+    int32_t match;
+    sp->d.n = 0;
+    sp->d.has_q = false;
+    if (k <= 0) return;
+    switch (sp->mode) {
+    case ENG_SPEC_NGRAM:
+        rc = eng_ngram_add(pe->ngram, sp->hist, sp->n_hist, &err);
+        if (!rc) sp->d.n = eng_ngram_propose(pe->ngram, sp->hist, sp->n_hist, k, sp->d.tok, &match);
+        break;
+    case ENG_SPEC_DRAFT: rc = eng_drafter_propose(pe->drafter, sp->hist, sp->n_hist, k, &sp->ds, &sp->d, &err); break;
+    case ENG_SPEC_MTP: rc = eng_mtp_propose(pe->mtp, sp->hist, sp->n_hist, k, &sp->ds, &sp->d, &err); break;
+    default: break;
+    }
+    if (rc) { /* a draft source that fails proposes nothing: the output does not depend on it */
+        WK_WARN("speculation (%s): no drafts this step: %s", eng_spec_mode_name(sp->mode), err.msg);
+        sp->d.n = 0;
+    }
+}
+
+/* Feeds the pending tokens (and new drafts) as the next batch. */
+static int next_batch(pl_spec *sp, int32_t remaining, wk_error *err)
+{
+    pl_request *r = sp->r;
+    for (;;) {
+        const int32_t pos = eng_seq_pos(sp->seq), np = sp->n_hist - pos;
+        const int32_t room = min32(ckpt_cache_decode_room(r->pe->cache, &r->plan), sp->ub);
+        if (np > room) { /* an interval checkpoint comes first: feed up to it */
+            int rc = eng_decode_rows(sp->ctx, sp->seq, sp->hist + pos, room, room - 1, sp->mode == ENG_SPEC_MTP, err);
+            if (rc) return rc;
+            sp->start = pos;
+            sp->m = sp->len = room;
+            sp->cur = 0;
+            sp->d.n = 0;
+            if ((rc = settle(sp, err))) return rc;
+            continue;
+        }
+        int32_t k = min32(sp->k, remaining - 1);
+        k = min32(k, room - np);
+        k = min32(k, eng_seq_capacity(sp->seq) - pos - np);
+        propose(sp, k);
+        const int32_t nd = sp->d.n;
+        if (nd > 0) { /* a few bytes for attention-only models, the recurrent state otherwise */
+            int rc = eng_seq_mark_save(sp->seq, &sp->mark, err);
+            if (rc) return rc;
+        }
+        memcpy(sp->batch, sp->hist + pos, sizeof(int32_t) * (size_t)np);
+        memcpy(sp->batch + np, sp->d.tok, sizeof(int32_t) * (size_t)nd);
+        int rc = eng_decode_rows(sp->ctx, sp->seq, sp->batch, np + nd, np - 1, sp->mode == ENG_SPEC_MTP, err);
+        if (rc) return rc;
+        sp->active = true;
+        sp->start = pos;
+        sp->m = np;
+        sp->len = np + nd;
+        sp->cur = 0;
+        return 0;
+    }
+}
+
+int pl_spec_feed(pl_spec *sp, int32_t tok, int32_t remaining, wk_error *err)
+{
+    if (sp->n_hist >= sp->cap_hist)
+        return wk_fail(err, WK_ERANGE, "speculation: context of %d tokens is full", sp->cap_hist - 1);
+    sp->hist[sp->n_hist++] = tok;
+    if (sp->active && sp->cur < sp->d.n && tok == sp->d.tok[sp->cur]) {
+        sp->cur++; /* verified already: its row is next */
+        return 0;
+    }
+    if (sp->active) {
+        int rc = settle(sp, err);
+        if (rc) return rc;
+    }
+    return next_batch(sp, remaining, err);
+}
+
+int pl_spec_finish(pl_spec *sp, wk_error *err)
+{
+    if (sp->active) {
+        int rc = settle(sp, err);
+        if (rc) return rc;
+    }
+    /* tokens fed but not (or no longer) in the sequence: the replay plain decoding never needed */
+    while (eng_seq_pos(sp->seq) < sp->n_hist) {
+        const int32_t pos = eng_seq_pos(sp->seq);
+        const int32_t n = min32(min32(sp->n_hist - pos, ckpt_cache_decode_room(sp->r->pe->cache, &sp->r->plan)), sp->ub);
+        int rc = eng_decode_rows(sp->ctx, sp->seq, sp->hist + pos, n, n - 1, sp->mode == ENG_SPEC_MTP, err);
+        if (rc) return rc;
+        sp->start = pos;
+        sp->m = sp->len = n;
+        sp->cur = 0;
+        sp->d.n = 0;
+        if ((rc = settle(sp, err))) return rc;
+    }
+    return 0;
+}
