@@ -60,6 +60,10 @@ static void usage(FILE *out)
             "      --cache-slots N     conversations kept in RAM (4)\n"
             "      --cache-dir DIR     archive conversations on disk; a restarted server resumes them\n"
             "      --cache-disk SIZE   cap of the archive folder (8G)\n"
+            "      --spec SOURCE       speculative decoding for requests that do not choose: off\n"
+            "                          (default), ngram (prompt lookup), draft (--draft), mtp (the\n"
+            "                          model's MTP block) or auto; same output at temperature 0\n"
+            "      --draft FILE        draft model with the model's vocabulary\n"
 
             "  -v, --verbose           debug logging\n"
             "  -h, --help              this help\n\n"
@@ -67,8 +71,9 @@ static void usage(FILE *out)
             "Request extensions: {\"wick\": {\"fresh\": true}} bypasses the prefix cache for\n"
             "one request (cache_prompt: false does the same); {\"wick\": {\"attn_policy\":\n"
             "\"approx\", \"global\": N, \"window\": N, \"dense_tail\": N, \"dense_tail_continue\": N}}\n"
-            "sets its attention policy; responses carry a 'timings'\n"
-            "object (prompt/cached/recomputed tokens, prefill and decode speed).\n",
+            "sets its attention policy; {\"wick\": {\"spec\": \"ngram\"}} its draft source; responses\n"
+            "carry a 'timings' object (prompt/cached/recomputed tokens, prefill and decode speed,\n"
+            "drafts proposed and accepted).\n",
             CHAT_TEMPLATE_NAMES);
 }
 
@@ -163,7 +168,7 @@ static int parse_int(const char *s, const char *what, long lo, long hi, long *ou
 int cmd_serve(int argc, char **argv)
 {
     enum { O_HOST = 1000, O_PORT, O_KEY, O_TMPL, O_QUEUE, O_PAR, O_BODY, O_TIMEOUT, O_RTIMEOUT, O_KA, O_ALIAS,
-           O_CMEM, O_CSLOTS, O_CDIR, O_CDISK };
+           O_CMEM, O_CSLOTS, O_CDIR, O_CDISK, O_SPEC, O_DRAFT };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},   {"host", required_argument, 0, O_HOST},
         {"port", required_argument, 0, O_PORT}, {"api-key", required_argument, 0, O_KEY},
@@ -174,6 +179,7 @@ int cmd_serve(int argc, char **argv)
         {"keepalive-ms", required_argument, 0, O_KA}, {"alias", required_argument, 0, O_ALIAS},
         {"cache-mem", required_argument, 0, O_CMEM}, {"cache-slots", required_argument, 0, O_CSLOTS},
         {"cache-dir", required_argument, 0, O_CDIR}, {"cache-disk", required_argument, 0, O_CDISK},
+        {"spec", required_argument, 0, O_SPEC}, {"draft", required_argument, 0, O_DRAFT},
         CLI_POLICY_LONG_OPTIONS, CLI_KV_TYPE_OPTION,
         CLI_DEVICE_OPTION,                      {"verbose", no_argument, 0, 'v'},       {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
@@ -249,6 +255,15 @@ int cmd_serve(int argc, char **argv)
         case O_CDISK:
             if (parse_size(optarg, "--cache-disk", &cache_cfg->disk_bytes)) return 2;
             break;
+        case O_SPEC: {
+            wk_error e = {0};
+            if (eng_spec_mode_parse(optarg, &ec.pipeline.spec, &e)) {
+                fprintf(stderr, "wick serve: --spec: %s\n", e.msg);
+                return 2;
+            }
+            break;
+        }
+        case O_DRAFT: ec.pipeline.draft_path = optarg; break;
         case 'v': wk_log_set_level(WK_LOG_DEBUG); break;
         case 'h': usage(stdout); return 0;
         default: {
