@@ -118,6 +118,8 @@ typedef struct eng_drafter eng_drafter;
 int eng_drafter_new(eng_drafter **out, const model *draft, const eng_options *o, int32_t n_ctx, wk_error *err);
 void eng_drafter_free(eng_drafter *d);
 eng_ctx *eng_drafter_ctx(eng_drafter *d);
+/* Memory its sequence holds (KV of every position, recurrent state and its copy). */
+size_t eng_drafter_bytes(const eng_drafter *d);
 /* A new, empty sequence of at least n_ctx positions when it has fewer. WK_ENOMEM. */
 int eng_drafter_reserve(eng_drafter *d, int32_t n_ctx, wk_error *err);
 

@@ -44,6 +44,12 @@ void eng_drafter_free(eng_drafter *d)
 
 eng_ctx *eng_drafter_ctx(eng_drafter *d) { return d->ctx; }
 
+size_t eng_drafter_bytes(const eng_drafter *d)
+{
+    if (!d->seq) return 0;
+    return (size_t)eng_kv_bytes_per_token(d->ctx) * (size_t)eng_seq_capacity(d->seq) + 2 * eng_seq_mark_bytes(d->seq);
+}
+
 int eng_drafter_reserve(eng_drafter *d, int32_t n_ctx, wk_error *err)
 {
     if (eng_seq_capacity(d->seq) >= n_ctx) return 0;

@@ -101,11 +101,13 @@ void eng_mtp_begin(eng_mtp *t, const int32_t *ctx, int32_t n, int32_t start)
     int32_t keep = 0, lim = t->pos < n ? t->pos : n;
     if (lim > t->n_known) lim = t->n_known;
     while (keep < lim && t->tokens[keep] == ctx[keep]) keep++;
-    t->has_carry = false;
-    /* the hidden rows to come start at `start`: position p needs the one of p - 1 */
-    if (keep >= t->base && keep >= start + 1) {
+    /* the hidden rows to come start at `start`; position p needs the one of p - 1, which
+     * the carry still holds when the whole state is kept (it depends on tokens < p only) */
+    const bool whole = keep == t->pos && t->has_carry;
+    if (keep >= t->base && (whole ? start <= keep : start <= keep - 1)) {
         t->pos = keep;
         t->n_known = keep;
+        t->has_carry = whole;
     } else {
         restart(t, ctx, n, start + 1);
     }

@@ -64,6 +64,10 @@ ckpt_cache *pl_engine_cache(pl_engine *pe);
 int32_t pl_engine_n_ctx(const pl_engine *pe);
 bool pl_engine_has_draft(const pl_engine *pe);  /* a draft model is loaded */
 bool pl_engine_has_mtp(const pl_engine *pe);    /* the model has an MTP block */
+/* Memory speculation holds besides the model's own state: the copy of one sequence's
+ * recurrent state taken before each batch, the MTP block's KV, the draft model's
+ * sequence (its weights not counted). */
+size_t pl_engine_spec_bytes(const pl_engine *pe);
 
 /* Grows the context capacity to at least n_ctx positions (drops the cached
  * sequences when it does). */

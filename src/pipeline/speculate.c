@@ -17,14 +17,18 @@
 
 #include "pipeline/pipeline_internal.h"
 #include "util/log.h"
+#include "util/timeutil.h"
 
 /* Cost of verifying one more token, relative to a decode step: what makes a longer
  * draft worth it. Measured on the 2-core CPU for the 0.6B / 0.8B shapes (bench/spec.sh:
  * k = 4 costs 1.2-1.3 steps); on a GPU the true figure is lower, which only makes this
- * cautious. */
+ * cautious. The drafting cost is measured as it goes. */
 #define VERIFY_COST_PER_TOKEN 0.07
-/* Weight of the past in the running acceptance (per step). */
+/* Weight of the past in the running acceptance and timings (per step). */
 #define ACCEPT_DECAY 0.9
+/* When no draft length pays (a source that is rarely right), drafting stops and is
+ * tried again with one draft after this many tokens, to see whether it has become so. */
+#define PROBE_EVERY 16
 
 struct pl_spec {
     pl_request *r;
@@ -52,8 +56,10 @@ struct pl_spec {
     int32_t *ids;
     float *probs;
     /* adaptive draft length */
-    double acc, rej;
-    int32_t k;
+    double acc, rej;          /* decayed counts of accepted drafts and of misses */
+    double draft_ms, step_ms; /* decayed time per draft token, and per plain decode step */
+    int32_t k;                /* 0: not worth it now */
+    int32_t idle;             /* tokens since the last proposal while k is 0 */
 };
 
 /* ---- the engine's side --------------------------------------------------------------- */
@@ -113,6 +119,17 @@ void pl_spec_close(pl_engine *pe)
 }
 
 bool pl_engine_has_draft(const pl_engine *pe) { return pe->drafter != NULL; }
+
+size_t pl_engine_spec_bytes(const pl_engine *pe)
+{
+    const model *m = pe->m;
+    size_t b = (model_conv_elems(m) + model_ssm_elems(m)) * sizeof(float) * m->hp.n_rec_layers;
+    if (pe->mtp) b += eng_mtp_bytes(pe->mtp);
+    else if (m->has_mtp && m->hp.n_attn_layers) /* made on first use: one attention layer's KV */
+        b += eng_kv_bytes_per_token(pe->ctx) / m->hp.n_attn_layers * (size_t)(ckpt_cache_n_ctx(pe->cache) + ENG_SPEC_MAX_DRAFT);
+    if (pe->drafter) b += eng_drafter_bytes(pe->drafter);
+    return b;
+}
 bool pl_engine_has_mtp(const pl_engine *pe) { return pe->m->has_mtp; }
 
 int pl_spec_admit(pl_request *r)
@@ -189,7 +206,7 @@ int pl_spec_new(pl_spec **out, pl_request *r, eng_sampler *smp, const eng_sample
     s->greedy = sp->temperature <= 0.0f || sp->top_k == 1;
     s->ds.sample = !s->greedy;
     s->ds.params = *sp;
-    s->k = 4; /* a middle start; the running acceptance takes it from there */
+    s->k = 4; /* a middle start; the running acceptance and timings take it from there */
     s->hist = malloc(sizeof(int32_t) * (size_t)s->cap_hist);
     s->batch = malloc(sizeof(int32_t) * (size_t)s->ub);
     if (!s->greedy) {
@@ -248,16 +265,17 @@ static void confirm(pl_spec *sp)
     for (; sp->n_confirmed < held; sp->n_confirmed++) ckpt_cache_decoded(sp->r->pe->cache, &sp->r->plan);
 }
 
-/* The draft length that maximizes expected tokens per unit of verification cost for a
- * per-draft acceptance alpha (each draft accepted with alpha until the first miss):
- * E[tokens] = (1 - alpha^(k+1)) / (1 - alpha), cost 1 + VERIFY_COST_PER_TOKEN * k. */
-static int32_t best_k(double alpha)
+/* The draft length that maximizes expected tokens per unit of time for a per-draft
+ * acceptance alpha (each draft accepted with alpha until the first miss):
+ * E[tokens] = (1 - alpha^(k+1)) / (1 - alpha), against a cost of 1 + (verify + draft) * k
+ * decode steps. 0 when no length beats plain decoding. */
+static int32_t best_k(double alpha, double per_draft)
 {
-    int32_t best = 1;
-    double best_v = 0;
+    int32_t best = 0;
+    double best_v = 1.0;
     for (int32_t k = 1; k <= ENG_SPEC_MAX_DRAFT; k++) {
-        double v = (1.0 - pow(alpha, k + 1)) / (1.0 - alpha) / (1.0 + VERIFY_COST_PER_TOKEN * k);
-        if (v > best_v) {
+        double v = (1.0 - pow(alpha, k + 1)) / (1.0 - alpha) / (1.0 + per_draft * k);
+        if (v > best_v * 1.02) { /* a longer draft must win clearly */
             best_v = v;
             best = k;
         }
@@ -265,12 +283,15 @@ static int32_t best_k(double alpha)
     return best;
 }
 
+static double decayed(double old, double x) { return old > 0 ? old * ACCEPT_DECAY + x * (1 - ACCEPT_DECAY) : x; }
+
 static void adapt(pl_spec *sp, int32_t accepted, bool all)
 {
     sp->acc = sp->acc * ACCEPT_DECAY + accepted;
     sp->rej = sp->rej * ACCEPT_DECAY + (all ? 0 : 1);
     double alpha = (sp->acc + 1.0) / (sp->acc + sp->rej + 2.0); /* Laplace: one of each to start */
-    sp->k = best_k(alpha);
+    double draft = sp->step_ms > 0 ? sp->draft_ms / sp->step_ms : 0;
+    sp->k = best_k(alpha, VERIFY_COST_PER_TOKEN + draft);
 }
 
 /* The batch in flight is done with: counters, the MTP's hidden rows, the sequence cut
@@ -303,7 +324,7 @@ static int settle(pl_spec *sp, wk_error *err)
 
 static int32_t min32(int32_t a, int32_t b) { return a < b ? a : b; }
 
-/* Drafts for the context (the caller's bounds applied). */
+/* Drafts for the context (the caller's bounds applied), timed. */
 static void propose(pl_spec *sp, int32_t k)
 {
     pl_engine *pe = sp->r->pe;
@@ -313,6 +334,7 @@ static void propose(pl_spec *sp, int32_t k)
     sp->d.n = 0;
     sp->d.has_q = false;
     if (k <= 0) return;
+    const double t0 = wk_now_ms();
     switch (sp->mode) {
     case ENG_SPEC_NGRAM:
         rc = eng_ngram_add(pe->ngram, sp->hist, sp->n_hist, &err);
@@ -326,6 +348,7 @@ static void propose(pl_spec *sp, int32_t k)
         WK_WARN("speculation (%s): no drafts this step: %s", eng_spec_mode_name(sp->mode), err.msg);
         sp->d.n = 0;
     }
+    if (sp->d.n > 0) sp->draft_ms = decayed(sp->draft_ms, (wk_now_ms() - t0) / sp->d.n);
 }
 
 /* Feeds the pending tokens (and new drafts) as the next batch. */
@@ -345,7 +368,10 @@ static int next_batch(pl_spec *sp, int32_t remaining, wk_error *err)
             if ((rc = settle(sp, err))) return rc;
             continue;
         }
-        int32_t k = min32(sp->k, remaining - 1);
+        int32_t k = sp->k;
+        if (k == 0 && ++sp->idle >= PROBE_EVERY) k = 1; /* see whether drafting pays again */
+        if (k > 0) sp->idle = 0;
+        k = min32(k, remaining - 1);
         k = min32(k, room - np);
         k = min32(k, eng_seq_capacity(sp->seq) - pos - np);
         propose(sp, k);
@@ -356,8 +382,11 @@ static int next_batch(pl_spec *sp, int32_t remaining, wk_error *err)
         }
         memcpy(sp->batch, sp->hist + pos, sizeof(int32_t) * (size_t)np);
         memcpy(sp->batch + np, sp->d.tok, sizeof(int32_t) * (size_t)nd);
+        const double t0 = wk_now_ms();
         int rc = eng_decode_rows(sp->ctx, sp->seq, sp->batch, np + nd, np - 1, sp->mode == ENG_SPEC_MTP, err);
         if (rc) return rc;
+        /* what one plain decode step costs, from this batch of np + nd tokens */
+        sp->step_ms = decayed(sp->step_ms, (wk_now_ms() - t0) / (1.0 + VERIFY_COST_PER_TOKEN * (np + nd - 1)));
         sp->active = true;
         sp->start = pos;
         sp->m = np;

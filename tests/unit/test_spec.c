@@ -22,6 +22,8 @@
 #include "engine/spec.h"
 #include "model/synth.h"
 #include "pipeline/pipeline.h"
+#include "server/metrics.h"
+#include "server/openai_request.h"
 #include "testutil.h"
 
 /* ---- the acceptance rule ----------------------------------------------------------- */
@@ -656,6 +658,153 @@ static void test_mtp_block_is_bound_and_ignored_by_the_main_model(void **state)
     unlink(plain);
 }
 
+/* MTP drafts depend on the context only, not on how its hidden states arrived: a
+ * prompt prefilled in one go, in two requests (the block keeps its KV across them), in
+ * small chunks, or partly through verification batches gives the same proposals. */
+typedef struct mtp_feed {
+    eng_mtp *t;
+    const int32_t *ids;
+    int32_t n;
+} mtp_feed;
+
+static void feed_hidden(void *user, int32_t pos0, int32_t n, const float *rows)
+{
+    mtp_feed *f = user;
+    wk_error err = {0};
+    assert_int_equal(eng_mtp_hidden(f->t, f->ids, f->n, pos0, n, rows, &err), 0);
+}
+
+/* verify_rows: the tokens after split go in as speculative verification batches do
+ * (eng_decode_rows with hidden rows, 3 at a time), not as a second prefill. */
+static void mtp_drafts(model *m, const int32_t *ids, int32_t n, int32_t split, int32_t ubatch, bool verify_rows,
+                       eng_draft *out)
+{
+    eng_options o;
+    eng_options_default(&o);
+    o.n_threads = 1;
+    o.n_ctx = 256;
+    o.n_ubatch = ubatch;
+    eng_ctx *c;
+    eng_seq *s;
+    eng_mtp *t;
+    wk_error err = {0};
+    assert_int_equal(eng_ctx_new(&c, m, &o, &err), 0);
+    assert_int_equal(eng_seq_new(&s, c, 256, &err), 0);
+    assert_int_equal(eng_mtp_new(&t, c, 256, &err), 0);
+    mtp_feed f = {t, ids, split};
+    eng_prefill_opts po = {.hidden = feed_hidden, .hidden_user = &f};
+    eng_mtp_begin(t, ids, split, 0);
+    assert_int_equal(eng_prefill(c, s, ids, split, &po, &err), 0);
+    for (int32_t p = split; verify_rows && p < n; p += 3) {
+        int32_t len = n - p < 3 ? n - p : 3;
+        assert_int_equal(eng_decode_rows(c, s, ids + p, len, len - 1, true, &err), 0);
+        assert_int_equal(eng_mtp_hidden(t, ids, p + len, p, len, eng_hidden_all(c, NULL), &err), 0);
+    }
+    if (!verify_rows && split < n) { /* a second request over the longer prompt */
+        f.n = n;
+        eng_mtp_begin(t, ids, n, split);
+        assert_int_equal(eng_prefill(c, s, ids + split, n - split, &po, &err), 0);
+    }
+    int32_t ctx[300];
+    memcpy(ctx, ids, sizeof(int32_t) * (size_t)n);
+    ctx[n] = eng_argmax(eng_logits(c), eng_n_vocab(c));
+    memset(out, 0, sizeof *out);
+    assert_int_equal(eng_mtp_propose(t, ctx, n + 1, 4, NULL, out, &err), 0);
+    assert_int_equal(out->n, 4);
+    eng_mtp_free(t);
+    eng_seq_free(s);
+    eng_ctx_free(c);
+}
+
+static void test_mtp_drafts_do_not_depend_on_how_the_prompt_came(void **state)
+{
+    (void)state;
+    model *m = load(g_mtp_path[0]);
+    int32_t ids[60];
+    make_prompt(ids, 60, 51, 0);
+    eng_draft whole, two, chunks, rows;
+    mtp_drafts(m, ids, 60, 60, 64, false, &whole);
+    mtp_drafts(m, ids, 60, 37, 64, false, &two);
+    mtp_drafts(m, ids, 60, 60, 7, false, &chunks);
+    mtp_drafts(m, ids, 60, 41, 64, true, &rows);
+    assert_memory_equal(whole.tok, two.tok, sizeof(int32_t) * 4);
+    assert_memory_equal(whole.tok, chunks.tok, sizeof(int32_t) * 4);
+    assert_memory_equal(whole.tok, rows.tok, sizeof(int32_t) * 4);
+    model_free(m);
+}
+
+/* {"wick": {"spec": ...}} is parsed into the request, anything else is a 400 naming it. */
+static int parse_spec(const char *wick, eng_request *req, srv_error *err)
+{
+    char body[256];
+    snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"wick\":%s}", wick);
+    srv_limits lim;
+    srv_limits_default(&lim);
+    lim.n_ctx = 4096;
+    json_t *root = NULL;
+    memset(err, 0, sizeof *err);
+    memset(req, 0, sizeof *req);
+    srv_resp_opts ro;
+    if (srv_parse_body(body, strlen(body), &lim, &root, err)) return err->status;
+    int rc = srv_parse_chat(root, &lim, "tiny", req, &ro, err);
+    json_decref(root);
+    return rc ? err->status : 200;
+}
+
+static void test_request_chooses_its_draft_source(void **state)
+{
+    (void)state;
+    eng_request req;
+    srv_error err;
+    assert_int_equal(parse_spec("{\"spec\":\"ngram\"}", &req, &err), 200);
+    assert_int_equal(req.spec, ENG_SPEC_NGRAM);
+    eng_request_clear(&req);
+    assert_int_equal(parse_spec("{\"spec\":\"off\"}", &req, &err), 200);
+    assert_int_equal(req.spec, ENG_SPEC_OFF);
+    eng_request_clear(&req);
+    assert_int_equal(parse_spec("{}", &req, &err), 200);
+    assert_int_equal(req.spec, ENG_SPEC_DEFAULT);
+    eng_request_clear(&req);
+    assert_int_equal(parse_spec("{\"spec\":\"eagle\"}", &req, &err), 400);
+    assert_string_equal(err.param, "wick.spec");
+    assert_int_equal(parse_spec("{\"spec\":3}", &req, &err), 400);
+    assert_string_equal(err.param, "wick.spec");
+}
+
+/* The counters of a speculative request reach the timings JSON and /metrics by source. */
+static void test_draft_counters_reach_timings_and_metrics(void **state)
+{
+    (void)state;
+    eng_counters c = {0};
+    snprintf(c.spec, sizeof c.spec, "ngram");
+    c.draft_proposed = 40;
+    c.draft_accepted = 30;
+    c.spec_steps = 10;
+    json_t *t = eng_counters_timings_json(&c);
+    assert_string_equal(json_string_value(json_object_get(t, "draft_source")), "ngram");
+    assert_int_equal(json_integer_value(json_object_get(t, "draft_n")), 40);
+    assert_int_equal(json_integer_value(json_object_get(t, "draft_n_accepted")), 30);
+    assert_true(fabs(json_real_value(json_object_get(t, "draft_acceptance")) - 0.75) < 1e-9);
+    assert_true(fabs(json_real_value(json_object_get(t, "draft_accepted_per_step")) - 3.0) < 1e-9);
+    json_decref(t);
+    eng_counters off = {0};
+    t = eng_counters_timings_json(&off);
+    assert_null(json_object_get(t, "draft_source"));
+    json_decref(t);
+    srv_metrics m;
+    srv_metrics_init(&m);
+    srv_metrics_observe(&m, &c);
+    srv_metrics_observe(&m, &c);
+    srv_gauges g = {0};
+    srv_buf o = {0};
+    assert_int_equal(srv_metrics_render(&m, &g, &o), 0);
+    assert_non_null(strstr(o.data, "wick_draft_tokens_total{source=\"ngram\"} 80\n"));
+    assert_non_null(strstr(o.data, "wick_draft_accepted_total{source=\"ngram\"} 60\n"));
+    assert_non_null(strstr(o.data, "wick_draft_accepted_total{source=\"mtp\"} 0\n"));
+    srv_buf_free(&o);
+    srv_metrics_destroy(&m);
+}
+
 static int write_mtp_models(void **state)
 {
     (void)state;
@@ -694,12 +843,15 @@ int main(void)
         cmocka_unit_test(test_rewind_recurrent_state),
         cmocka_unit_test(test_rewind_attention_kv),
         cmocka_unit_test(test_mtp_block_is_bound_and_ignored_by_the_main_model),
+        cmocka_unit_test(test_mtp_drafts_do_not_depend_on_how_the_prompt_came),
         cmocka_unit_test(test_ngram_output_equals_plain_decoding),
         cmocka_unit_test(test_draft_model_self_output_equals_plain_decoding),
         cmocka_unit_test(test_draft_model_other_output_equals_plain_decoding),
         cmocka_unit_test(test_mtp_output_equals_plain_decoding),
         cmocka_unit_test(test_sampling_speculation_completes),
         cmocka_unit_test(test_missing_sources_are_refused),
+        cmocka_unit_test(test_request_chooses_its_draft_source),
+        cmocka_unit_test(test_draft_counters_reach_timings_and_metrics),
     };
     return WK_RUN_GROUP_TESTS(tests, write_mtp_models, remove_mtp_models);
 }
