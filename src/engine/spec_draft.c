@@ -83,9 +83,7 @@ static int32_t draft_sync(eng_drafter *d, const int32_t *ctx, int32_t keep)
 int eng_drafter_propose(eng_drafter *d, const int32_t *ctx, int32_t n, int32_t k, const eng_draft_sampling *ds,
                         eng_draft *out, wk_error *err)
 {
-    out->n = 0;
-    out->has_q = false;
-    if (k > ENG_SPEC_MAX_DRAFT) k = ENG_SPEC_MAX_DRAFT;
+    k = draft_begin(out, k);
     const int32_t n_vocab = eng_n_vocab(d->ctx);
     if (!d->seq || n < 1 || k < 1 || n + k > eng_seq_capacity(d->seq)) return 0;
     int rc = spec_picker_prepare(&d->pick, ds, n_vocab, err);

@@ -4,6 +4,14 @@
 
 #include "engine/spec.h"
 
+/* Empties a proposal; returns k capped at ENG_SPEC_MAX_DRAFT. */
+static inline int32_t draft_begin(eng_draft *out, int32_t k)
+{
+    out->n = 0;
+    out->has_q = false;
+    return k > ENG_SPEC_MAX_DRAFT ? ENG_SPEC_MAX_DRAFT : k;
+}
+
 /* How a draft source turns logits into its next draft: the greedy pick, or a draw from
  * the distribution eng_sampler_dist gives (kept as a dense q for the acceptance rule). */
 typedef struct spec_picker {

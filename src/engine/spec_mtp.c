@@ -165,9 +165,7 @@ int eng_mtp_hidden(eng_mtp *t, const int32_t *ctx, int32_t n_ctx, int32_t pos0, 
 int eng_mtp_propose(eng_mtp *t, const int32_t *ctx, int32_t n, int32_t k, const eng_draft_sampling *ds,
                     eng_draft *out, wk_error *err)
 {
-    out->n = 0;
-    out->has_q = false;
-    if (k > ENG_SPEC_MAX_DRAFT) k = ENG_SPEC_MAX_DRAFT;
+    k = draft_begin(out, k);
     const size_t E = t->m->hp.n_embd;
     /* position n - 1 is next, with the target's hidden state of n - 2 waiting */
     if (k < 1 || t->pos != n - 1 || !t->has_carry || n - 1 + k - t->base > t->cap || n + k > t->n_tokens_cap)

@@ -351,6 +351,20 @@ static void propose(pl_spec *sp, int32_t k)
     if (sp->d.n > 0) sp->draft_ms = decayed(sp->draft_ms, (wk_now_ms() - t0) / sp->d.n);
 }
 
+/* Feeds the first n pending tokens as a batch without drafts (an interval checkpoint
+ * comes first, or the request ends) and confirms them. */
+static int feed_pending(pl_spec *sp, int32_t n, wk_error *err)
+{
+    const int32_t pos = eng_seq_pos(sp->seq);
+    int rc = eng_decode_rows(sp->ctx, sp->seq, sp->hist + pos, n, n - 1, sp->mode == ENG_SPEC_MTP, err);
+    if (rc) return rc;
+    sp->start = pos;
+    sp->m = sp->len = n;
+    sp->cur = 0;
+    sp->d.n = 0;
+    return settle(sp, err);
+}
+
 /* Feeds the pending tokens (and new drafts) as the next batch. */
 static int next_batch(pl_spec *sp, int32_t remaining, wk_error *err)
 {
@@ -359,13 +373,8 @@ static int next_batch(pl_spec *sp, int32_t remaining, wk_error *err)
         const int32_t pos = eng_seq_pos(sp->seq), np = sp->n_hist - pos;
         const int32_t room = min32(ckpt_cache_decode_room(r->pe->cache, &r->plan), sp->ub);
         if (np > room) { /* an interval checkpoint comes first: feed up to it */
-            int rc = eng_decode_rows(sp->ctx, sp->seq, sp->hist + pos, room, room - 1, sp->mode == ENG_SPEC_MTP, err);
+            int rc = feed_pending(sp, room, err);
             if (rc) return rc;
-            sp->start = pos;
-            sp->m = sp->len = room;
-            sp->cur = 0;
-            sp->d.n = 0;
-            if ((rc = settle(sp, err))) return rc;
             continue;
         }
         int32_t k = sp->k;
@@ -420,15 +429,9 @@ int pl_spec_finish(pl_spec *sp, wk_error *err)
     }
     /* tokens fed but not (or no longer) in the sequence: the replay plain decoding never needed */
     while (eng_seq_pos(sp->seq) < sp->n_hist) {
-        const int32_t pos = eng_seq_pos(sp->seq);
-        const int32_t n = min32(min32(sp->n_hist - pos, ckpt_cache_decode_room(sp->r->pe->cache, &sp->r->plan)), sp->ub);
-        int rc = eng_decode_rows(sp->ctx, sp->seq, sp->hist + pos, n, n - 1, sp->mode == ENG_SPEC_MTP, err);
+        const int32_t left = sp->n_hist - eng_seq_pos(sp->seq);
+        int rc = feed_pending(sp, min32(min32(left, ckpt_cache_decode_room(sp->r->pe->cache, &sp->r->plan)), sp->ub), err);
         if (rc) return rc;
-        sp->start = pos;
-        sp->m = sp->len = n;
-        sp->cur = 0;
-        sp->d.n = 0;
-        if ((rc = settle(sp, err))) return rc;
     }
     return 0;
 }
