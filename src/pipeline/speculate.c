@@ -19,11 +19,11 @@
 #include "util/log.h"
 #include "util/timeutil.h"
 
-/* Cost of verifying one more token, relative to a decode step: what makes a longer
- * draft worth it. Measured on the 2-core CPU for the 0.6B / 0.8B shapes (bench/spec.sh:
- * k = 4 costs 1.2-1.3 steps); on a GPU the true figure is lower, which only makes this
- * cautious. The drafting cost is measured as it goes. */
-#define VERIFY_COST_PER_TOKEN 0.07
+/* Cost of verifying one more token, relative to a decode step, until the request's own
+ * batches have measured it (a line fitted to batch time against batch length): what
+ * makes a longer draft worth it. On the 2-core CPU every extra row is mostly LM-head
+ * arithmetic, 0.1-0.25 of a step for the 0.6B / 0.8B shapes (wick bench --verify). */
+#define VERIFY_COST_PRIOR 0.15
 /* Weight of the past in the running acceptance and timings (per step). */
 #define ACCEPT_DECAY 0.9
 /* When no draft length pays (a source that is rarely right), drafting stops and is
@@ -57,7 +57,8 @@ struct pl_spec {
     float *probs;
     /* adaptive draft length */
     double acc, rej;          /* decayed counts of accepted drafts and of misses */
-    double draft_ms, step_ms; /* decayed time per draft token, and per plain decode step */
+    double draft_ms;          /* decayed time per draft token */
+    double fit[5];            /* decayed sums for batch time t against extra rows x: n, x, t, xx, xt */
     int32_t k;                /* 0: not worth it now */
     int32_t idle;             /* tokens since the last proposal while k is 0 */
 };
@@ -285,13 +286,35 @@ static int32_t best_k(double alpha, double per_draft)
 
 static double decayed(double old, double x) { return old > 0 ? old * ACCEPT_DECAY + x * (1 - ACCEPT_DECAY) : x; }
 
+/* One batch of 1 + x tokens took t ms. */
+static void fit_add(pl_spec *sp, double x, double t)
+{
+    double *f = sp->fit, add[5] = {1, x, t, x * x, x * t};
+    for (int i = 0; i < 5; i++) f[i] = f[i] * ACCEPT_DECAY + add[i];
+}
+
+/* The fitted decode step (ms) and cost per extra row relative to it; the prior cost
+ * while the batches seen have not varied in length. */
+static void fit_get(const pl_spec *sp, double *step_ms, double *per_row)
+{
+    const double *f = sp->fit;
+    double den = f[0] * f[3] - f[1] * f[1];
+    *per_row = VERIFY_COST_PRIOR;
+    if (f[0] > 0 && den > 1e-6 * f[0] * f[0]) {
+        double b = (f[0] * f[4] - f[1] * f[2]) / den, a = (f[2] - b * f[1]) / f[0];
+        if (a > 0) *per_row = b / a < 0.01 ? 0.01 : b / a > 1.0 ? 1.0 : b / a;
+    }
+    *step_ms = f[0] > 0 ? f[2] / f[0] / (1.0 + *per_row * f[1] / f[0]) : 0;
+}
+
 static void adapt(pl_spec *sp, int32_t accepted, bool all)
 {
     sp->acc = sp->acc * ACCEPT_DECAY + accepted;
     sp->rej = sp->rej * ACCEPT_DECAY + (all ? 0 : 1);
     double alpha = (sp->acc + 1.0) / (sp->acc + sp->rej + 2.0); /* Laplace: one of each to start */
-    double draft = sp->step_ms > 0 ? sp->draft_ms / sp->step_ms : 0;
-    sp->k = best_k(alpha, VERIFY_COST_PER_TOKEN + draft);
+    double step_ms, per_row;
+    fit_get(sp, &step_ms, &per_row);
+    sp->k = best_k(alpha, per_row + (step_ms > 0 ? sp->draft_ms / step_ms : 0));
 }
 
 /* The batch in flight is done with: counters, the MTP's hidden rows, the sequence cut
@@ -394,8 +417,7 @@ static int next_batch(pl_spec *sp, int32_t remaining, wk_error *err)
         const double t0 = wk_now_ms();
         int rc = eng_decode_rows(sp->ctx, sp->seq, sp->batch, np + nd, np - 1, sp->mode == ENG_SPEC_MTP, err);
         if (rc) return rc;
-        /* what one plain decode step costs, from this batch of np + nd tokens */
-        sp->step_ms = decayed(sp->step_ms, (wk_now_ms() - t0) / (1.0 + VERIFY_COST_PER_TOKEN * (np + nd - 1)));
+        fit_add(sp, np + nd - 1, wk_now_ms() - t0);
         sp->active = true;
         sp->start = pos;
         sp->m = np;

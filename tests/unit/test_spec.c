@@ -265,6 +265,67 @@ static void check_rewind(const char *file, bool recurrent)
     model_free(m);
 }
 
+static void make_prompt(int32_t *t, int n, uint32_t seed, int period);
+
+/* What makes greedy speculation exact: every row of a verification batch (up to the
+ * backend's exact_rows tokens) is bit for bit the decode step of its token, also over a
+ * cache long enough for a decode step to split its keys across threads. */
+static void check_rows_are_decode_steps(const char *file, int32_t n_prompt)
+{
+    GOLDEN_OR_SKIP(golden);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/models/%s", golden, file);
+    model *m = load(path);
+    eng_options o;
+    eng_options_default(&o);
+    o.n_threads = 2;
+    o.n_ctx = 1024;
+    eng_ctx *c;
+    eng_seq *a, *b;
+    wk_error err = {0};
+    assert_int_equal(eng_ctx_new(&c, m, &o, &err), 0);
+    const int32_t K = eng_exact_batch(c);
+    assert_int_equal(K, 7);
+    assert_int_equal(eng_seq_new(&a, c, 1024, &err), 0);
+    assert_int_equal(eng_seq_new(&b, c, 1024, &err), 0);
+    int32_t prompt[1000], toks[8];
+    make_prompt(prompt, n_prompt, 61, 0);
+    assert_int_equal(eng_prefill(c, a, prompt, n_prompt, NULL, &err), 0);
+    assert_int_equal(eng_prefill(c, b, prompt, n_prompt, NULL, &err), 0);
+    const size_t V = (size_t)eng_n_vocab(c);
+    float *steps = malloc(sizeof(float) * V * (size_t)K);
+    for (int32_t i = 0; i < K; i++) {
+        toks[i] = 3 + (i * 53) % 250;
+        assert_int_equal(eng_decode(c, a, toks[i], &err), 0);
+        memcpy(steps + (size_t)i * V, eng_logits(c), sizeof(float) * V);
+    }
+    assert_int_equal(eng_decode_rows(c, b, toks, K, 0, false, &err), 0);
+    int32_t rows = 0;
+    const float *all = eng_logits_all(c, &rows);
+    assert_int_equal(rows, K);
+    for (int32_t i = 0; i < K; i++)
+        if (memcmp(all + (size_t)i * V, steps + (size_t)i * V, sizeof(float) * V))
+            fail_msg("%s at %d: row %d of a batch of %d differs from its decode step", file, n_prompt, i, K);
+    free(steps);
+    eng_seq_free(a);
+    eng_seq_free(b);
+    eng_ctx_free(c);
+    model_free(m);
+}
+
+static void test_verification_rows_are_decode_steps(void **state)
+{
+    (void)state;
+    /* 252: the batch crosses the 256-key padding; 600: every row past the split threshold */
+    const char *files[] = {"tiny-qwen3-F32.gguf", "tiny-qwen35-F32.gguf", "tiny-qwen3moe-Q8_0.gguf",
+                           "tiny-llama-Q4_K_M.gguf"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        check_rows_are_decode_steps(files[i], 252);
+        check_rows_are_decode_steps(files[i], 508);
+        check_rows_are_decode_steps(files[i], 600);
+    }
+}
+
 static void test_rewind_recurrent_state(void **state)
 {
     (void)state;
@@ -281,14 +342,16 @@ static void test_rewind_attention_kv(void **state)
 
 static char g_mtp_path[2][256]; /* synthetic qwen35 / qwen35moe files with an MTP block */
 
+static int g_threads = 1; /* engines of the pipeline checks */
+
 static pl_engine *open_engine(const char *path, int spec, const char *draft, int gen_interval)
 {
     pl_config cfg;
     pl_config_default(&cfg);
     cfg.model_path = path;
     cfg.need_template = false;
-    cfg.eng.n_threads = 1;
-    cfg.eng.n_ctx = 512;
+    cfg.eng.n_threads = g_threads;
+    cfg.eng.n_ctx = 1024;
     cfg.cache.max_slots = 2;
     cfg.cache.gen_interval = gen_interval;
     cfg.spec = spec;
@@ -427,17 +490,17 @@ static void make_prompt(int32_t *t, int n, uint32_t seed, int period)
 
 /* Plain decoding and speculative decoding through the same sequence of requests on two
  * engines; every output and the cache after every request must agree. */
-static void check_same_as_plain(const char *path, int spec, const char *draft, float temperature)
+static void check_same_as_plain_at(const char *path, int spec, const char *draft, float temperature, int n0)
 {
     const int interval = 12; /* interval checkpoints fall inside speculative steps */
     pl_engine *pa = open_engine(path, ENG_SPEC_OFF, NULL, interval);
     pl_engine *pb = open_engine(path, spec, draft, interval);
     char what[600];
-    int32_t ids[400];
-    make_prompt(ids, 60, 31, 7);
+    int32_t ids[1000];
+    make_prompt(ids, n0, 31, 7);
     seen a = {0}, b = {0};
     /* 1: a long greedy run */
-    job j1 = {.ids = ids, .n = 60, .max_tokens = 48, .ignore_eos = true, .temperature = temperature};
+    job j1 = {.ids = ids, .n = n0, .max_tokens = 48, .ignore_eos = true, .temperature = temperature};
     int ra = run(pa, &j1, &a), rb = run(pb, &j1, &b);
     snprintf(what, sizeof what, "%s, %s, first request", path, eng_spec_mode_name(spec));
     expect_same(what, &a, ra, &b, rb);
@@ -448,8 +511,8 @@ static void check_same_as_plain(const char *path, int spec, const char *draft, f
     free(ca);
     free(cb);
     /* 2: a follow-up over the first's output, then a stop string from plain output */
-    int n2 = 60;
-    for (int i = 0; i < a.n && n2 < 300; i++) ids[n2++] = a.ids[i];
+    int n2 = n0;
+    for (int i = 0; i < a.n; i++) ids[n2++] = a.ids[i];
     make_prompt(ids + n2, 10, 32, 0);
     n2 += 10;
     ra = run(pa, &(job){.ids = ids, .n = n2, .max_tokens = 30, .ignore_eos = true, .temperature = temperature}, &a);
@@ -501,6 +564,11 @@ static void check_same_as_plain(const char *path, int spec, const char *draft, f
     pl_engine_close(pb);
 }
 
+static void check_same_as_plain(const char *path, int spec, const char *draft, float temperature)
+{
+    check_same_as_plain_at(path, spec, draft, temperature, 60);
+}
+
 static const char *const k_golden[] = {
     "tiny-qwen3-F32.gguf",     "tiny-llama-F32.gguf",     "tiny-qwen35-F32.gguf", "tiny-qwen35moe-F32.gguf",
     "tiny-qwen3moe-F32.gguf",  "tiny-qwen35-Q4_K_M.gguf", "tiny-llama-Q8_0.gguf",
@@ -537,6 +605,24 @@ static void test_draft_model_other_output_equals_plain_decoding(void **state)
     (void)state;
     each_golden(ENG_SPEC_DRAFT, "tiny-qwen35-F32.gguf");
     each_golden(ENG_SPEC_DRAFT, "tiny-qwen3-F32.gguf");
+}
+
+/* Two threads and a context past 512 positions: decode steps split their keys across
+ * the threads, verification batches must too. */
+static void test_long_context_on_two_threads_equals_plain_decoding(void **state)
+{
+    (void)state;
+    GOLDEN_OR_SKIP(golden);
+    const char *files[] = {"tiny-qwen3-F32.gguf", "tiny-qwen35-F32.gguf"};
+    g_threads = 2;
+    for (size_t i = 0; i < 2; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/models/%s", golden, files[i]);
+        check_same_as_plain_at(path, ENG_SPEC_NGRAM, NULL, 0.0f, 480);
+        check_same_as_plain_at(path, ENG_SPEC_DRAFT, path, 0.0f, 480);
+    }
+    check_same_as_plain_at(g_mtp_path[0], ENG_SPEC_MTP, NULL, 0.0f, 480);
+    g_threads = 1;
 }
 
 static void test_mtp_output_equals_plain_decoding(void **state)
@@ -840,6 +926,7 @@ int main(void)
         cmocka_unit_test(test_ngram_longest_latest_match_wins),
         cmocka_unit_test(test_ngram_repeats_a_loop_past_the_end),
         cmocka_unit_test(test_ngram_grows_with_the_context),
+        cmocka_unit_test(test_verification_rows_are_decode_steps),
         cmocka_unit_test(test_rewind_recurrent_state),
         cmocka_unit_test(test_rewind_attention_kv),
         cmocka_unit_test(test_mtp_block_is_bound_and_ignored_by_the_main_model),
@@ -848,6 +935,7 @@ int main(void)
         cmocka_unit_test(test_draft_model_self_output_equals_plain_decoding),
         cmocka_unit_test(test_draft_model_other_output_equals_plain_decoding),
         cmocka_unit_test(test_mtp_output_equals_plain_decoding),
+        cmocka_unit_test(test_long_context_on_two_threads_equals_plain_decoding),
         cmocka_unit_test(test_sampling_speculation_completes),
         cmocka_unit_test(test_missing_sources_are_refused),
         cmocka_unit_test(test_request_chooses_its_draft_source),
