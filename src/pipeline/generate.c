@@ -139,7 +139,7 @@ int pl_generate(pl_request *r)
             break;
         }
         const float *logits = L.spec ? pl_spec_logits(L.spec) : eng_logits(ctx);
-        int32_t tok = picked >= -1 ? picked : L.spec ? pl_spec_choose(L.spec) : eng_sampler_sample(L.smp, logits, NULL);
+        int32_t tok = picked >= -1 ? picked : L.spec ? pl_spec_choose(L.spec, logits) : eng_sampler_sample(L.smp, logits, NULL);
         if (sink->step_logits) {
             int32_t forced = sink->step_logits(sink->user, i, logits, n_vocab, tok);
             if (forced >= 0 && forced < n_vocab) tok = forced;

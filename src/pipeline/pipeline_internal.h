@@ -90,9 +90,10 @@ void pl_spec_free(pl_spec *sp);
  * verified row). */
 const float *pl_spec_logits(const pl_spec *sp);
 
-/* The next token from pl_spec_logits with the request's sampler: plain sampling, or the
- * speculative rule when the row has a draft at temperature > 0. -1 as eng_sampler_sample. */
-int32_t pl_spec_choose(pl_spec *sp);
+/* The next token from row (pl_spec_logits, or a masked copy of it) with the request's
+ * sampler: plain sampling, or the speculative rule when the row has a draft at
+ * temperature > 0. -1 as eng_sampler_sample. */
+int32_t pl_spec_choose(pl_spec *sp, const float *row);
 
 /* The token chosen and emitted (remaining: how many more the loop may emit after it).
  * Errors from the forward passes (a decode failure: 500). */

@@ -36,7 +36,6 @@ struct pl_spec {
     eng_ctx *ctx;
     eng_seq *seq;
     int32_t n_vocab, ub;
-    bool recurrent;
     /* the context: prompt, then every token fed (what the sequence must end up holding) */
     int32_t *hist;
     int32_t n_hist, cap_hist, n_prompt;
@@ -201,7 +200,6 @@ int pl_spec_new(pl_spec **out, pl_request *r, eng_sampler *smp, const eng_sample
      * 0 the output is then plain decoding's token for token */
     s->ub = eng_ctx_options(s->ctx)->n_ubatch;
     if (eng_exact_batch(s->ctx) > 0 && eng_exact_batch(s->ctx) < s->ub) s->ub = eng_exact_batch(s->ctx);
-    s->recurrent = eng_seq_mark_bytes(s->seq) > 0;
     s->cap_hist = eng_seq_capacity(s->seq) + 1;
     s->smp = smp;
     s->greedy = sp->temperature <= 0.0f || sp->top_k == 1;
@@ -245,9 +243,8 @@ const float *pl_spec_logits(const pl_spec *sp)
     return eng_logits_all(sp->ctx, NULL) + (size_t)sp->cur * (size_t)sp->n_vocab;
 }
 
-int32_t pl_spec_choose(pl_spec *sp)
+int32_t pl_spec_choose(pl_spec *sp, const float *row)
 {
-    const float *row = pl_spec_logits(sp);
     const bool drafted = sp->active && sp->cur < sp->d.n;
     if (sp->greedy || !drafted) return eng_sampler_sample(sp->smp, row, NULL);
     int32_t n = eng_sampler_dist(sp->smp, row, sp->ids, sp->probs);
