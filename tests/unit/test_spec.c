@@ -215,24 +215,46 @@ static model *load(const char *path)
     return m;
 }
 
+/* A golden model with a context and two sequences side by side. */
+typedef struct twin {
+    model *m;
+    eng_ctx *c;
+    eng_seq *a, *b;
+} twin;
+
+static void twin_open(twin *t, const char *golden, const char *file, int threads, int32_t n_ctx)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/models/%s", golden, file);
+    t->m = load(path);
+    eng_options o;
+    eng_options_default(&o);
+    o.n_threads = threads;
+    o.n_ctx = n_ctx;
+    wk_error err = {0};
+    assert_int_equal(eng_ctx_new(&t->c, t->m, &o, &err), 0);
+    assert_int_equal(eng_seq_new(&t->a, t->c, n_ctx, &err), 0);
+    assert_int_equal(eng_seq_new(&t->b, t->c, n_ctx, &err), 0);
+}
+
+static void twin_close(twin *t)
+{
+    eng_seq_free(t->a);
+    eng_seq_free(t->b);
+    eng_ctx_free(t->c);
+    model_free(t->m);
+}
+
 /* A batch of 5 after a mark, cut back to 2 of them (fed again where the state cannot be
  * cut): the next logits are bit for bit those of a sequence that only ever saw the 2. */
 static void check_rewind(const char *file, bool recurrent)
 {
     GOLDEN_OR_SKIP(golden);
-    char path[4096];
-    snprintf(path, sizeof path, "%s/models/%s", golden, file);
-    model *m = load(path);
-    eng_options o;
-    eng_options_default(&o);
-    o.n_threads = 1;
-    o.n_ctx = 128;
-    eng_ctx *c;
-    eng_seq *a, *b;
+    twin t;
+    twin_open(&t, golden, file, 1, 128);
+    eng_ctx *c = t.c;
+    eng_seq *a = t.a, *b = t.b;
     wk_error err = {0};
-    assert_int_equal(eng_ctx_new(&c, m, &o, &err), 0);
-    assert_int_equal(eng_seq_new(&a, c, 128, &err), 0);
-    assert_int_equal(eng_seq_new(&b, c, 128, &err), 0);
     assert_int_equal(eng_seq_mark_bytes(a) > 0, recurrent);
     int32_t prompt[20], batch[5] = {11, 22, 33, 44, 55};
     for (int i = 0; i < 20; i++) prompt[i] = 3 + (i * 37) % 250;
@@ -259,10 +281,7 @@ static void check_rewind(const char *file, bool recurrent)
     assert_int_equal(eng_seq_rewind(a, &mk, 20, &reached, &err), WK_EINVAL);
     eng_seq_mark_free(&mk);
     free(la);
-    eng_seq_free(a);
-    eng_seq_free(b);
-    eng_ctx_free(c);
-    model_free(m);
+    twin_close(&t);
 }
 
 static void make_prompt(int32_t *t, int n, uint32_t seed, int period);
@@ -273,21 +292,13 @@ static void make_prompt(int32_t *t, int n, uint32_t seed, int period);
 static void check_rows_are_decode_steps(const char *file, int32_t n_prompt)
 {
     GOLDEN_OR_SKIP(golden);
-    char path[4096];
-    snprintf(path, sizeof path, "%s/models/%s", golden, file);
-    model *m = load(path);
-    eng_options o;
-    eng_options_default(&o);
-    o.n_threads = 2;
-    o.n_ctx = 1024;
-    eng_ctx *c;
-    eng_seq *a, *b;
+    twin t;
+    twin_open(&t, golden, file, 2, 1024);
+    eng_ctx *c = t.c;
+    eng_seq *a = t.a, *b = t.b;
     wk_error err = {0};
-    assert_int_equal(eng_ctx_new(&c, m, &o, &err), 0);
     const int32_t K = eng_exact_batch(c);
     assert_int_equal(K, 7);
-    assert_int_equal(eng_seq_new(&a, c, 1024, &err), 0);
-    assert_int_equal(eng_seq_new(&b, c, 1024, &err), 0);
     int32_t prompt[1000], toks[8];
     make_prompt(prompt, n_prompt, 61, 0);
     assert_int_equal(eng_prefill(c, a, prompt, n_prompt, NULL, &err), 0);
@@ -307,10 +318,7 @@ static void check_rows_are_decode_steps(const char *file, int32_t n_prompt)
         if (memcmp(all + (size_t)i * V, steps + (size_t)i * V, sizeof(float) * V))
             fail_msg("%s at %d: row %d of a batch of %d differs from its decode step", file, n_prompt, i, K);
     free(steps);
-    eng_seq_free(a);
-    eng_seq_free(b);
-    eng_ctx_free(c);
-    model_free(m);
+    twin_close(&t);
 }
 
 static void test_verification_rows_are_decode_steps(void **state)
