@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "util/argmax.h"
 #include "util/err.h"
@@ -235,6 +236,12 @@ typedef struct be_ops {
                         float *const *y, wk_error *err);
     /* Optional (NULL: be_argmax copies the row to host and picks there). */
     int32_t (*argmax)(be_backend *be, const float *x, int32_t n, float *host, float *max);
+    /* Optional (NULL: be_copy goes through a host buffer). */
+    void (*copy)(be_backend *be, void *dst, const void *src, size_t bytes);
+    /* Batches of up to this many tokens compute every row exactly as a batch of one
+     * does (the batched matmul kernels start above it): speculative verification then
+     * sees plain decoding's numbers. 0: no such promise (equal up to rounding). */
+    int32_t exact_rows;
 } be_ops;
 
 struct be_backend {
@@ -254,6 +261,23 @@ static inline void be_to_host(be_backend *be, void *dst, const void *src, size_t
 static inline void be_from_host(be_backend *be, void *dst, const void *src, size_t bytes)
 {
     be->ops->from_host(be, dst, src, bytes);
+}
+/* Copies bytes between two blocks of backend memory (they must not overlap), in order
+ * with the ops around it: a snapshot of recurrent state for speculative decoding stays on
+ * the device. Without the op, through a host buffer (a failed allocation copies nothing
+ * and returns WK_ENOMEM). */
+static inline int be_copy(be_backend *be, void *dst, const void *src, size_t bytes)
+{
+    if (be->ops->copy) {
+        be->ops->copy(be, dst, src, bytes);
+        return 0;
+    }
+    void *h = malloc(bytes ? bytes : 1);
+    if (!h) return WK_ENOMEM;
+    be->ops->to_host(be, h, src, bytes);
+    be->ops->from_host(be, dst, h, bytes);
+    free(h);
+    return 0;
 }
 /* Frees the backend (and its thread pool). NULL is fine. */
 static inline void be_free(be_backend *be)

@@ -512,6 +512,12 @@ void ckpt_cache_decoded(ckpt_cache *c, ckpt_plan *plan)
     }
 }
 
+int32_t ckpt_cache_decode_room(const ckpt_cache *c, const ckpt_plan *plan)
+{
+    if (!c->recurrent || c->cfg.gen_interval <= 0) return INT32_MAX;
+    return c->cfg.gen_interval - plan->n_generated % c->cfg.gen_interval;
+}
+
 /* Back to the newest confirmed state after a cancelled or failed prefill. */
 static void fall_back(ckpt_cache *c, cache_slot *s, ckpt_plan *plan)
 {

@@ -110,6 +110,11 @@ int ckpt_cache_prefill(ckpt_cache *c, ckpt_plan *plan, const int32_t *ids, int32
 /* Call after each successful eng_decode on plan->seq. */
 void ckpt_cache_decoded(ckpt_cache *c, ckpt_plan *plan);
 
+/* Generated tokens that can still be fed before the next interval checkpoint is due
+ * (INT32_MAX when none will be): speculative decoding feeds several tokens per step and
+ * must land on that position exactly, as plain decoding does. */
+int32_t ckpt_cache_decode_room(const ckpt_cache *c, const ckpt_plan *plan);
+
 /* Finishes the request. ok: the prefill completed (generation may have
  * been stopped or cancelled at a token boundary: the state is consistent);
  * checkpoints are confirmed, an end-of-generation checkpoint is taken, the

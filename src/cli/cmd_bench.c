@@ -6,10 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/bench_spec.h"
 #include "cli/cli_policy.h"
 #include "cli/commands.h"
 #include "engine/bench.h"
 #include "engine/context.h"
+#include "engine/request.h"
 #include "model/model.h"
 #include "util/cpu.h"
 #include "util/os.h"
@@ -30,6 +32,13 @@ static void bench_usage(FILE *out)
             CLI_DEVICE_HELP
             "  -b, --ubatch N       prefill chunk in tokens (default 512)\n"
             CLI_POLICY_HELP CLI_KV_TYPE_HELP
+            "  --verify LIST        speculative verification of K drafts (vk<K>, K <= 8): K + 1 tokens as\n"
+            "                       one batch, rolled back; its cost relative to one decode step (tg)\n"
+            "  --spec SOURCE        decode through the request pipeline with and without speculation\n"
+            "                       (ngram, draft, mtp, auto), interleaved: tok/s, acceptance, and a check\n"
+            "                       that the greedy outputs are the same\n"
+            "  --draft FILE         draft model for --spec draft / auto\n"
+            "  --prompt-file FILE   --spec prompt (text); default: D pseudo-random tokens (-d)\n"
             "  --json               one JSON object per test on stdout instead of a table\n"
             "  --membw              also measure memory read and copy bandwidth (read: the decode roof)\n"
             "  -q, --quiet          no progress on stderr\n");
@@ -73,8 +82,8 @@ static void on_rep(void *user, const eng_bench_test *t, int32_t rep, double ms)
 {
     bench_cli *b = user;
     if (b->quiet) return;
-    fprintf(stderr, "wick bench: %s%d @ d%d rep %d/%d: %.1f ms (%.2f tok/s)\n", t->kind == ENG_BENCH_PP ? "pp" : "tg",
-            t->n, t->depth, rep + 1, b->reps, ms, t->n / (ms / 1e3));
+    fprintf(stderr, "wick bench: %s%d @ d%d rep %d/%d: %.1f ms\n", eng_bench_kind_name(t->kind), t->n, t->depth,
+            rep + 1, b->reps, ms);
 }
 
 static const char *basename_of(const char *p)
@@ -92,8 +101,13 @@ int cmd_bench(int argc, char **argv)
         {"ubatch", required_argument, 0, 'b'}, CLI_POLICY_LONG_OPTIONS, CLI_KV_TYPE_OPTION,
         CLI_DEVICE_OPTION,
         {"json", no_argument, 0, 'J'}, {"membw", no_argument, 0, 'W'}, {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'},
+        {"verify", required_argument, 0, 'V'}, {"spec", required_argument, 0, 'S'},
+        {"draft", required_argument, 0, 'D'}, {"prompt-file", required_argument, 0, 'P'},
         {0, 0, 0, 0},
     };
+    int32_t vk[16];
+    int n_vk = 0;
+    bench_spec_opts so = {0};
     const char *path = NULL;
     int32_t pp[16] = {512}, tg[16] = {128}, depths[16] = {0};
     int n_pp = 1, n_tg = 1, n_depth = 1, reps = 3, threads = 0, ubatch = 512, json = 0, quiet = 0, membw = 0;
@@ -116,6 +130,17 @@ int cmd_bench(int argc, char **argv)
         case 'W': membw = 1; break;
         case 'q': quiet = 1; break;
         case 'h': bench_usage(stdout); return 0;
+        case 'V': if (parse_list("--verify", optarg, vk, 16, &n_vk)) return 2; break;
+        case 'S': {
+            wk_error e = {0};
+            if (eng_spec_mode_parse(optarg, &so.spec, &e)) {
+                fprintf(stderr, "wick bench: --spec: %s\n", e.msg);
+                return 2;
+            }
+            break;
+        }
+        case 'D': so.draft_path = optarg; break;
+        case 'P': so.prompt_file = optarg; break;
         default: {
             int pr = cli_policy_option(c, optarg, &policy, "wick bench");
             if (pr == 0) pr = cli_kv_type_option(c, optarg, &kv_type, "wick bench");
@@ -139,6 +164,19 @@ int cmd_bench(int argc, char **argv)
         return 2;
     }
     if (threads <= 0) threads = wk_physical_cores();
+    if (so.spec) {
+        so.model_path = path;
+        so.n_predict = tg[0] > 0 ? tg[0] : 128;
+        so.depth = depths[0];
+        so.reps = reps;
+        so.threads = threads;
+        so.device = device;
+        so.gpu = gpu;
+        so.kv_type = kv_type;
+        so.json = json;
+        so.quiet = quiet;
+        return bench_spec_run(&so);
+    }
 
     /* Tests, grouped by depth (each depth is prefilled once). */
     eng_bench_test tests[16 * 32];
@@ -148,6 +186,8 @@ int cmd_bench(int argc, char **argv)
             if (pp[i] > 0) tests[n_tests++] = (eng_bench_test){ENG_BENCH_PP, pp[i], depths[di]};
         for (int i = 0; i < n_tg; i++)
             if (tg[i] > 0) tests[n_tests++] = (eng_bench_test){ENG_BENCH_TG, tg[i], depths[di]};
+        for (int i = 0; i < n_vk; i++)
+            if (vk[i] > 0) tests[n_tests++] = (eng_bench_test){ENG_BENCH_VK, vk[i], depths[di]};
     }
     if (n_tests == 0) {
         fprintf(stderr, "wick bench: nothing to measure (all sizes are 0)\n");
@@ -214,10 +254,13 @@ int cmd_bench(int argc, char **argv)
             fprintf(stderr, "wick bench: %s\n", err.msg);
             break;
         }
+        double tg_ms = 0; /* one decode step at this depth, for the vk ratios */
+        for (int32_t i = 0; i < e - g; i++)
+            if (res[i].test.kind == ENG_BENCH_TG) tg_ms = res[i].ms_per_step;
         for (int32_t i = 0; i < e - g; i++) {
             const eng_bench_result *r = &res[i];
             char test[32];
-            snprintf(test, sizeof test, "%s%d", r->test.kind == ENG_BENCH_PP ? "pp" : "tg", r->test.n);
+            snprintf(test, sizeof test, "%s%d", eng_bench_kind_name(r->test.kind), r->test.n);
             if (json) {
                 printf("{\"test\": \"%s\", \"depth\": %d, \"n\": %d, \"reps\": %d, \"tok_per_s_median\": %.4f, "
                        "\"tok_per_s_min\": %.4f, \"tok_per_s_max\": %.4f, \"ms_median\": %.3f, \"threads\": %d, "
@@ -227,16 +270,23 @@ int cmd_bench(int argc, char **argv)
                        costs.bits_per_weight, (unsigned long long)costs.n_params);
                 if (membw) printf("\"copy_gbytes_per_s\": %.3f, \"read_gbytes_per_s\": %.3f, ", copy_gbps, read_gbps);
                 if (r->test.kind == ENG_BENCH_TG) printf("\"gbytes_per_s\": %.3f, ", r->gbytes_per_s);
-                else printf("\"gflop_per_s\": %.3f, ", r->gflop_per_s);
+                else if (r->test.kind == ENG_BENCH_PP) printf("\"gflop_per_s\": %.3f, ", r->gflop_per_s);
+                else
+                    printf("\"ms_per_step\": %.4f, \"rollback_ms\": %.4f, \"cost_vs_decode\": %.4f, ", r->ms_per_step,
+                           r->rollback_ms, tg_ms > 0 ? r->ms_per_step / tg_ms : 0.0);
                 printf("\"kv_type\": \"%s\", \"kv_bytes_per_token\": %llu, ", cli_kv_type_name(kv_type), kv_per_tok);
                 printf("\"device\": \"%s\", ", eng_device_name(device));
                 printf("\"peak_rss_bytes\": %llu, \"attn_policy\": \"%s\", \"ubatch\": %d, \"arch\": \"%s\", "
                        "\"model\": \"%s\", \"engine\": \"wick\"}\n",
                        (unsigned long long)wk_peak_rss_bytes(), pol, ubatch, arch, basename_of(path));
             } else {
-                char rate[48];
+                char rate[96];
                 if (r->test.kind == ENG_BENCH_TG) snprintf(rate, sizeof rate, "%.1f GB/s", r->gbytes_per_s);
-                else snprintf(rate, sizeof rate, "%.1f GFLOP/s", r->gflop_per_s);
+                else if (r->test.kind == ENG_BENCH_PP) snprintf(rate, sizeof rate, "%.1f GFLOP/s", r->gflop_per_s);
+                else if (tg_ms > 0)
+                    snprintf(rate, sizeof rate, "%.2f x tg step (rollback %.2f ms), ceiling %.2f x", r->ms_per_step / tg_ms,
+                             r->rollback_ms, (r->test.n + 1) * tg_ms / r->ms_per_step);
+                else snprintf(rate, sizeof rate, "%.2f ms/step (rollback %.2f ms)", r->ms_per_step, r->rollback_ms);
                 printf("| %s | %d | %.2f | %.2f | %.2f | %.1f | %s |\n", test, r->test.depth, r->tok_per_s_median,
                        r->tok_per_s_min, r->tok_per_s_max, r->ms_median, rate);
             }

@@ -32,6 +32,8 @@ typedef struct run_opts {
     be_attn_policy policy;
     int32_t kv_type;
     int32_t device, gpu;
+    int spec;               /* enum eng_spec_mode */
+    const char *draft_path;
 } run_opts;
 
 static void run_usage(FILE *out)
@@ -60,6 +62,10 @@ static void run_usage(FILE *out)
             "      --seed N           sampler seed (default 0)\n"
             "      --ignore-eos       keep generating past end-of-generation tokens\n"
             "      --special          print control tokens as text\n"
+            "      --spec SOURCE      speculative decoding: off (default), ngram (prompt lookup), draft\n"
+            "                         (--draft model), mtp (the model's MTP block) or auto; the output\n"
+            "                         is the same token for token at temperature 0\n"
+            "      --draft FILE       draft model with the model's vocabulary (for --spec draft / auto)\n"
             "\n"
             "engine:\n"
             "      --device D         cpu (default), cuda (GPU 0) or cuda:N (needs a CUDA build)\n"
@@ -130,6 +136,12 @@ static int parse_args(int argc, char **argv, run_opts *o)
         else if (IS("--no-bos")) o->no_bos = true;
         else if (IS("--ignore-eos")) o->ignore_eos = true;
         else if (IS("--special")) o->show_special = true;
+        else if (IS("--draft")) { NEED_VALUE(); o->draft_path = v; }
+        else if (IS("--spec")) {
+            NEED_VALUE();
+            wk_error e = {0};
+            if (eng_spec_mode_parse(v, &o->spec, &e)) return die("--spec: %s", e.msg);
+        }
         else if (IS("-n") || IS("--n-predict")) {
             NEED_VALUE();
             if (!parse_int(v, 0, 1 << 24, &o->n_predict)) return die("bad token count '%s' for -n", v);
@@ -341,6 +353,8 @@ int cmd_run(int argc, char **argv)
     cfg.eng.kv_type = o.kv_type;
     cfg.eng.device = o.device;
     cfg.eng.gpu = o.gpu;
+    cfg.spec = o.spec;
+    cfg.draft_path = o.draft_path;
     /* --tokens is one batch by contract (the golden logits are made that way) */
     cfg.eng.n_ubatch = o.tokens_arg ? n_prompt : o.n_ubatch;
     /* text prompts are tokenized once the vocabulary is loaded; the context grows to fit them below */
@@ -437,6 +451,11 @@ int cmd_run(int argc, char **argv)
             c->prefill_tok_per_s);
     fprintf(stderr, "generated: %d tokens, %d decode steps in %.1f ms (%.1f tok/s)\n", c->completion_tokens,
             c->completion_tokens > 1 ? c->completion_tokens - 1 : 0, c->decode_ms, c->decode_tok_per_s);
+    if (c->spec[0])
+        fprintf(stderr, "drafts:    %s, %d proposed, %d accepted (%.1f %%), %.2f accepted per step of %d\n", c->spec,
+                c->draft_proposed, c->draft_accepted,
+                c->draft_proposed ? 100.0 * c->draft_accepted / c->draft_proposed : 0.0,
+                c->spec_steps ? (double)c->draft_accepted / c->spec_steps : 0.0, c->spec_steps);
     status = 0;
 done:
     eng_request_clear(&req);

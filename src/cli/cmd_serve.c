@@ -80,6 +80,10 @@ static void usage(FILE *out)
             "      --cache-dir DIR     archive conversations on disk; a restarted server resumes them\n"
             "      --cache-disk SIZE   cap of the archive folder (8G)\n"
             "      --log-format F      text (default) or json: one JSON object per log line\n"
+            "      --spec SOURCE       speculative decoding for requests that do not choose: off\n"
+            "                          (default), ngram (prompt lookup), draft (--draft FILE: a\n"
+            "                          draft model with the model's vocabulary), mtp (the model's\n"
+            "                          MTP block) or auto; same output at temperature 0\n"
             "  -v, --verbose           debug logging\n"
             "  -h, --help              this help\n\n"
             "configuration, memory and readiness (the checks of wick check run first; serve refuses\n"
@@ -88,8 +92,9 @@ static void usage(FILE *out)
             "Request extensions: {\"wick\": {\"fresh\": true}} bypasses the prefix cache for\n"
             "one request (cache_prompt: false does the same); {\"wick\": {\"attn_policy\":\n"
             "\"approx\", \"global\": N, \"window\": N, \"dense_tail\": N, \"dense_tail_continue\": N}}\n"
-            "sets its attention policy; responses carry a 'timings'\n"
-            "object (prompt/cached/recomputed tokens, prefill and decode speed).\n",
+            "sets its attention policy; {\"wick\": {\"spec\": \"ngram\"}} its draft source; responses\n"
+            "carry a 'timings' object (prompt/cached/recomputed tokens, prefill and decode speed,\n"
+            "drafts proposed and accepted).\n",
             CHAT_TEMPLATE_NAMES);
 }
 
@@ -265,7 +270,7 @@ static void log_startup(pl_service *svc, const pl_service_config *ec, const srv_
 int cmd_serve(int argc, char **argv)
 {
     enum { O_HOST = 1000, O_PORT, O_KEY, O_TMPL, O_QUEUE, O_PAR, O_BODY, O_TIMEOUT, O_RTIMEOUT, O_KA, O_ALIAS,
-           O_CMEM, O_CSLOTS, O_CDIR, O_CDISK, O_DEMO, O_STRICT_ID, O_LOG_FORMAT, O_MAX_TOKENS, O_BIAS };
+           O_CMEM, O_CSLOTS, O_CDIR, O_CDISK, O_DEMO, O_STRICT_ID, O_LOG_FORMAT, O_MAX_TOKENS, O_BIAS, O_SPEC };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},   {"host", required_argument, 0, O_HOST},
         {"port", required_argument, 0, O_PORT}, {"api-key", required_argument, 0, O_KEY},
@@ -278,7 +283,7 @@ int cmd_serve(int argc, char **argv)
         {"cache-dir", required_argument, 0, O_CDIR}, {"cache-disk", required_argument, 0, O_CDISK},
         {"demo", no_argument, 0, O_DEMO}, {"strict-model-id", no_argument, 0, O_STRICT_ID},
         {"log-format", required_argument, 0, O_LOG_FORMAT}, {"max-tokens", required_argument, 0, O_MAX_TOKENS},
-        {"logit-bias", required_argument, 0, O_BIAS},
+        {"logit-bias", required_argument, 0, O_BIAS}, {"spec", required_argument, 0, O_SPEC},
         CLI_POLICY_LONG_OPTIONS, CLI_KV_TYPE_OPTION,
         CLI_DEVICE_OPTION,                      {"verbose", no_argument, 0, 'v'},       {"help", no_argument, 0, 'h'},
         CLI_READY_LONG_OPTIONS, {0, 0, 0, 0}};
@@ -403,6 +408,14 @@ int cmd_serve(int argc, char **argv)
             if (parse_size(optarg, "--cache-disk", &cache_cfg->disk_bytes)) return 2;
             break;
         case O_DEMO: demo = true; break;
+        case O_SPEC: {
+            wk_error e = {0};
+            if (eng_spec_mode_parse(optarg, &ec.pipeline.spec, &e)) {
+                fprintf(stderr, "wick serve: --spec: %s\n", e.msg);
+                return 2;
+            }
+            break;
+        }
         case 'v': wk_log_set_level(WK_LOG_DEBUG); break;
         case 'h': usage(stdout); return 0;
         default: {
@@ -465,6 +478,7 @@ int cmd_serve(int argc, char **argv)
         if (!ec.model_id && default_name[0]) ec.model_id = default_name;
     }
     ec.pipeline.model_path = model_path;
+    ec.pipeline.draft_path = ready.draft; /* --draft: checked with the others, used by --spec draft */
     ec.pipeline.mem_budget_bytes = ready.mem_bytes;
     const uint64_t cache_budget = cache_cfg->mem_bytes ? cache_cfg->mem_bytes : CKPT_CACHE_MEM_DEFAULT;
     int ready_rc;

@@ -38,14 +38,15 @@ static void synth_usage(FILE *out)
             "  --ctx N --rope-base F --tied --untied\n"
             "  --experts N --experts-used N --expert-ff N --shexp-ff N                  (MoE)\n"
             "  --ssm-k-heads N --ssm-v-heads N --ssm-head-dim N --ssm-conv N\n"
-            "  --full-attn-interval N                                                 (qwen35)\n");
+            "  --full-attn-interval N                                                 (qwen35)\n"
+            "  --mtp              add an MTP (nextn) block, as Qwen3.5 files have  (qwen35, qwen35moe)\n");
 }
 
 enum {
     OPT_PRESET = 256, OPT_TYPE, OPT_SEED, OPT_LIST, OPT_DRY, OPT_ARCH, OPT_LAYERS, OPT_EMBD, OPT_FF, OPT_HEADS,
     OPT_KV_HEADS, OPT_HEAD_DIM, OPT_ROT, OPT_VOCAB, OPT_CTX, OPT_ROPE_BASE, OPT_TIED, OPT_UNTIED, OPT_EXPERTS,
     OPT_EXPERTS_USED, OPT_EXPERT_FF, OPT_SHEXP_FF, OPT_SSM_K, OPT_SSM_V, OPT_SSM_HD, OPT_SSM_CONV, OPT_FAI,
-    OPT_EXPERT_TYPE,
+    OPT_EXPERT_TYPE, OPT_MTP,
 };
 
 static int parse_u32(const char *opt, const char *s, uint32_t *out)
@@ -166,7 +167,7 @@ int cmd_synth(int argc, char **argv)
         {"shexp-ff", required_argument, 0, OPT_SHEXP_FF}, {"ssm-k-heads", required_argument, 0, OPT_SSM_K},
         {"ssm-v-heads", required_argument, 0, OPT_SSM_V}, {"ssm-head-dim", required_argument, 0, OPT_SSM_HD},
         {"ssm-conv", required_argument, 0, OPT_SSM_CONV}, {"full-attn-interval", required_argument, 0, OPT_FAI},
-        {0, 0, 0, 0},
+        {"mtp", no_argument, 0, OPT_MTP}, {0, 0, 0, 0},
     };
     const char *preset = NULL, *type = "q8_0", *out_path = NULL, *arch = NULL, *expert_type = NULL;
     int list = 0, dry = 0, quiet = 0, threads = 0;
@@ -270,6 +271,7 @@ int cmd_synth(int argc, char **argv)
         case OPT_FAI: field = &d->full_attn_interval; name = "--full-attn-interval"; break;
         case OPT_TIED: d->tied_embeddings = true; break;
         case OPT_UNTIED: d->tied_embeddings = false; break;
+        case OPT_MTP: d->n_mtp = 1; break;
         case OPT_ROPE_BASE: {
             char *end;
             d->rope_base = strtof(v, &end);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "engine/sequence.h"
+#include "engine/spec.h"
 #include "quant/qtypes.h"
 #include "util/threadpool.h"
 #include "util/timeutil.h"
@@ -19,6 +20,8 @@ void eng_bench_tokens(int32_t *out, int32_t n, int32_t n_vocab, uint32_t seed)
 }
 
 static int name_has(const gguf_tensor *t, const char *s) { return strstr(t->name_z, s) != NULL; }
+
+const char *eng_bench_kind_name(eng_bench_kind k) { return k == ENG_BENCH_PP ? "pp" : k == ENG_BENCH_TG ? "tg" : "vk"; }
 
 void eng_bench_model_costs(const model *m, eng_bench_costs *c)
 {
@@ -63,13 +66,37 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* ENG_BENCH_VK_STEPS verification steps of k drafts, each rolled back; *rollback_ms the
+ * median time of the rollbacks. */
+static int verify_steps(eng_ctx *ctx, eng_seq *seq, int32_t k, const int32_t *tokens, double *rollback_ms,
+                        wk_error *err)
+{
+    eng_seq_mark mk = {0};
+    double rb[ENG_BENCH_VK_STEPS];
+    int rc = 0;
+    for (int32_t i = 0; i < ENG_BENCH_VK_STEPS && rc == 0; i++) {
+        int32_t reached;
+        rc = eng_seq_mark_save(seq, &mk, err);
+        if (!rc) rc = eng_decode_rows(ctx, seq, tokens, k + 1, 0, false, err);
+        double t0 = wk_now_ms();
+        if (!rc) rc = eng_seq_rewind(seq, &mk, mk.pos, &reached, err);
+        rb[i] = wk_now_ms() - t0;
+    }
+    eng_seq_mark_free(&mk);
+    qsort(rb, ENG_BENCH_VK_STEPS, sizeof *rb, cmp_double);
+    *rollback_ms = rb[ENG_BENCH_VK_STEPS / 2];
+    return rc;
+}
+
 /* One timed repetition: the sequence stands at the depth snapshot. */
 static int run_once(eng_ctx *ctx, eng_seq *seq, const eng_bench_test *t, const int32_t *tokens, double *ms,
-                    wk_error *err)
+                    double *rollback_ms, wk_error *err)
 {
     double t0 = wk_now_ms();
     int rc = 0;
-    if (t->kind == ENG_BENCH_PP) {
+    if (t->kind == ENG_BENCH_VK) {
+        rc = verify_steps(ctx, seq, t->n, tokens, rollback_ms, err);
+    } else if (t->kind == ENG_BENCH_PP) {
         rc = eng_prefill(ctx, seq, tokens, t->n, NULL, err);
     } else {
         int32_t tok = tokens[0];
@@ -93,6 +120,8 @@ int eng_bench_run(eng_ctx *ctx, const eng_bench_test *tests, int32_t n_tests, in
             return wk_fail(err, WK_EINVAL, "bench: test %d has n %d, depth %d", i, tests[i].n, tests[i].depth);
         if (tests[i].n > max_n) max_n = tests[i].n;
         if (tests[i].depth > max_depth) max_depth = tests[i].depth;
+        if (tests[i].kind == ENG_BENCH_VK && (tests[i].n > ENG_SPEC_MAX_DRAFT || tests[i].n + 1 > eng_ctx_options(ctx)->n_ubatch))
+            return wk_fail(err, WK_EINVAL, "bench: vk%d: at most %d drafts and ubatch - 1", tests[i].n, ENG_SPEC_MAX_DRAFT);
         if (tests[i].depth + tests[i].n + 1 > cap) cap = tests[i].depth + tests[i].n + 1;
     }
     eng_bench_costs costs;
@@ -137,11 +166,11 @@ int eng_bench_run(eng_ctx *ctx, const eng_bench_test *tests, int32_t n_tests, in
         for (int32_t i = g; i < n_tests; i++) {
             if (done[i] || tests[i].depth != depth) continue;
             const eng_bench_test *t = &tests[i];
+            double rollback = 0;
             for (int32_t r = 0; r < reps; r++) {
                 if ((rc = seq_restore(seq, &snap, err))) goto out;
-                if ((rc = run_once(ctx, seq, t, new_tokens, &ms[r], err))) {
-                    wk_fail_prefix(err, "bench: %s%d at depth %d", t->kind == ENG_BENCH_PP ? "pp" : "tg", t->n,
-                                   depth);
+                if ((rc = run_once(ctx, seq, t, new_tokens, &ms[r], &rollback, err))) {
+                    wk_fail_prefix(err, "bench: %s%d at depth %d", eng_bench_kind_name(t->kind), t->n, depth);
                     goto out;
                 }
                 if (progress) progress(user, t, r, ms[r]);
@@ -153,11 +182,17 @@ int eng_bench_run(eng_ctx *ctx, const eng_bench_test *tests, int32_t n_tests, in
             res->test = *t;
             res->reps = reps;
             res->ms_median = med;
-            res->tok_per_s_median = t->n / (med / 1e3);
-            res->tok_per_s_min = t->n / (ms[reps - 1] / 1e3);
-            res->tok_per_s_max = t->n / (ms[0] / 1e3);
+            /* tokens a repetition handles: vk verifies k + 1 per step */
+            double toks = t->kind == ENG_BENCH_VK ? (double)(t->n + 1) * ENG_BENCH_VK_STEPS : t->n;
+            res->tok_per_s_median = toks / (med / 1e3);
+            res->tok_per_s_min = toks / (ms[reps - 1] / 1e3);
+            res->tok_per_s_max = toks / (ms[0] / 1e3);
+            res->ms_per_step = t->kind == ENG_BENCH_VK ? med / ENG_BENCH_VK_STEPS : med / t->n;
+            res->rollback_ms = t->kind == ENG_BENCH_VK ? rollback : 0;
             double n = t->n, d = depth;
-            if (t->kind == ENG_BENCH_TG) {
+            if (t->kind == ENG_BENCH_VK) {
+                /* no rate: the step's weights are read once for k + 1 rows */
+            } else if (t->kind == ENG_BENCH_TG) {
                 double mean_pos = d + (n + 1.0) / 2.0; /* keys attended per step, averaged */
                 double bytes = costs.weight_bytes_per_token + costs.kv_bytes_per_pos * mean_pos +
                                2.0 * costs.rec_state_bytes;

@@ -9,6 +9,12 @@
  *     the next token by argmax over the logits, on the backend (a GPU brings
  *     one index to the host, not the logits; on the CPU the same argmax the
  *     llama.cpp peer run does).
+ *   vk<K> at depth D: the verification step of speculative decoding with K
+ *     drafts: ENG_BENCH_VK_STEPS times a batch of K + 1 tokens with every row's
+ *     logits (eng_decode_rows), each followed by the rollback of the whole batch
+ *     (recurrent state copied back, KV cut). Its ms per step against tg's ms per
+ *     token is the cost of verifying K drafts relative to one decode step;
+ *     (K + 1) / that is the speed-up ceiling at full acceptance.
  * Tokens are pseudo-random ids (the golden files' LCG), so no tokenizer work
  * is timed. A short warm-up touches every weight before the first timing.
  *
@@ -29,19 +35,24 @@
 #include "model/model.h"
 #include "util/err.h"
 
-typedef enum eng_bench_kind { ENG_BENCH_PP = 0, ENG_BENCH_TG = 1 } eng_bench_kind;
+typedef enum eng_bench_kind { ENG_BENCH_PP = 0, ENG_BENCH_TG = 1, ENG_BENCH_VK = 2 } eng_bench_kind;
+
+/* Verification steps timed per vk repetition. */
+#define ENG_BENCH_VK_STEPS 16
 
 typedef struct eng_bench_test {
     eng_bench_kind kind;
-    int32_t n;     /* tokens prefilled (pp) or decoded (tg) */
+    int32_t n;     /* tokens prefilled (pp) or decoded (tg), drafts verified per step (vk) */
     int32_t depth; /* tokens already in the context */
 } eng_bench_test;
 
 typedef struct eng_bench_result {
     eng_bench_test test;
     int32_t reps;
-    double tok_per_s_median, tok_per_s_min, tok_per_s_max;
+    double tok_per_s_median, tok_per_s_min, tok_per_s_max; /* vk: tokens verified per second */
     double ms_median;          /* wall time of one repetition */
+    double ms_per_step;        /* vk: one verification step (batch + rollback); tg: one token */
+    double rollback_ms;        /* vk: of which the rollback (state copy back, KV cut), median */
     double gbytes_per_s;       /* decode: achieved memory traffic (0 for pp) */
     double gflop_per_s;        /* prefill: achieved arithmetic (0 for tg) */
 } eng_bench_result;
@@ -61,6 +72,9 @@ typedef struct eng_bench_costs {
 } eng_bench_costs;
 
 void eng_bench_model_costs(const model *m, eng_bench_costs *out);
+
+/* "pp", "tg", "vk". */
+const char *eng_bench_kind_name(eng_bench_kind k);
 
 /* Called after each repetition (for progress output); may be NULL. */
 typedef void (*eng_bench_progress_fn)(void *user, const eng_bench_test *t, int32_t rep, double ms);

@@ -135,6 +135,7 @@ void eng_ctx_free(eng_ctx *c)
     be_free(c->be);
     free(c->logits);
     free(c->logits_all);
+    free(c->hidden);
     free(c);
 }
 
@@ -185,11 +186,39 @@ static const be_attn_policy *chunk_policy(const be_attn_policy *p, int32_t span0
     return out;
 }
 
-/* greedy (decode only): the last token's logits stay where they are, their argmax comes back */
+/* Room for rows of every token of a batch of n (logits from row first on, hidden states of all). */
+static int reserve_rows(eng_ctx *c, int32_t n_logits, int32_t n_hidden, wk_error *err)
+{
+    const size_t V = c->m->hp.n_vocab, E = c->m->hp.n_embd;
+    if (c->logits_all_cap < n_logits) {
+        float *p = realloc(c->logits_all, sizeof(float) * V * (size_t)n_logits);
+        if (!p) return wk_fail(err, WK_ENOMEM, "prefill: out of memory for %d rows of logits", n_logits);
+        c->logits_all = p;
+        c->logits_all_cap = n_logits;
+    }
+    if (c->hidden_cap < n_hidden) {
+        float *p = realloc(c->hidden, sizeof(float) * E * (size_t)n_hidden);
+        if (!p) return wk_fail(err, WK_ENOMEM, "prefill: out of memory for %d hidden rows", n_hidden);
+        c->hidden = p;
+        c->hidden_cap = n_hidden;
+    }
+    return 0;
+}
+
+/* How a call of prefill_run hands back its results. */
+typedef struct run_rows {
+    bool decode;     /* a decode step (dense attention, single tokens may be recorded) */
+    int32_t *greedy; /* decode only: the last token's logits stay where they are, their argmax comes back */
+    int32_t first;   /* all_logits: rows [first, n) only (one chunk) */
+    bool hidden;     /* every row's final-normed hidden state into c->hidden (one chunk) */
+} run_rows;
+
 static int prefill_run(eng_ctx *c, eng_seq *s, const int32_t *tokens, int32_t n, const eng_prefill_opts *opts,
-                       bool decode, int32_t *greedy, wk_error *err)
+                       const run_rows *rr, wk_error *err)
 {
     const size_t V = c->m->hp.n_vocab;
+    const bool decode = rr->decode;
+    int32_t *greedy = rr->greedy;
     if (n <= 0) return wk_fail(err, WK_EINVAL, "prefill: no tokens");
     if ((int64_t)s->st.n_past + n > s->st.n_ctx)
         return wk_fail(err, WK_ERANGE, "prefill: %d + %d tokens exceed the context of %d", s->st.n_past, n,
@@ -199,15 +228,16 @@ static int prefill_run(eng_ctx *c, eng_seq *s, const int32_t *tokens, int32_t n,
             return wk_fail(err, WK_EINVAL, "prefill: token id %d at index %d outside the vocabulary (%zu)",
                            tokens[i], i, V);
     const bool all = opts && opts->all_logits;
-    if (all && c->logits_all_cap < n) {
-        float *p = realloc(c->logits_all, sizeof(float) * V * (size_t)n);
-        if (!p) return wk_fail(err, WK_ENOMEM, "prefill: out of memory for %d rows of logits", n);
-        c->logits_all = p;
-        c->logits_all_cap = n;
-    }
-    c->logits_all_rows = 0;
-    if (s->st.n_past == 0) s->policy_fp = c->policy_fp;
+    const int32_t first = all ? rr->first : 0;
+    const bool hook = opts && opts->hidden;
     const int32_t ub = c->opt.n_ubatch;
+    if ((first > 0 || rr->hidden) && n > ub)
+        return wk_fail(err, WK_EINVAL, "prefill: %d tokens with row selection exceed one batch of %d", n, ub);
+    int rc = reserve_rows(c, all ? n - first : 0, rr->hidden || hook ? (n < ub ? n : ub) : 0, err);
+    if (rc) return rc;
+    c->logits_all_rows = 0;
+    c->hidden_rows = 0;
+    if (s->st.n_past == 0) s->policy_fp = c->policy_fp;
     int32_t span0 = s->st.n_past, span1 = s->st.n_past + n;
     if (opts && opts->span_end > 0) {
         span0 = opts->span_start;
@@ -217,23 +247,24 @@ static int prefill_run(eng_ctx *c, eng_seq *s, const int32_t *tokens, int32_t n,
         if (cancelled(opts)) return wk_fail(err, WK_ECANCELLED, "prefill cancelled after %d of %d tokens", done, n);
         int32_t nt = n - done < ub ? n - done : ub;
         bool last = done + nt == n;
-        enum model_logits_mode mode = all    ? MODEL_LOGITS_ALL
-                                      : !last ? MODEL_LOGITS_NONE
-                                      : greedy ? MODEL_LOGITS_ARGMAX
-                                               : MODEL_LOGITS_LAST;
-        float *dst = all ? c->logits_all + (size_t)done * V : c->logits;
+        model_rows out = {
+            .mode = all ? MODEL_LOGITS_ALL : !last ? MODEL_LOGITS_NONE : greedy ? MODEL_LOGITS_ARGMAX : MODEL_LOGITS_LAST,
+            .first = first,
+            .logits = all ? c->logits_all + (size_t)done * V : c->logits,
+            .hidden = rr->hidden || hook ? c->hidden : NULL,
+        };
         int32_t pos = s->st.n_past;
         be_attn_policy call_policy;
         const be_attn_policy *pol = decode ? NULL : chunk_policy(&c->opt.policy, span0, span1, pos, nt, &call_policy);
         /* single-token decode steps may be recorded and replayed by the backend (CUDA graphs) */
         const bool step = decode && nt == 1;
         if (step) be_step_begin(c->be, s, pos);
-        int rc = model_forward(c->m, c->be, c->scratch, &s->st, tokens + done, nt, mode, dst, pol, err);
+        rc = model_forward_rows(c->m, c->be, c->scratch, &s->st, tokens + done, nt, &out, pol, err);
         if (c->fail_after > 0 && --c->fail_after == 0 && !rc)
             rc = wk_fail(err, WK_EIO, "injected failure (eng_ctx_fail_after) at position %d", pos);
         if (step && be_step_end(c->be, rc) > 0) { /* the recording could not run it: op by op */
             s->st.n_past = pos;
-            rc = model_forward(c->m, c->be, c->scratch, &s->st, tokens + done, nt, mode, dst, pol, err);
+            rc = model_forward_rows(c->m, c->be, c->scratch, &s->st, tokens + done, nt, &out, pol, err);
         }
         /* asynchronous backends keep the first error of their void ops (norms, copies) */
         if (!rc) rc = be_status(c->be, err);
@@ -245,7 +276,9 @@ static int prefill_run(eng_ctx *c, eng_seq *s, const int32_t *tokens, int32_t n,
         }
         memcpy(s->tokens + pos, tokens + done, sizeof(int32_t) * (size_t)nt);
         done += nt;
-        if (all) c->logits_all_rows = done;
+        if (all) c->logits_all_rows = done - first;
+        if (rr->hidden) c->hidden_rows = nt;
+        if (hook) opts->hidden(opts->hidden_user, pos, nt, c->hidden);
         if (opts && opts->progress) opts->progress(opts->user, done, n);
     }
     if (greedy) {
@@ -253,28 +286,43 @@ static int prefill_run(eng_ctx *c, eng_seq *s, const int32_t *tokens, int32_t n,
         *greedy = model_scratch_argmax(c->scratch, &logit);
         if (*greedy >= 0 && logit == -INFINITY) *greedy = -1; /* as eng_sampler_sample */
     }
-    if (all) memcpy(c->logits, c->logits_all + (size_t)(n - 1) * V, sizeof(float) * V);
+    if (all) memcpy(c->logits, c->logits_all + (size_t)(n - 1 - first) * V, sizeof(float) * V);
     return 0;
 }
 
 int eng_prefill(eng_ctx *c, eng_seq *s, const int32_t *tokens, int32_t n, const eng_prefill_opts *opts,
                 wk_error *err)
 {
-    return prefill_run(c, s, tokens, n, opts, false, NULL, err);
+    const run_rows rr = {0};
+    return prefill_run(c, s, tokens, n, opts, &rr, err);
 }
 
 int eng_decode(eng_ctx *c, eng_seq *s, int32_t token, wk_error *err)
 {
-    return prefill_run(c, s, &token, 1, NULL, true, NULL, err); /* decode is always dense */
+    const run_rows rr = {.decode = true}; /* decode is always dense */
+    return prefill_run(c, s, &token, 1, NULL, &rr, err);
 }
 
 int eng_decode_greedy(eng_ctx *c, eng_seq *s, int32_t token, int32_t *next, wk_error *err)
 {
     *next = -1;
-    return prefill_run(c, s, &token, 1, NULL, true, next, err);
+    const run_rows rr = {.decode = true, .greedy = next};
+    return prefill_run(c, s, &token, 1, NULL, &rr, err);
+}
+
+int eng_decode_rows(eng_ctx *c, eng_seq *s, const int32_t *tokens, int32_t n, int32_t first, bool hidden,
+                    wk_error *err)
+{
+    if (first < 0 || first >= n)
+        return wk_fail(err, WK_EINVAL, "decode rows: first row %d outside a batch of %d", first, n);
+    const eng_prefill_opts po = {.all_logits = true};
+    const run_rows rr = {.decode = true, .first = first, .hidden = hidden};
+    return prefill_run(c, s, tokens, n, &po, &rr, err);
 }
 
 const float *eng_logits(const eng_ctx *c) { return c->logits; }
+
+int32_t eng_exact_batch(const eng_ctx *c) { return c->be->ops->exact_rows; }
 
 void eng_ctx_fail_after(eng_ctx *c, int32_t n) { c->fail_after = n > 0 ? n : 0; }
 
@@ -283,3 +331,12 @@ const float *eng_logits_all(const eng_ctx *c, int32_t *n_rows)
     if (n_rows) *n_rows = c->logits_all_rows;
     return c->logits_all;
 }
+
+const float *eng_hidden_all(const eng_ctx *c, int32_t *n_rows)
+{
+    if (n_rows) *n_rows = c->hidden_rows;
+    return c->hidden;
+}
+
+model_scratch *eng_ctx_scratch(eng_ctx *c) { return c->scratch; }
+const model *eng_ctx_prepared(const eng_ctx *c) { return c->m; }

@@ -105,6 +105,10 @@ typedef struct eng_prefill_opts {
      * 0, dense_tail_continue otherwise). span_end 0: this call is the whole
      * prompt ([position before the call, position after)). */
     int32_t span_start, span_end;
+    /* optional: after each chunk, every row's final-normed hidden state (host [n][n_embd],
+     * valid during the call) for the tokens at positions pos0.. (an MTP drafter catching up) */
+    void (*hidden)(void *hidden_user, int32_t pos0, int32_t n, const float *rows);
+    void *hidden_user;
 } eng_prefill_opts;
 
 /* Feeds n tokens at the sequence's current position, in chunks of n_ubatch
@@ -128,6 +132,18 @@ int eng_decode(eng_ctx *c, eng_seq *s, int32_t token, wk_error *err);
  * vocabulary's logits. eng_logits() is undefined afterwards. */
 int eng_decode_greedy(eng_ctx *c, eng_seq *s, int32_t token, int32_t *next, wk_error *err);
 
+/* A decode step of n tokens as one batch (n <= n_ubatch; dense attention, as decode):
+ * speculative verification. Afterwards eng_logits_all() holds the logits of rows
+ * [first, n) (n - first rows; row i of the batch at index i - first), eng_logits() the
+ * last row's, and with hidden eng_hidden_all() every row's final-normed hidden state.
+ * Errors as eng_prefill; WK_EINVAL for first outside [0, n) or n > n_ubatch. */
+int eng_decode_rows(eng_ctx *c, eng_seq *s, const int32_t *tokens, int32_t n, int32_t first, bool hidden,
+                    wk_error *err);
+
+/* The most tokens a batch may hold for each of its rows to come out exactly as in a
+ * batch of one (be_ops.exact_rows); 0: the backend promises nothing. */
+int32_t eng_exact_batch(const eng_ctx *c);
+
 /* For tests of error paths: the n-th forward call from now (prefill chunk
  * or decode step, counting from 1) fails with WK_EIO as a backend error
  * would, leaving the sequence as a failed step does. 0 turns it off. */
@@ -139,5 +155,13 @@ const float *eng_logits(const eng_ctx *c);
 
 /* All rows of the latest prefill made with all_logits: [n_rows][n_vocab]. */
 const float *eng_logits_all(const eng_ctx *c, int32_t *n_rows);
+
+/* The hidden rows of the latest eng_decode_rows made with hidden: [n_rows][n_embd]. */
+const float *eng_hidden_all(const eng_ctx *c, int32_t *n_rows);
+
+/* The context's prepared model and activation buffers, for forward passes beside the
+ * main one (engine/spec_mtp.c: the MTP block shares them between steps). */
+model_scratch *eng_ctx_scratch(eng_ctx *c);
+const model *eng_ctx_prepared(const eng_ctx *c);
 
 #endif

@@ -15,6 +15,8 @@ struct eng_ctx {
     float *logits;           /* host [n_vocab]: after the last token */
     float *logits_all;       /* host [logits_all_cap][n_vocab] */
     int32_t logits_all_rows, logits_all_cap;
+    float *hidden;           /* host [hidden_cap][n_embd]: final-normed hidden rows (eng_hidden_all) */
+    int32_t hidden_rows, hidden_cap;
     uint64_t policy_fp;
     int32_t fail_after;      /* eng_ctx_fail_after: forward calls left before an injected failure, 0 = off */
 };

@@ -55,6 +55,26 @@ void eng_event_clear(eng_event *ev)
     memset(ev, 0, sizeof *ev);
 }
 
+static const char *const k_spec_names[] = {
+    [ENG_SPEC_DEFAULT] = "default", [ENG_SPEC_OFF] = "off", [ENG_SPEC_NGRAM] = "ngram",
+    [ENG_SPEC_DRAFT] = "draft",     [ENG_SPEC_MTP] = "mtp", [ENG_SPEC_AUTO] = "auto",
+};
+
+const char *eng_spec_mode_name(int mode)
+{
+    return mode >= 0 && (size_t)mode < sizeof k_spec_names / sizeof k_spec_names[0] ? k_spec_names[mode] : "?";
+}
+
+int eng_spec_mode_parse(const char *s, int *mode, wk_error *err)
+{
+    for (int i = ENG_SPEC_OFF; s && (size_t)i < sizeof k_spec_names / sizeof k_spec_names[0]; i++)
+        if (!strcmp(s, k_spec_names[i])) {
+            *mode = i;
+            return 0;
+        }
+    return wk_fail(err, WK_EINVAL, "unknown speculative source '%s' (%s)", s ? s : "", ENG_SPEC_MODE_NAMES);
+}
+
 json_t *eng_counters_usage_json(const eng_counters *c)
 {
     json_t *u = json_object();
@@ -109,5 +129,16 @@ json_t *eng_counters_timings_json(const eng_counters *c)
     json_object_set_new(t, "predicted_n", json_integer(c->completion_tokens));
     json_object_set_new(t, "predicted_ms", json_real(r3(c->decode_ms)));
     json_object_set_new(t, "predicted_per_second", json_real(r3(c->decode_tok_per_s)));
+    if (c->spec[0]) {
+        /* llama-server's draft_n / draft_n_accepted, and the derived rates */
+        json_object_set_new(t, "draft_source", json_string(c->spec));
+        json_object_set_new(t, "draft_n", json_integer(c->draft_proposed));
+        json_object_set_new(t, "draft_n_accepted", json_integer(c->draft_accepted));
+        json_object_set_new(t, "draft_steps", json_integer(c->spec_steps));
+        json_object_set_new(t, "draft_acceptance",
+                            json_real(r3(c->draft_proposed ? (double)c->draft_accepted / c->draft_proposed : 0)));
+        json_object_set_new(t, "draft_accepted_per_step",
+                            json_real(r3(c->spec_steps ? (double)c->draft_accepted / c->spec_steps : 0)));
+    }
     return t;
 }

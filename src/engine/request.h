@@ -35,6 +35,22 @@ typedef struct eng_sampling {
 
 #define ENG_MAX_STOP 16
 
+/* Where speculative drafts come from (--spec, {"wick": {"spec": ...}}). */
+enum eng_spec_mode {
+    ENG_SPEC_DEFAULT = 0, /* the engine's (--spec of serve / run; off unless set) */
+    ENG_SPEC_OFF,
+    ENG_SPEC_NGRAM,       /* prompt lookup: n-grams of the prompt and the output so far */
+    ENG_SPEC_DRAFT,       /* a draft model (--draft FILE) */
+    ENG_SPEC_MTP,         /* the model's MTP block */
+    ENG_SPEC_AUTO,        /* MTP if the model has it, else the draft model if loaded, else ngram */
+};
+#define ENG_SPEC_MODE_NAMES "off, ngram, draft, mtp, auto"
+
+/* "default", "off", "ngram", "draft", "mtp", "auto". */
+const char *eng_spec_mode_name(int mode);
+/* One of ENG_SPEC_MODE_NAMES into *mode; WK_EINVAL naming the value otherwise. */
+int eng_spec_mode_parse(const char *s, int *mode, wk_error *err);
+
 typedef struct eng_request {
     int kind;                  /* enum eng_request_kind */
     /* chat: the validated conversation (chat/chat_conv.h, owned), built by
@@ -71,6 +87,7 @@ typedef struct eng_request {
     bool no_bos;               /* completion text: do not put the vocabulary's BOS in front */
     bool emit_special;         /* output control tokens as text, end-of-generation included (wick run --special) */
     bool all_logits;           /* keep the logits of every prompt token (wick run --dump-logits) */
+    int spec;                  /* enum eng_spec_mode ({"wick": {"spec": ...}}) */
     bool stream;               /* informational (monitor) */
     char id[48];               /* "chatcmpl-..." / "cmpl-...", set by the server */
 } eng_request;
@@ -103,6 +120,11 @@ typedef struct eng_counters {
     int reasoning_tokens;
     double decode_ms;
     double decode_tok_per_s; /* tokens after the first / time after the first */
+    /* speculative decoding (zero when off) */
+    char spec[8];            /* draft source: "ngram", "draft", "mtp"; "" when off */
+    int draft_proposed;      /* draft tokens verified */
+    int draft_accepted;      /* of them, accepted */
+    int spec_steps;          /* verification batches with at least one draft */
 } eng_counters;
 
 enum eng_event_type {

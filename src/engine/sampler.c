@@ -384,29 +384,39 @@ static int32_t draw(eng_sampler *s, const cand *c, size_t n, bool weights_stored
     return c[i].id;
 }
 
-int32_t eng_sampler_sample(eng_sampler *s, const float *logits, float *prob)
+/* The candidates a draw picks from: either one token (greedy, +inf, nothing else
+ * possible) or c[0..n) with weights (stored, or exp((logit - max) / T)) of total mass. */
+typedef struct pick_set {
+    int32_t best;        /* argmax of the adjusted logits; -1: every logit -inf / NaN */
+    bool single;         /* best alone */
+    bool greedy;         /* single because of the temperature / top_k 1 (its prob is softmax's) */
+    const float *l;      /* adjusted logits */
+    const cand *c;
+    size_t n;
+    bool weights_stored;
+    float max, inv_t;
+    double mass;
+} pick_set;
+
+static void build_set(eng_sampler *s, const float *logits, pick_set *ps)
 {
     const float *l = adjusted_logits(s, logits);
     const eng_sampler_params *p = &s->p;
+    memset(ps, 0, sizeof *ps);
+    ps->l = l;
+    ps->single = true;
     int32_t best = eng_argmax(l, s->n_vocab);
-    if (best < 0 || l[best] == -INFINITY) return -1;
+    ps->best = best < 0 || l[best] == -INFINITY ? -1 : best;
+    if (ps->best < 0) return;
     float max = l[best];
-    if (isinf(max)) { /* +inf dominates everything */
-        if (prob) *prob = 1.0f;
-        return best;
-    }
-
+    if (isinf(max)) return; /* +inf dominates everything */
     if (p->temperature <= 0.0f || p->top_k == 1) {
-        if (prob) {
-            double z = 0;
-            for (int32_t i = 0; i < s->n_vocab; i++)
-                if (l[i] >= -INFINITY) z += expf(l[i] - max);
-            *prob = (float)(1.0 / z);
-        }
-        return best;
+        ps->greedy = true;
+        return;
     }
-
     float inv_t = 1.0f / p->temperature;
+    ps->max = max;
+    ps->inv_t = inv_t;
     /* min-p keeps p_i >= min_p * p_max, i.e. logit >= max + T ln(min_p) */
     float floor_logit = p->min_p > 0.0f ? max + p->temperature * logf(p->min_p) : -INFINITY;
     size_t n_vocab = (size_t)s->n_vocab;
@@ -414,7 +424,7 @@ int32_t eng_sampler_sample(eng_sampler *s, const float *logits, float *prob)
 
     if (k > 0) {
         long n = select_top(s, l, k, -INFINITY);
-        if (n <= 0) return best;
+        if (n <= 0) return;
         double total = 0;
         for (long i = 0; i < n; i++) total += expf((s->heap[i].logit - max) * inv_t);
         /* top-p: the smallest prefix whose mass reaches top_p (at least one) */
@@ -432,12 +442,13 @@ int32_t eng_sampler_sample(eng_sampler *s, const float *logits, float *prob)
             kept -= expf((s->heap[keep - 1].logit - max) * inv_t);
             keep--;
         }
-        return draw(s, s->heap, keep, false, max, inv_t, kept, prob);
+        *ps = (pick_set){.best = best, .l = l, .c = s->heap, .n = keep, .max = max, .inv_t = inv_t, .mass = kept};
+        return;
     }
 
     if (!s->pool) {
         s->pool = malloc(n_vocab * sizeof *s->pool);
-        if (!s->pool) return best; /* no scratch: fall back to the most likely token */
+        if (!s->pool) return; /* no scratch: fall back to the most likely token */
     }
     /* weights of the tokens above the min-p floor; top-p is measured against
      * the mass of the whole vocabulary (top-p before min-p) */
@@ -465,5 +476,45 @@ int32_t eng_sampler_sample(eng_sampler *s, const float *logits, float *prob)
             kept = 1.0;
         }
     }
-    return draw(s, s->pool, keep, true, max, inv_t, kept, prob);
+    *ps = (pick_set){.best = best, .l = l, .c = s->pool, .n = keep, .weights_stored = true, .max = max,
+                     .inv_t = inv_t, .mass = kept};
 }
+
+int32_t eng_sampler_sample(eng_sampler *s, const float *logits, float *prob)
+{
+    pick_set ps;
+    build_set(s, logits, &ps);
+    if (ps.best < 0) return -1;
+    if (ps.single) {
+        if (prob && ps.greedy) {
+            double z = 0;
+            for (int32_t i = 0; i < s->n_vocab; i++)
+                if (ps.l[i] >= -INFINITY) z += expf(ps.l[i] - ps.l[ps.best]);
+            *prob = (float)(1.0 / z);
+        } else if (prob) {
+            *prob = 1.0f;
+        }
+        return ps.best;
+    }
+    return draw(s, ps.c, ps.n, ps.weights_stored, ps.max, ps.inv_t, ps.mass, prob);
+}
+
+int32_t eng_sampler_dist(eng_sampler *s, const float *logits, int32_t *ids, float *probs)
+{
+    pick_set ps;
+    build_set(s, logits, &ps);
+    if (ps.best < 0) return 0;
+    if (ps.single) {
+        ids[0] = ps.best;
+        probs[0] = 1.0f;
+        return 1;
+    }
+    for (size_t i = 0; i < ps.n; i++) {
+        double w = ps.weights_stored ? (double)ps.c[i].logit : expf((ps.c[i].logit - ps.max) * ps.inv_t);
+        ids[i] = ps.c[i].id;
+        probs[i] = (float)(w / ps.mass);
+    }
+    return (int32_t)ps.n;
+}
+
+double eng_sampler_uniform(eng_sampler *s) { return rng_uniform(s->rng); }

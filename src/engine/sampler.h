@@ -56,6 +56,15 @@ int eng_sampler_set_bias(eng_sampler *s, int32_t token, float bias, wk_error *er
  * probability in the final distribution. */
 int32_t eng_sampler_sample(eng_sampler *s, const float *logits, float *prob);
 
+/* The distribution eng_sampler_sample draws from for these logits (after bias,
+ * penalties, temperature, top-k, top-p, min-p): n candidates, ids[i] with probability
+ * probs[i] (they sum to 1; room for n_vocab entries each). Greedy: the argmax alone with
+ * probability 1. Returns n, 0 if every logit is -inf / NaN. Draws nothing. */
+int32_t eng_sampler_dist(eng_sampler *s, const float *logits, int32_t *ids, float *probs);
+
+/* A uniform draw in [0, 1) from the sampler's seeded generator (speculative acceptance). */
+double eng_sampler_uniform(eng_sampler *s);
+
 /* Whether eng_sampler_sample is a plain argmax of the logits as given: greedy (temperature
  * <= 0 or top_k 1) with no logit bias and penalties off. Then eng_decode_greedy may pick
  * instead (eng_sampler_accept is still called). */

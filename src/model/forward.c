@@ -23,7 +23,7 @@ typedef struct scratch_buf {
     uint64_t bytes;
 } scratch_buf;
 
-#define SCRATCH_N_BUFS 24
+#define SCRATCH_N_BUFS 25
 
 /* The activation buffers of a scratch for max_t tokens: where each one's
  * pointer lives in s and its bytes. One list for allocating and for
@@ -48,7 +48,7 @@ static void scratch_layout(const model *m, int32_t max_t, model_scratch *s, scra
     const struct {
         void **p;
         uint64_t floats_per_token; /* 4-byte elements (floats or int32) per token */
-    } list[SCRATCH_N_BUFS - 1] = {
+    } list[SCRATCH_N_BUFS - 2] = {
         {(void **)&s->x, E},          {(void **)&s->cur, E},       {(void **)&s->tmp, E},
         {(void **)&s->q, q_w},        {(void **)&s->k, k_w},       {(void **)&s->v, v_w},
         {(void **)&s->att, att_w},    {(void **)&s->ff_g, ff_w},   {(void **)&s->ff_u, ff_w},
@@ -59,9 +59,11 @@ static void scratch_layout(const model *m, int32_t max_t, model_scratch *s, scra
         {(void **)&s->rope_cs, (uint64_t)hp->rope.n_rot},          {(void **)&s->tokens, 1},
         {(void **)&s->pos, 1},
     };
-    for (size_t i = 0; i < SCRATCH_N_BUFS - 1; i++)
+    for (size_t i = 0; i < SCRATCH_N_BUFS - 2; i++)
         bufs[i] = (scratch_buf){list[i].p, wk_sat_mul3(T, list[i].floats_per_token, 4)};
-    bufs[SCRATCH_N_BUFS - 1] = (scratch_buf){(void **)&s->logits, wk_sat_mul3(logit_rows, hp->n_vocab, 4)};
+    bufs[SCRATCH_N_BUFS - 2] = (scratch_buf){(void **)&s->logits, wk_sat_mul3(logit_rows, hp->n_vocab, 4)};
+    /* the MTP head's input: [embedding ; hidden] per token; absent without a head */
+    bufs[SCRATCH_N_BUFS - 1] = (scratch_buf){(void **)&s->mtp_in, m->has_mtp ? wk_sat_mul3(T, 2 * E, 4) : 0};
 }
 
 size_t model_scratch_bytes(const model *m, int32_t max_t)
@@ -100,6 +102,7 @@ int model_scratch_new(model_scratch **out, const model *m, be_backend *be, int32
         return wk_fail(err, WK_ENOMEM, "out of memory");
     }
     for (size_t i = 0; i < SCRATCH_N_BUFS; i++) {
+        if (!bufs[i].bytes) continue;
         *bufs[i].p = be_alloc(be, (size_t)bufs[i].bytes);
         if (!*bufs[i].p) {
             model_scratch_free(s);
@@ -116,7 +119,8 @@ void model_scratch_free(model_scratch *s)
     void *ptrs[] = {s->x,      s->cur,     s->tmp,    s->q,          s->k,        s->v,
                     s->att,    s->ff_g,    s->ff_u,   s->qkv,        s->conv,     s->z,
                     s->gdn_o,  s->alpha,   s->beta,   s->router,     s->expert_ids, s->expert_w,
-                    s->moe_out, s->sh_gate, s->rope_cs, s->tokens,   s->pos,      s->logits};
+                    s->moe_out, s->sh_gate, s->rope_cs, s->tokens,   s->pos,      s->logits,
+                    s->mtp_in};
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++)
         if (ptrs[i]) be_release(s->be, ptrs[i]);
     free(s->pos_host);
@@ -133,13 +137,19 @@ int32_t model_scratch_argmax(const model_scratch *s, float *logit)
 
 /* ---- shared steps --------------------------------------------------------------- */
 
-int model_embed(const model *m, be_backend *be, model_scratch *s, int32_t n_t, int32_t pos0, wk_error *err)
+int model_embed_with(const model *m, be_backend *be, model_scratch *s, const be_weight *embd, int32_t n_t,
+                     int32_t pos0, wk_error *err)
 {
     /* s->pos is backend memory (a GPU's): fill the host mirror, then copy */
     for (int32_t t = 0; t < n_t; t++) s->pos_host[t] = pos0 + t;
     be_from_host(be, s->pos, s->pos_host, sizeof(int32_t) * (size_t)n_t);
     be_rope_cache(be, s->rope_cs, s->pos, n_t, &m->hp.rope);
-    return be_get_rows(be, &m->tok_embd, s->tokens, n_t, s->x, err);
+    return be_get_rows(be, embd, s->tokens, n_t, s->x, err);
+}
+
+int model_embed(const model *m, be_backend *be, model_scratch *s, int32_t n_t, int32_t pos0, wk_error *err)
+{
+    return model_embed_with(m, be, s, &m->tok_embd, n_t, pos0, err);
 }
 
 int model_linear(be_backend *be, const be_weight *w, const be_weight *bias, const float *x, int32_t n_t,
@@ -205,52 +215,94 @@ int model_ffn_dense(be_backend *be, model_scratch *s, const be_weight *gate, con
     return be_matmul(be, down, s->ff_g, n_t, out, err);
 }
 
-int model_output(const model *m, be_backend *be, model_scratch *s, int32_t n_t, enum model_logits_mode mode,
-                 float *logits_host, wk_error *err)
+int model_output_with(be_backend *be, model_scratch *s, const model_hparams *hp, const be_weight *norm,
+                      const be_weight *head, const be_weight *bias, int32_t n_t, const model_rows *out,
+                      wk_error *err)
 {
-    const model_hparams *hp = &m->hp;
     const size_t E = hp->n_embd, V = hp->n_vocab;
-    if (mode == MODEL_LOGITS_NONE) return 0;
-    int32_t first = mode == MODEL_LOGITS_ALL ? 0 : n_t - 1;
-    for (int32_t r0 = first; r0 < n_t; r0 += s->logit_rows) {
+    const enum model_logits_mode mode = out->mode;
+    /* rows [first, n_t) get logits; every row gets its normed hidden state when asked */
+    int32_t first = mode == MODEL_LOGITS_NONE  ? n_t
+                    : mode == MODEL_LOGITS_ALL ? (out->first > 0 && out->first < n_t ? out->first : 0)
+                                               : n_t - 1;
+    for (int32_t r0 = out->hidden ? 0 : first; r0 < n_t;) {
         int32_t nr = n_t - r0 < s->logit_rows ? n_t - r0 : s->logit_rows;
-        be_rms_norm(be, s->cur, E, s->x + (size_t)r0 * E, E, nr, (int64_t)E, wf32(&m->output_norm), hp->eps);
-        TRY(model_linear(be, &m->output, &m->output_bias, s->cur, nr, s->logits, err));
-        if (mode == MODEL_LOGITS_ARGMAX)
-            s->argmax = be_argmax(be, s->logits, (int32_t)V, logits_host, &s->argmax_logit);
-        else
-            be_to_host(be, logits_host + (size_t)(r0 - first) * V, s->logits, (size_t)nr * V * sizeof(float));
+        if (r0 < first && r0 + nr > first) nr = first - r0; /* a block is all-logits or none */
+        be_rms_norm(be, s->cur, E, s->x + (size_t)r0 * E, E, nr, (int64_t)E, wf32(norm), hp->eps);
+        if (out->hidden) be_to_host(be, out->hidden + (size_t)r0 * E, s->cur, (size_t)nr * E * sizeof(float));
+        if (r0 >= first) {
+            TRY(model_linear(be, head, bias, s->cur, nr, s->logits, err));
+            if (mode == MODEL_LOGITS_ARGMAX)
+                s->argmax = be_argmax(be, s->logits, (int32_t)V, out->logits, &s->argmax_logit);
+            else
+                be_to_host(be, out->logits + (size_t)(r0 - first) * V, s->logits, (size_t)nr * V * sizeof(float));
+        }
+        r0 += nr;
     }
     return 0;
 }
 
+int model_output(const model *m, be_backend *be, model_scratch *s, int32_t n_t, const model_rows *out,
+                 wk_error *err)
+{
+    return model_output_with(be, s, &m->hp, &m->output_norm, &m->output, &m->output_bias, n_t, out, err);
+}
+
 /* ---- entry ------------------------------------------------------------------------- */
 
-int model_forward(const model *m, be_backend *be, model_scratch *s, model_state *st, const int32_t *tokens,
-                  int32_t n_t, enum model_logits_mode mode, float *logits_host, const be_attn_policy *policy,
-                  wk_error *err)
+static int check_tokens(const model *m, const int32_t *tokens, int32_t n_t, wk_error *err)
+{
+    for (int32_t t = 0; t < n_t; t++)
+        if (tokens[t] < 0 || (uint32_t)tokens[t] >= m->hp.n_vocab)
+            return wk_fail(err, WK_EINVAL, "token id %d at index %d outside the vocabulary (%u)", tokens[t], t,
+                           m->hp.n_vocab);
+    return 0;
+}
+
+int model_forward_rows(const model *m, be_backend *be, model_scratch *s, model_state *st, const int32_t *tokens,
+                       int32_t n_t, const model_rows *out, const be_attn_policy *policy, wk_error *err)
 {
     if (n_t < 1 || n_t > s->max_t)
         return wk_fail(err, WK_EINVAL, "batch of %d tokens (scratch holds 1..%d)", n_t, s->max_t);
     if (st->n_past < 0 || (int64_t)st->n_past + n_t > st->n_ctx)
         return wk_fail(err, WK_ERANGE, "context full: %d + %d tokens exceed the capacity of %d", st->n_past, n_t,
                        st->n_ctx);
-    for (int32_t t = 0; t < n_t; t++)
-        if (tokens[t] < 0 || (uint32_t)tokens[t] >= m->hp.n_vocab)
-            return wk_fail(err, WK_EINVAL, "token id %d at index %d outside the vocabulary (%u)", tokens[t], t,
-                           m->hp.n_vocab);
+    TRY(check_tokens(m, tokens, n_t, err));
     be_from_host(be, s->tokens, tokens, sizeof(int32_t) * (size_t)n_t); /* s->tokens is backend memory */
     int rc;
     switch (m->arch) {
     case MODEL_ARCH_LLAMA:
-    case MODEL_ARCH_QWEN2: rc = llama_forward(m, be, s, st, n_t, mode, logits_host, policy, err); break;
+    case MODEL_ARCH_QWEN2: rc = llama_forward(m, be, s, st, n_t, out, policy, err); break;
     case MODEL_ARCH_QWEN3:
-    case MODEL_ARCH_QWEN3MOE: rc = qwen3_forward(m, be, s, st, n_t, mode, logits_host, policy, err); break;
+    case MODEL_ARCH_QWEN3MOE: rc = qwen3_forward(m, be, s, st, n_t, out, policy, err); break;
     case MODEL_ARCH_QWEN35:
-    case MODEL_ARCH_QWEN35MOE: rc = qwen35_forward(m, be, s, st, n_t, mode, logits_host, policy, err); break;
+    case MODEL_ARCH_QWEN35MOE: rc = qwen35_forward(m, be, s, st, n_t, out, policy, err); break;
     default: return wk_fail(err, WK_EUNSUPPORTED, "no forward pass for %s", model_arch_name(m->arch));
     }
     if (rc) return rc;
     st->n_past += n_t;
     return 0;
+}
+
+int model_forward(const model *m, be_backend *be, model_scratch *s, model_state *st, const int32_t *tokens,
+                  int32_t n_t, enum model_logits_mode mode, float *logits_host, const be_attn_policy *policy,
+                  wk_error *err)
+{
+    const model_rows out = {.mode = mode, .logits = logits_host};
+    return model_forward_rows(m, be, s, st, tokens, n_t, &out, policy, err);
+}
+
+int model_mtp_forward(const model *m, be_backend *be, model_scratch *s, model_layer_state *kv, int32_t kv_base,
+                      int32_t n_ctx, int32_t pos0, const int32_t *tokens, const float *hidden, int32_t n_t,
+                      const model_rows *out, wk_error *err)
+{
+    if (!m->has_mtp) return wk_fail(err, WK_EINVAL, "the model has no MTP block");
+    if (n_t < 1 || n_t > s->max_t)
+        return wk_fail(err, WK_EINVAL, "MTP batch of %d tokens (scratch holds 1..%d)", n_t, s->max_t);
+    if (pos0 < kv_base || (int64_t)pos0 - kv_base + n_t > n_ctx)
+        return wk_fail(err, WK_ERANGE, "MTP: positions %d..%d outside its cache [%d, %d)", pos0, pos0 + n_t,
+                       kv_base, kv_base + n_ctx);
+    TRY(check_tokens(m, tokens, n_t, err));
+    be_from_host(be, s->tokens, tokens, sizeof(int32_t) * (size_t)n_t);
+    return qwen35_mtp_forward(m, be, s, kv, pos0 - kv_base, pos0, hidden, n_t, out, err);
 }

@@ -39,7 +39,7 @@ typedef struct hparams {
 
 struct hf_convert {
     char dir[1024];
-    char folder_name[128];
+    char folder_name[1024]; /* as long as dir: the last component of it */
     st_file *shards[MAX_SHARDS];
     size_t n_shards;
     hparams hp;

@@ -22,7 +22,7 @@ static int llama_attention(const model *m, be_backend *be, model_scratch *s, con
 }
 
 int llama_forward(const model *m, be_backend *be, model_scratch *s, model_state *st, int32_t n_t,
-                  enum model_logits_mode mode, float *logits, const be_attn_policy *policy, wk_error *err)
+                  const model_rows *out, const be_attn_policy *policy, wk_error *err)
 {
     const model_hparams *hp = &m->hp;
     const int64_t E = hp->n_embd, n = (int64_t)n_t * E;
@@ -37,5 +37,5 @@ int llama_forward(const model *m, be_backend *be, model_scratch *s, model_state 
         TRY(model_ffn_dense(be, s, &ly->ffn_gate, &ly->ffn_up, &ly->ffn_down, s->cur, n_t, s->tmp, err));
         be_add(be, s->x, s->x, s->tmp, n);
     }
-    return model_output(m, be, s, n_t, mode, logits, err);
+    return model_output(m, be, s, n_t, out, err);
 }

@@ -151,6 +151,38 @@ static int bind_ffn(loader *L, model_layer *ly, int il)
     return 0;
 }
 
+/* The MTP block at blk.{n_layer} (qwen35 / qwen35moe with nextn_predict_layers > 0 and
+ * its eh_proj present; a file converted without it loads as a plain model). Its
+ * optional head tensors fall back to the main model's. */
+static int bind_mtp(loader *L)
+{
+    model *m = L->m;
+    const model_hparams *hp = &m->hp;
+    const int il = (int)hp->n_layer;
+    char name[96];
+    snprintf(name, sizeof name, "blk.%d.nextn.eh_proj.weight", il);
+    if (!model_arch_is_hybrid(m->arch) || hp->n_layer_all == hp->n_layer || !gguf_find_tensor(m->file, name)) return 0;
+    model_mtp *mt = &m->mtp;
+    const int64_t E = hp->n_embd;
+    mt->layer.attn_slot = 0;
+    mt->layer.rec_slot = -1;
+    TRY(bind(L, &mt->eh_proj, name, true, 2, 2 * E, E, 1, false));
+    TRY(bind_blk(L, &mt->enorm, il, "nextn.enorm.weight", true, 1, E, 1, 1, true));
+    TRY(bind_blk(L, &mt->hnorm, il, "nextn.hnorm.weight", true, 1, E, 1, 1, true));
+    TRY(bind_blk(L, &mt->embd, il, "nextn.embed_tokens.weight", false, 2, E, hp->n_vocab, 1, false));
+    if (!mt->embd.data) mt->embd = m->tok_embd;
+    TRY(bind_blk(L, &mt->head_norm, il, "nextn.shared_head_norm.weight", false, 1, E, 1, 1, true));
+    if (!mt->head_norm.data) mt->head_norm = m->output_norm;
+    TRY(bind_blk(L, &mt->head, il, "nextn.shared_head_head.weight", false, 2, E, hp->n_vocab, 1, false));
+    if (!mt->head.data) mt->head = m->output;
+    TRY(bind_blk(L, &mt->layer.attn_norm, il, "attn_norm.weight", true, 1, E, 1, 1, true));
+    TRY(bind_blk(L, &mt->layer.ffn_norm, il, "post_attention_norm.weight", true, 1, E, 1, 1, true));
+    TRY(bind_attention(L, &mt->layer, il));
+    TRY(bind_ffn(L, &mt->layer, il));
+    m->has_mtp = true;
+    return 0;
+}
+
 static int bind_tensors(loader *L)
 {
     model *m = L->m;
@@ -179,36 +211,7 @@ static int bind_tensors(loader *L)
         TRY(ly->recurrent ? bind_gdn(L, ly, (int)il) : bind_attention(L, ly, (int)il));
         TRY(bind_ffn(L, ly, (int)il));
     }
-    return 0;
-}
-
-/* The qwen35 MTP block (spec 8.8) at blk.n_layer, when the file declares one. */
-static int bind_nextn(loader *L)
-{
-    model *m = L->m;
-    const model_hparams *hp = &m->hp;
-    const uint32_t n_mtp = hp->n_layer_all - hp->n_layer;
-    if (n_mtp == 0 || !model_arch_is_hybrid(m->arch)) return 0; /* other archs: MTP blocks are not read */
-    if (n_mtp != 1)
-        return wk_fail(L->err, WK_EUNSUPPORTED, "key %s.nextn_predict_layers: %u MTP blocks (qwen35 has one)",
-                       model_arch_name(m->arch), n_mtp);
-    model_nextn *x = &m->nextn;
-    const int N = (int)hp->n_layer;
-    const int64_t E = hp->n_embd, V = hp->n_vocab;
-    TRY(bind_blk(L, &x->eh_proj, N, "nextn.eh_proj.weight", true, 2, 2 * E, E, 1, false));
-    TRY(bind_blk(L, &x->enorm, N, "nextn.enorm.weight", true, 1, E, 1, 1, true));
-    TRY(bind_blk(L, &x->hnorm, N, "nextn.hnorm.weight", true, 1, E, 1, 1, true));
-    TRY(bind_blk(L, &x->shared_head_norm, N, "nextn.shared_head_norm.weight", false, 1, E, 1, 1, true));
-    TRY(bind_blk(L, &x->embed_tokens, N, "nextn.embed_tokens.weight", false, 2, E, V, 1, false));
-    TRY(bind_blk(L, &x->shared_head_head, N, "nextn.shared_head_head.weight", false, 2, E, V, 1, false));
-    model_layer *ly = &x->layer;
-    ly->attn_slot = ly->rec_slot = -1;
-    TRY(bind_blk(L, &ly->attn_norm, N, "attn_norm.weight", true, 1, E, 1, 1, true));
-    TRY(bind_blk(L, &ly->ffn_norm, N, "post_attention_norm.weight", true, 1, E, 1, 1, true));
-    TRY(bind_attention(L, ly, N));
-    TRY(bind_ffn(L, ly, N));
-    x->present = true;
-    return 0;
+    return bind_mtp(L);
 }
 
 /* Identity: hash of every tensor's name, type, shape and offset plus the file
@@ -247,7 +250,7 @@ static int model_build(model *m, wk_error *err)
     if (found < 0) return wk_fail(err, WK_EUNSUPPORTED, "architecture '%s' is not supported", archz);
     m->arch = (enum model_arch)found;
     loader L = {m, err};
-    if ((rc = model_hparams_read(m->file, m->arch, &m->hp, err)) || (rc = bind_tensors(&L)) || (rc = bind_nextn(&L)))
+    if ((rc = model_hparams_read(m->file, m->arch, &m->hp, err)) || (rc = bind_tensors(&L)))
         return rc;
     m->model_id = compute_model_id(m->file);
     return 0;
@@ -346,6 +349,24 @@ static be_weight *layer_weight(model_layer *ly, size_t k)
     return (be_weight *)((char *)ly + k_layer_matmul_offsets[k]);
 }
 
+static int prepare_layer(be_backend *be, model_layer *ly, wk_error *err)
+{
+    for (size_t k = 0; k < N_LAYER_MATMULS; k++) {
+        be_weight *w = layer_weight(ly, k);
+        if (w->data) TRY(be_prepare_weight(be, w, err));
+    }
+    return 0;
+}
+
+static void release_layer(be_backend *be, model_layer *ly)
+{
+    for (size_t k = 0; k < N_LAYER_MATMULS; k++) be_release_weight(be, layer_weight(ly, k));
+}
+
+/* The MTP head that is the main LM head shares its prepared form (one copy of a
+ * vocabulary-sized matrix, not two). */
+static bool mtp_head_shared(const model *m) { return m->mtp.head.data == m->output.data; }
+
 int model_prepare(model *dst, const model *src, be_backend *be, wk_error *err)
 {
     *dst = *src;
@@ -353,11 +374,13 @@ int model_prepare(model *dst, const model *src, be_backend *be, wk_error *err)
     if (!dst->layers) return wk_fail(err, WK_ENOMEM, "out of memory");
     memcpy(dst->layers, src->layers, sizeof(model_layer) * src->hp.n_layer);
     int rc = be_prepare_weight(be, &dst->output, err);
-    for (uint32_t il = 0; !rc && il < dst->hp.n_layer; il++)
-        for (size_t k = 0; !rc && k < N_LAYER_MATMULS; k++) {
-            be_weight *w = layer_weight(&dst->layers[il], k);
-            if (w->data) rc = be_prepare_weight(be, w, err);
-        }
+    for (uint32_t il = 0; !rc && il < dst->hp.n_layer; il++) rc = prepare_layer(be, &dst->layers[il], err);
+    if (!rc && dst->has_mtp) {
+        rc = prepare_layer(be, &dst->mtp.layer, err);
+        if (!rc) rc = be_prepare_weight(be, &dst->mtp.eh_proj, err);
+        if (!rc && mtp_head_shared(dst)) dst->mtp.head = dst->output;
+        else if (!rc) rc = be_prepare_weight(be, &dst->mtp.head, err);
+    }
     if (rc) model_release_prepared(dst, be);
     return rc;
 }
@@ -365,9 +388,14 @@ int model_prepare(model *dst, const model *src, be_backend *be, wk_error *err)
 void model_release_prepared(model *dst, be_backend *be)
 {
     if (!dst->layers) return;
+    if (dst->has_mtp) {
+        release_layer(be, &dst->mtp.layer);
+        be_release_weight(be, &dst->mtp.eh_proj);
+        if (!mtp_head_shared(dst)) be_release_weight(be, &dst->mtp.head);
+        dst->mtp.head.prep = NULL;
+    }
     be_release_weight(be, &dst->output);
-    for (uint32_t il = 0; il < dst->hp.n_layer; il++)
-        for (size_t k = 0; k < N_LAYER_MATMULS; k++) be_release_weight(be, layer_weight(&dst->layers[il], k));
+    for (uint32_t il = 0; il < dst->hp.n_layer; il++) release_layer(be, &dst->layers[il]);
     free(dst->layers);
     dst->layers = NULL;
 }

@@ -94,18 +94,18 @@ typedef struct model_layer {
     be_weight ssm_out;       /* {value_dim, n_embd} */
 } model_layer;
 
-/* The MTP ("nextn") block that qwen35 / qwen35moe files carry as block
- * n_layer when nextn_predict_layers = 1 (spec architectures.md 8.8): bound
- * and shape-checked at load for a speculative decoder to use; the forward
- * passes do not read it. */
-typedef struct model_nextn {
-    bool present;
-    be_weight eh_proj;                        /* {2 n_embd, n_embd}: [enorm(embed) | hnorm(hidden)] -> n_embd */
-    be_weight enorm, hnorm;                   /* {n_embd}, F32 */
-    be_weight shared_head_norm;               /* optional, else output_norm */
-    be_weight embed_tokens, shared_head_head; /* optional, else token_embd / output */
-    model_layer layer;                        /* gated full attention + FFN */
-} model_nextn;
+/* The MTP ("nextn", multi-token prediction) block of a qwen35 / qwen35moe file
+ * (spec architectures.md 8.8): u = W_eh · [RMSNorm(embed(x_p); enorm) ‖ RMSNorm(h_{p-1}; hnorm)],
+ * then one gated full-attention block with the main layers' FFN kind, then
+ * hm = RMSNorm(u; head_norm) and logits = W_head · hm (the token after x_p). */
+typedef struct model_mtp {
+    model_layer layer;       /* blk.N attention + FFN tensors (attn_slot 0: its own KV) */
+    be_weight eh_proj;       /* nextn.eh_proj {2·n_embd, n_embd} */
+    be_weight enorm, hnorm;  /* {n_embd}, F32 (1+w baked in) */
+    be_weight embd;          /* nextn.embed_tokens, else token_embd */
+    be_weight head_norm;     /* nextn.shared_head_norm, else output_norm */
+    be_weight head;          /* nextn.shared_head_head, else the LM head */
+} model_mtp;
 
 typedef struct model {
     enum model_arch arch;
@@ -113,8 +113,9 @@ typedef struct model {
     gguf_file *file;         /* owned */
     be_weight tok_embd, output_norm, output, output_bias;
     model_layer *layers;     /* [n_layer] */
+    bool has_mtp;            /* the file carries an MTP block (bound in mtp) */
+    model_mtp mtp;
     uint64_t model_id;       /* stable 64-bit identity of the file's contents (header hash) */
-    model_nextn nextn;
 } model;
 
 /* Opens path and binds the model. Every hyper-parameter is validated before
@@ -199,5 +200,32 @@ int32_t model_scratch_argmax(const model_scratch *s, float *logit);
 int model_forward(const model *m, be_backend *be, model_scratch *s, model_state *st,
                   const int32_t *tokens, int32_t n_t, enum model_logits_mode mode,
                   float *logits_host, const be_attn_policy *policy, wk_error *err);
+
+/* What a forward pass hands back, for callers that want more than model_forward's rows
+ * (speculative verification, MTP). */
+typedef struct model_rows {
+    enum model_logits_mode mode;
+    int32_t first;   /* MODEL_LOGITS_ALL: only rows [first, n_t) get logits (0: every row) */
+    float *logits;   /* host: n_vocab floats per row with logits */
+    float *hidden;   /* optional host [n_t][n_embd]: every row's final-normed hidden state
+                        (RMSNorm(x; output_norm), what an MTP block reads), NULL: none */
+} model_rows;
+
+/* model_forward with the rows described by out. */
+int model_forward_rows(const model *m, be_backend *be, model_scratch *s, model_state *st,
+                       const int32_t *tokens, int32_t n_t, const model_rows *out,
+                       const be_attn_policy *policy, wk_error *err);
+
+/* The MTP block over n_t consecutive positions pos0.. (m->has_mtp): tokens[t] is x_p and
+ * hidden (host [n_t][n_embd]) holds h_{p-1}, the main model's final-normed hidden state
+ * one position back (or the MTP's own output when drafting further ahead). kv is the
+ * block's one attention layer state, whose cache row i holds position kv_base + i; it
+ * must hold positions [kv_base, pos0) and gets pos0.. appended (capacity n_ctx rows from
+ * kv_base). out->hidden receives hm per row (the next step's h), logits as asked.
+ * WK_EINVAL for a model without MTP, a bad token id or a batch the scratch cannot hold;
+ * WK_ERANGE past the capacity. */
+int model_mtp_forward(const model *m, be_backend *be, model_scratch *s, model_layer_state *kv,
+                      int32_t kv_base, int32_t n_ctx, int32_t pos0, const int32_t *tokens,
+                      const float *hidden, int32_t n_t, const model_rows *out, wk_error *err);
 
 #endif

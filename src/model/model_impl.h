@@ -28,6 +28,7 @@ struct model_scratch {
     float *rope_cs;       /* [T][n_rot] */
     int32_t *tokens, *pos; /* [T] backend memory, filled through be_from_host */
     int32_t *pos_host;    /* [T] host memory: positions are written here, then copied to pos */
+    float *mtp_in;        /* [T][2·n_embd]: the MTP block's [enorm(e) ‖ hnorm(h)] (models with MTP) */
     float *logits;        /* [logit_rows][n_vocab] */
     int32_t logit_rows;
     int32_t argmax;       /* MODEL_LOGITS_ARGMAX: the pick, and its logit */
@@ -56,6 +57,9 @@ bool model_layer_is_recurrent(const gguf_file *f, enum model_arch arch, const mo
  * positions pos0... */
 int model_embed(const model *m, be_backend *be, model_scratch *s, int32_t n_t, int32_t pos0,
                 wk_error *err);
+/* model_embed from another embedding table (the MTP block's). */
+int model_embed_with(const model *m, be_backend *be, model_scratch *s, const be_weight *embd, int32_t n_t,
+                     int32_t pos0, wk_error *err);
 
 /* s->q, s->k, s->v = W_q, W_k, W_v · s->cur (+ the biases a layer has), as one
  * be_matmul_multi. */
@@ -76,9 +80,14 @@ int model_ffn_dense(be_backend *be, model_scratch *s, const be_weight *gate, con
 int model_ffn_moe(const model *m, be_backend *be, model_scratch *s, const model_layer *ly,
                   const float *in, int32_t n_t, float *out, wk_error *err);
 
-/* Final norm + LM head for the requested rows of s->x, copied to logits_host. */
-int model_output(const model *m, be_backend *be, model_scratch *s, int32_t n_t,
-                 enum model_logits_mode mode, float *logits_host, wk_error *err);
+/* Final norm + LM head for the rows of s->x that out asks for, copied to the host
+ * (logits, and every row's normed hidden state when out->hidden is set). */
+int model_output(const model *m, be_backend *be, model_scratch *s, int32_t n_t, const model_rows *out,
+                 wk_error *err);
+/* model_output with another norm and head (the MTP block's). */
+int model_output_with(be_backend *be, model_scratch *s, const model_hparams *hp, const be_weight *norm,
+                      const be_weight *head, const be_weight *bias, int32_t n_t, const model_rows *out,
+                      wk_error *err);
 
 /* y = x · Wᵀ (+ bias if present). */
 int model_linear(be_backend *be, const be_weight *w, const be_weight *bias, const float *x,
@@ -88,14 +97,14 @@ static inline const float *wf32(const be_weight *w) { return (const float *)w->d
 
 /* Per-family forward passes over the layers: embed → blocks → output. */
 int llama_forward(const model *m, be_backend *be, model_scratch *s, model_state *st, int32_t n_t,
-                  enum model_logits_mode mode, float *logits, const be_attn_policy *policy,
-                  wk_error *err);
+                  const model_rows *out, const be_attn_policy *policy, wk_error *err);
 int qwen3_forward(const model *m, be_backend *be, model_scratch *s, model_state *st, int32_t n_t,
-                  enum model_logits_mode mode, float *logits, const be_attn_policy *policy,
-                  wk_error *err);
+                  const model_rows *out, const be_attn_policy *policy, wk_error *err);
 int qwen35_forward(const model *m, be_backend *be, model_scratch *s, model_state *st, int32_t n_t,
-                   enum model_logits_mode mode, float *logits, const be_attn_policy *policy,
-                   wk_error *err);
+                   const model_rows *out, const be_attn_policy *policy, wk_error *err);
+/* The MTP block (model_mtp_forward after its checks; s->tokens already filled). */
+int qwen35_mtp_forward(const model *m, be_backend *be, model_scratch *s, model_layer_state *kv, int32_t kv_pos0,
+                       int32_t pos0, const float *hidden, int32_t n_t, const model_rows *out, wk_error *err);
 
 #define TRY(x)               \
     do {                     \

@@ -76,29 +76,53 @@ static int gated_deltanet(const model *m, be_backend *be, model_scratch *s, cons
     return be_matmul(be, &ly->ssm_out, s->gdn_o, n_t, s->tmp, err);
 }
 
-int qwen35_forward(const model *m, be_backend *be, model_scratch *s, model_state *st, int32_t n_t,
-                   enum model_logits_mode mode, float *logits, const be_attn_policy *policy, wk_error *err)
+/* The block shared by the main stack and the MTP block: mixer (attention or DeltaNet)
+ * and FFN, each with its residual. kv_pos0: the position of the batch's first token in
+ * the layer's KV rows. */
+static int qwen35_block(const model *m, be_backend *be, model_scratch *s, const model_layer *ly,
+                        model_layer_state *ls, int32_t n_t, int32_t kv_pos0, const be_attn_policy *policy,
+                        wk_error *err)
 {
     const model_hparams *hp = &m->hp;
     const int64_t E = hp->n_embd, n = (int64_t)n_t * E;
+    be_rms_norm(be, s->cur, E, s->x, E, n_t, E, wf32(&ly->attn_norm), hp->eps);
+    if (ly->recurrent)
+        TRY(gated_deltanet(m, be, s, ly, ls, n_t, err));
+    else
+        TRY(gated_attention(m, be, s, ly, ls, n_t, kv_pos0, policy, err));
+    be_add(be, s->x, s->x, s->tmp, n);
+    be_rms_norm(be, s->cur, E, s->x, E, n_t, E, wf32(&ly->ffn_norm), hp->eps);
+    if (m->arch == MODEL_ARCH_QWEN35MOE)
+        TRY(model_ffn_moe(m, be, s, ly, s->cur, n_t, s->tmp, err));
+    else
+        TRY(model_ffn_dense(be, s, &ly->ffn_gate, &ly->ffn_up, &ly->ffn_down, s->cur, n_t, s->tmp, err));
+    be_add(be, s->x, s->x, s->tmp, n);
+    return 0;
+}
+
+int qwen35_forward(const model *m, be_backend *be, model_scratch *s, model_state *st, int32_t n_t,
+                   const model_rows *out, const be_attn_policy *policy, wk_error *err)
+{
     const int32_t pos0 = st->n_past;
-    const bool moe = m->arch == MODEL_ARCH_QWEN35MOE;
     TRY(model_embed(m, be, s, n_t, pos0, err));
-    for (uint32_t il = 0; il < hp->n_layer; il++) {
-        const model_layer *ly = &m->layers[il];
-        model_layer_state *ls = &st->layers[il];
-        be_rms_norm(be, s->cur, E, s->x, E, n_t, E, wf32(&ly->attn_norm), hp->eps);
-        if (ly->recurrent)
-            TRY(gated_deltanet(m, be, s, ly, ls, n_t, err));
-        else
-            TRY(gated_attention(m, be, s, ly, ls, n_t, pos0, policy, err));
-        be_add(be, s->x, s->x, s->tmp, n);
-        be_rms_norm(be, s->cur, E, s->x, E, n_t, E, wf32(&ly->ffn_norm), hp->eps);
-        if (moe)
-            TRY(model_ffn_moe(m, be, s, ly, s->cur, n_t, s->tmp, err));
-        else
-            TRY(model_ffn_dense(be, s, &ly->ffn_gate, &ly->ffn_up, &ly->ffn_down, s->cur, n_t, s->tmp, err));
-        be_add(be, s->x, s->x, s->tmp, n);
-    }
-    return model_output(m, be, s, n_t, mode, logits, err);
+    for (uint32_t il = 0; il < m->hp.n_layer; il++)
+        TRY(qwen35_block(m, be, s, &m->layers[il], &st->layers[il], n_t, pos0, policy, err));
+    return model_output(m, be, s, n_t, out, err);
+}
+
+/* MTP (8.8): u = W_eh · [RMSNorm(embed(x); enorm) ‖ RMSNorm(h; hnorm)], one full-attention
+ * block at the absolute positions pos0.. (RoPE) over its own KV, then its head. */
+int qwen35_mtp_forward(const model *m, be_backend *be, model_scratch *s, model_layer_state *kv, int32_t kv_pos0,
+                       int32_t pos0, const float *hidden, int32_t n_t, const model_rows *out, wk_error *err)
+{
+    const model_hparams *hp = &m->hp;
+    const model_mtp *mt = &m->mtp;
+    const int64_t E = hp->n_embd;
+    TRY(model_embed_with(m, be, s, &mt->embd, n_t, pos0, err));
+    be_from_host(be, s->tmp, hidden, sizeof(float) * (size_t)n_t * (size_t)E);
+    be_rms_norm(be, s->mtp_in, 2 * E, s->x, E, n_t, E, wf32(&mt->enorm), hp->eps);
+    be_rms_norm(be, s->mtp_in + E, 2 * E, s->tmp, E, n_t, E, wf32(&mt->hnorm), hp->eps);
+    TRY(be_matmul(be, &mt->eh_proj, s->mtp_in, n_t, s->x, err));
+    TRY(qwen35_block(m, be, s, &mt->layer, kv, n_t, kv_pos0, NULL, err));
+    return model_output_with(be, s, hp, &mt->head_norm, &mt->head, NULL, n_t, out, err);
 }

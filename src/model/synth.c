@@ -163,6 +163,8 @@ int synth_validate(const synth_options *o, wk_error *err)
         if (req[i].v == 0 || req[i].v > DIM_MAX)
             return wk_fail(err, WK_EINVAL, "--%s %u: must be in 1..%u", req[i].name, req[i].v, DIM_MAX);
     if (d->n_layer > 1024) return wk_fail(err, WK_EINVAL, "--layers %u: at most 1024", d->n_layer);
+    if (d->n_mtp > 1 || (d->n_mtp && d->arch != SYNTH_ARCH_QWEN35 && d->arch != SYNTH_ARCH_QWEN35MOE))
+        return wk_fail(err, WK_EINVAL, "--mtp: one MTP block, on qwen35 / qwen35moe only");
     if (d->n_head % d->n_head_kv)
         return wk_fail(err, WK_EINVAL, "--heads %u is not a multiple of --kv-heads %u", d->n_head, d->n_head_kv);
     if (d->head_dim % 2) return wk_fail(err, WK_EINVAL, "--head-dim %u: must be even", d->head_dim);
@@ -225,7 +227,8 @@ static int write_metadata(gguf_writer *w, const synth_options *o, const synth_vo
 
     rc |= gguf_writer_set_u32(w, KEY("context_length"), d->n_ctx_train);
     rc |= gguf_writer_set_u32(w, KEY("embedding_length"), d->n_embd);
-    rc |= gguf_writer_set_u32(w, KEY("block_count"), d->n_layer);
+    rc |= gguf_writer_set_u32(w, KEY("block_count"), d->n_layer + d->n_mtp);
+    if (d->n_mtp) rc |= gguf_writer_set_u32(w, KEY("nextn_predict_layers"), d->n_mtp);
     rc |= gguf_writer_set_u32(w, KEY("feed_forward_length"), d->n_ff);
     rc |= gguf_writer_set_u32(w, KEY("attention.head_count"), d->n_head);
     rc |= gguf_writer_set_u32(w, KEY("attention.head_count_kv"), d->n_head_kv);

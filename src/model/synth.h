@@ -61,6 +61,7 @@ typedef struct synth_dims {
     uint32_t ssm_head_dim;  /* d_k = d_v */
     uint32_t ssm_n_k_heads; /* H_k (ssm.group_count) */
     uint32_t ssm_n_v_heads; /* H_v (ssm.time_step_rank) */
+    uint32_t n_mtp;         /* qwen35*: MTP ("nextn") blocks after the main layers, 0 or 1 */
 } synth_dims;
 
 typedef struct synth_options {

@@ -185,6 +185,20 @@ int synth_plan_new(const synth_options *o, synth_plan **out, wk_error *err)
     add(&b, "output_norm.weight", 1, d->n_embd, 1, 1, SYNTH_INIT_NORM, NORM_STD);
     if (!d->tied_embeddings)
         add(&b, "output.weight", 2, d->n_embd, d->n_vocab, 1, SYNTH_INIT_NORMAL, embd_std);
+    /* The MTP block (spec architectures.md 8.8) as llama.cpp's converter names it: a
+     * full-attention layer with the main layers' FFN, its input projection and norms; the
+     * embedding and head are the main model's (the optional nextn copies are left out).
+     * Last in the file, so the main model's weights are those of the file without it. */
+    for (uint32_t il = d->n_layer; il < d->n_layer + d->n_mtp; il++) {
+        add_norm(&b, il, "nextn.enorm.weight", d->n_embd);
+        add_norm(&b, il, "nextn.hnorm.weight", d->n_embd);
+        add_matrix(&b, il, "nextn.eh_proj.weight", 2 * (int64_t)d->n_embd, d->n_embd);
+        add_norm(&b, il, "attn_norm.weight", d->n_embd);
+        add_attention(&b, il, 1);
+        add_norm(&b, il, "post_attention_norm.weight", d->n_embd);
+        add_ffn(&b, il);
+        add_norm(&b, il, "nextn.shared_head_norm.weight", d->n_embd);
+    }
     if (b.failed) {
         synth_plan_free(p);
         return wk_fail(err, WK_ENOMEM, "synth plan: out of memory");

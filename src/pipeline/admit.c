@@ -217,6 +217,7 @@ int pl_admit(pl_request *r)
         if (req->bias_ids[i] < 0 || req->bias_ids[i] >= n_vocab)
             return pl_fail(r, 400, "invalid_request_error", NULL, "logit_bias token %d is outside the vocabulary (%d tokens)",
                            req->bias_ids[i], n_vocab);
+    if ((status = pl_spec_admit(r))) return status;
     eng_event acc = {0};
     acc.type = ENG_EV_ACCEPTED;
     acc.counters = r->c;

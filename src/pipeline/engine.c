@@ -91,6 +91,7 @@ int pl_engine_open(pl_engine **out, const pl_config *cfg, wk_error *err)
         if (!rc) rc = eng_ctx_new(&pe->ctx, pe->m, &o, err);
     }
     if (!rc) rc = ckpt_cache_new(&pe->cache, pe->ctx, &pe->cfg.cache, err);
+    if (!rc) rc = pl_spec_open(pe, err);
     if (rc) {
         pl_engine_close(pe);
         return rc;
@@ -103,6 +104,7 @@ void pl_engine_close(pl_engine *pe)
 {
     if (!pe) return;
     gram_vocab_free(pe->gvocab);
+    pl_spec_close(pe);
     ckpt_cache_free(pe->cache);
     eng_ctx_free(pe->ctx);
     tok_free(pe->vocab);
@@ -120,4 +122,7 @@ int32_t pl_engine_n_ctx(const pl_engine *pe) { return ckpt_cache_n_ctx(pe->cache
 void pl_engine_reserve(pl_engine *pe, int32_t n_ctx)
 {
     if (n_ctx > ckpt_cache_n_ctx(pe->cache)) ckpt_cache_set_n_ctx(pe->cache, n_ctx);
+    wk_error err = {0};
+    if (pe->drafter && eng_drafter_reserve(pe->drafter, n_ctx, &err))
+        WK_WARN("draft model: no sequence of %d positions (%s); drafting off", (int)n_ctx, err.msg);
 }

@@ -15,6 +15,7 @@
 
 typedef struct decode_loop {
     eng_sampler *smp;
+    pl_spec *spec;    /* NULL: plain decoding, one token per forward pass */
     tok_decoder *dec; /* NULL: the file has no tokenizer (token ids only) */
     chat_stop *stop;
     pl_constraint con; /* the grammar the answer must follow (con.on) */
@@ -67,11 +68,13 @@ static int loop_setup(pl_request *r, decode_loop *L)
     L->eog = -1;
     const int32_t *eog;
     if (v && tok_eog_ids(v, &eog) > 0) L->eog = eog[0];
-    return pl_constraint_begin(r, &L->con);
+    int status = pl_constraint_begin(r, &L->con);
+    return status ? status : pl_spec_new(&L->spec, r, L->smp, &sp);
 }
 
 static void loop_free(decode_loop *L)
 {
+    pl_spec_free(L->spec);
     eng_sampler_free(L->smp);
     tok_decoder_free(L->dec);
     chat_stop_free(L->stop);
@@ -81,12 +84,14 @@ static void loop_free(decode_loop *L)
 }
 
 /* The next token: the backend's greedy pick when it made one, else the
- * sampler over the logits (the grammar's forbidden tokens at -inf first).
+ * sampler (or the speculative verifier) over the logits of this position,
+ * the grammar's forbidden tokens at -inf first. *row gets those logits.
  * -1: nothing can be said; -2 with *status set: the grammar failed. */
-static int32_t pick_token(pl_request *r, decode_loop *L, int32_t picked, int *status)
+static int32_t pick_token(pl_request *r, decode_loop *L, int32_t picked, const float **row, int *status)
 {
+    const float *logits = L->spec ? pl_spec_logits(L->spec) : eng_logits(r->pe->ctx);
+    *row = logits;
     if (picked >= -1) return picked;
-    const float *logits = eng_logits(r->pe->ctx);
     if (L->con.on) {
         wk_error err = {0};
         logits = pl_constraint_mask(&L->con, logits, eng_n_vocab(r->pe->ctx), &err);
@@ -94,8 +99,9 @@ static int32_t pick_token(pl_request *r, decode_loop *L, int32_t picked, int *st
             *status = pl_fail(r, 500, "server_error", NULL, "constrained output: %.440s", err.msg);
             return -2;
         }
+        *row = logits;
     }
-    return eng_sampler_sample(L->smp, logits, NULL);
+    return L->spec ? pl_spec_choose(L->spec, logits) : eng_sampler_sample(L->smp, logits, NULL);
 }
 
 /* Text of one token through the stop filter into the output. */
@@ -150,7 +156,7 @@ int pl_generate(pl_request *r)
     if (sink->live) sink->live(sink->user, PL_PHASE_DECODE, &r->c);
     /* plain greedy without a step hook or a grammar: the backend picks each next token where the
      * logits are (a GPU sends one index, not the vocabulary's logits); -2: take it from eng_logits */
-    const bool device_pick = eng_sampler_is_plain_greedy(L.smp) && !sink->step_logits && !L.con.on;
+    const bool device_pick = eng_sampler_is_plain_greedy(L.smp) && !sink->step_logits && !L.con.on && !L.spec;
     const int32_t n_vocab = eng_n_vocab(ctx);
     int32_t picked = -2;
     double t_first = 0;
@@ -160,14 +166,15 @@ int pl_generate(pl_request *r)
             status = pl_fail(r, 499, "cancelled", NULL, "request cancelled during generation");
             break;
         }
-        int32_t tok = pick_token(r, &L, picked, &status);
+        const float *logits;
+        int32_t tok = pick_token(r, &L, picked, &logits, &status);
         if (tok == -2) break;
         if (L.con.on) { /* the budget runs out: close the constrained answer instead of cutting it */
             int32_t forced = pl_constraint_force(&L.con, max_new - i, L.eog);
             if (forced >= 0) tok = forced;
         }
         if (sink->step_logits) {
-            int32_t forced = sink->step_logits(sink->user, i, eng_logits(ctx), n_vocab, tok);
+            int32_t forced = sink->step_logits(sink->user, i, logits, n_vocab, tok);
             if (forced >= 0 && forced < n_vocab) tok = forced;
         }
         if (tok < 0) break; /* every logit -inf/NaN (or forbidden): nothing sensible to say */
@@ -196,13 +203,18 @@ int pl_generate(pl_request *r)
             L.finish = "length";
             break;
         }
-        int rc = device_pick ? eng_decode_greedy(ctx, seq, tok, &picked, &err) : eng_decode(ctx, seq, tok, &err);
+        int rc = L.spec        ? pl_spec_feed(L.spec, tok, max_new - i - 1, &err)
+                 : device_pick ? eng_decode_greedy(ctx, seq, tok, &picked, &err)
+                               : eng_decode(ctx, seq, tok, &err);
         if (rc) {
             status = pl_fail(r, 500, "server_error", NULL, "decode failed: %.440s", err.msg);
             break;
         }
-        ckpt_cache_decoded(r->pe->cache, &r->plan);
+        if (!L.spec) ckpt_cache_decoded(r->pe->cache, &r->plan);
     }
+    /* speculation leaves the sequence as plain decoding would (also after a cancel) */
+    if (L.spec && (!status || status == 499) && pl_spec_finish(L.spec, &err))
+        status = pl_fail(r, 500, "server_error", NULL, "decode failed: %.440s", err.msg);
     if (max_new <= 0) L.finish = "length";
     if (!status && !L.stopped) flush_text(&L);
     else if (!status) pl_output_finish(&L.out);

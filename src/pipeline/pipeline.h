@@ -41,6 +41,8 @@ typedef struct pl_config {
                                   context, reduced to what fits mem_budget_bytes (logged with the arithmetic) */
     uint64_t mem_budget_bytes; /* memory for that default (0: free RAM / VRAM minus a margin) */
     ckpt_cache_config cache;   /* slots, RAM budget, archive folder (NULL dir: none) */
+    const char *draft_path;    /* draft model for speculative decoding (--draft), or NULL */
+    int spec;                  /* enum eng_spec_mode of requests that do not choose (default: off) */
 } pl_config;
 
 /* Defaults: template from the file and required, tokenizer required,
@@ -50,8 +52,9 @@ void pl_config_default(pl_config *cfg);
 typedef struct pl_engine pl_engine;
 
 /* Loads the model, its tokenizer and chat template, makes the context and
- * the prefix cache. Errors: as model_load / tok_load_from_gguf /
- * eng_ctx_new / ckpt_cache_new, with the file named. */
+ * the prefix cache, and the draft model when one is named (its vocabulary must be the
+ * model's: WK_EINVAL naming the difference). Errors: as model_load /
+ * tok_load_from_gguf / eng_ctx_new / ckpt_cache_new, with the file named. */
 int pl_engine_open(pl_engine **out, const pl_config *cfg, wk_error *err);
 void pl_engine_close(pl_engine *pe); /* finishes pending archive work first */
 
@@ -61,6 +64,12 @@ const chat_template *pl_engine_template(const pl_engine *pe); /* NULL: none usab
 eng_ctx *pl_engine_ctx(pl_engine *pe);
 ckpt_cache *pl_engine_cache(pl_engine *pe);
 int32_t pl_engine_n_ctx(const pl_engine *pe);
+bool pl_engine_has_draft(const pl_engine *pe);  /* a draft model is loaded */
+bool pl_engine_has_mtp(const pl_engine *pe);    /* the model has an MTP block */
+/* Memory speculation holds besides the model's own state: the copy of one sequence's
+ * recurrent state taken before each batch, the MTP block's KV, the draft model's
+ * sequence (its weights not counted). */
+size_t pl_engine_spec_bytes(const pl_engine *pe);
 
 /* Grows the context capacity to at least n_ctx positions (drops the cached
  * sequences when it does). */

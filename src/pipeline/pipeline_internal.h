@@ -5,6 +5,7 @@
 
 #include "chat/chat_parse.h"
 #include "engine/grammar.h"
+#include "engine/spec.h"
 #include "pipeline/pipeline.h"
 
 struct pl_engine {
@@ -19,6 +20,12 @@ struct pl_engine {
     eng_ctx *ctx;
     ckpt_cache *cache;
     gram_vocab *gvocab;          /* token byte strings for constrained output, made on first use */
+    /* speculative decoding (speculate.c) */
+    char draft_path[4096];
+    model *draft_m;              /* the draft model, NULL if none */
+    eng_drafter *drafter;        /* its context and sequence */
+    eng_mtp *mtp;                /* the MTP block's state, made on first use */
+    eng_ngram *ngram;            /* the prompt-lookup index, reset per request */
 };
 
 /* One request in flight: what the steps hand each other. */
@@ -35,6 +42,7 @@ typedef struct pl_request {
     int n_marks;
     bool chat;
     chat_parse_options popt;
+    int spec;                    /* enum eng_spec_mode resolved (OFF, NGRAM, DRAFT or MTP) */
     /* reuse */
     ckpt_plan plan;
     bool begun;                  /* the cache handed out plan.seq */
@@ -79,6 +87,50 @@ bool pl_constraint_done(const pl_constraint *c);
  * path, or eog on the last one), or -1 to sample as usual. */
 int32_t pl_constraint_force(pl_constraint *c, int32_t left, int32_t eog);
 void pl_constraint_free(pl_constraint *c);
+/* ---- speculative decoding (speculate.c) ---------------------------------------------- */
+
+/* The draft model named in pe->cfg, loaded and checked against the model's vocabulary
+ * (pl_engine_open). */
+int pl_spec_open(pl_engine *pe, wk_error *err);
+void pl_spec_close(pl_engine *pe);
+
+/* admit: the request's source (its own, else the engine's default; auto resolved) into
+ * r->spec. 400 when it names a source the engine does not have. */
+int pl_spec_admit(pl_request *r);
+
+/* prefill: with MTP drafting, the block catches up on the prompt's hidden states as
+ * the chunks go (a hook in po). */
+void pl_spec_prefill_opts(pl_request *r, eng_prefill_opts *po);
+
+/* One request's speculation in the decode loop (generate.c). The loop picks every token
+ * from pl_spec_logits, through pl_spec_choose, and hands it to pl_spec_feed: a token
+ * that equals the next draft moves to the next verified row at no cost; any other
+ * token settles the batch (the rest thrown away, the sequence cut back) and starts the
+ * next one: [pending tokens, new drafts] in one forward pass. */
+typedef struct pl_spec pl_spec;
+
+/* smp: the request's sampler (borrowed, for the acceptance rule's draws). NULL *out
+ * when the request does not speculate. Returns 0 or an HTTP status (r->final set). */
+int pl_spec_new(pl_spec **out, pl_request *r, eng_sampler *smp, const eng_sampler_params *sp);
+void pl_spec_free(pl_spec *sp);
+
+/* The logits the next token is chosen from (the context's after the prefill, then a
+ * verified row). */
+const float *pl_spec_logits(const pl_spec *sp);
+
+/* The next token from row (pl_spec_logits, or a masked copy of it) with the request's
+ * sampler: plain sampling, or the speculative rule when the row has a draft at
+ * temperature > 0. -1 as eng_sampler_sample. */
+int32_t pl_spec_choose(pl_spec *sp, const float *row);
+
+/* The token chosen and emitted (remaining: how many more the loop may emit after it).
+ * Errors from the forward passes (a decode failure: 500). */
+int pl_spec_feed(pl_spec *sp, int32_t tok, int32_t remaining, wk_error *err);
+
+/* End of generation (stop, length, or a cancel between tokens): the sequence is made to
+ * hold exactly the prompt and the tokens fed, as plain decoding leaves it, and every
+ * such token is reported to the cache; the counters go into the request's. */
+int pl_spec_finish(pl_spec *sp, wk_error *err);
 
 /* Cache kind of a chat boundary (chat_boundary_kind + CHAT_BFLAG_*). */
 int pl_ckpt_kind_of_boundary(int chat_kind, unsigned flags);

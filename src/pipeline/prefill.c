@@ -19,6 +19,7 @@ int pl_prefill(pl_request *r)
     po.progress = on_progress;
     po.user = r;
     po.all_logits = r->req->all_logits;
+    pl_spec_prefill_opts(r, &po);
     wk_error err = {0};
     double t = wk_now_ms();
     int rc = ckpt_cache_prefill(r->pe->cache, &r->plan, r->ids, r->n, &po, &err);

@@ -32,6 +32,7 @@ static int load_model(pl_service *svc, wk_error *err)
     svc->kv_bytes_per_token = eng_kv_bytes_per_token(pl_engine_ctx(svc->pe));
     svc->state_bytes = (size_t)svc->kv_bytes_per_token * (size_t)pl_engine_n_ctx(svc->pe) +
                        (model_conv_elems(m) + model_ssm_elems(m)) * sizeof(float) * m->hp.n_rec_layers;
+    svc->spec_bytes = pl_engine_spec_bytes(svc->pe);
     svc->model_info = svc_build_model_info(svc);
     return 0;
 }

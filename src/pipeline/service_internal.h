@@ -64,7 +64,7 @@ struct pl_service {
     atomic_bool ready;
     pl_engine *pe;
     json_t *model_info;
-    size_t weight_bytes, state_bytes;
+    size_t weight_bytes, state_bytes, spec_bytes;
     uint64_t kv_bytes_per_token; /* KV cache bytes per position, all attention layers */
 };
 

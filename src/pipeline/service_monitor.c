@@ -174,7 +174,7 @@ json_t *pl_service_state(pl_service *svc)
     json_object_set_new(st, "cache", cache);
     pthread_mutex_unlock(&svc->lock);
     pthread_rwlock_rdlock(&svc->model_lock);
-    size_t wb = svc->weight_bytes, sb = svc->state_bytes;
+    size_t wb = svc->weight_bytes, sb = svc->state_bytes, xb = svc->spec_bytes;
     uint64_t kv_tok = svc->kv_bytes_per_token;
     pthread_rwlock_unlock(&svc->model_lock);
     json_t *mem = json_object();
@@ -182,6 +182,7 @@ json_t *pl_service_state(pl_service *svc)
     json_object_set_new(mem, "kv_bytes_per_token", json_integer((json_int_t)kv_tok));
     json_object_set_new(mem, "weights_bytes", json_integer((json_int_t)wb));
     json_object_set_new(mem, "state_bytes", json_integer((json_int_t)sb));
+    json_object_set_new(mem, "spec_bytes", json_integer((json_int_t)xb));
     json_object_set_new(mem, "total_bytes", json_integer((json_int_t)(wb + sb)));
     json_object_set_new(st, "memory", mem);
     json_object_set_new(st, "ready", json_boolean(atomic_load(&svc->ready)));

@@ -45,6 +45,8 @@ static void hist_add(srv_hist *h, double v)
     h->sum += v;
 }
 
+static const char *const k_spec_sources[3] = {"ngram", "draft", "mtp"};
+
 void srv_metrics_observe(srv_metrics *m, const eng_counters *c)
 {
     pthread_mutex_lock(&m->lock);
@@ -56,7 +58,22 @@ void srv_metrics_observe(srv_metrics *m, const eng_counters *c)
     hist_add(&m->prefill_s, c->prefill_ms / 1000.0);
     hist_add(&m->decode_s, c->decode_ms / 1000.0);
     if (c->completion_tokens > 0) hist_add(&m->ttft_s, c->ttft_ms / 1000.0);
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(c->spec, k_spec_sources[i])) {
+            m->spec[i].proposed += (uint64_t)c->draft_proposed;
+            m->spec[i].accepted += (uint64_t)c->draft_accepted;
+            m->spec[i].steps += (uint64_t)c->spec_steps;
+        }
     pthread_mutex_unlock(&m->lock);
+}
+
+static void render_by_source(srv_buf *o, const char *name, const char *help, const srv_metrics *m, int field)
+{
+    srv_buf_appendf(o, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
+    for (int i = 0; i < 3; i++) {
+        uint64_t v = field == 0 ? m->spec[i].proposed : field == 1 ? m->spec[i].accepted : m->spec[i].steps;
+        srv_buf_appendf(o, "%s{source=\"%s\"} %llu\n", name, k_spec_sources[i], (unsigned long long)v);
+    }
 }
 
 static void render_hist(srv_buf *o, const char *name, const char *help, const srv_hist *h)
@@ -100,6 +117,9 @@ int srv_metrics_render(srv_metrics *m, const srv_gauges *g, srv_buf *o)
     render_hist(o, "wick_prefill_seconds", "Prefill time per request.", &m->prefill_s);
     render_hist(o, "wick_decode_seconds", "Decode time per request.", &m->decode_s);
     render_hist(o, "wick_ttft_seconds", "Time to first token per request.", &m->ttft_s);
+    render_by_source(o, "wick_draft_tokens_total", "Speculative draft tokens verified, by source.", m, 0);
+    render_by_source(o, "wick_draft_accepted_total", "Speculative draft tokens accepted, by source.", m, 1);
+    render_by_source(o, "wick_spec_steps_total", "Verification batches with drafts, by source.", m, 2);
     pthread_mutex_unlock(&m->lock);
     render_gauge(o, "wick_queue_depth", "Requests waiting for the engine.", g->queue_depth);
     render_gauge(o, "wick_requests_processing", "Requests the engine is working on.", g->busy);

@@ -1,6 +1,7 @@
 /* /metrics: Prometheus text exposition (format 0.0.4) of request counts by
  * route and status, token totals (prompt / cached / recomputed / generated),
- * prefill / decode / TTFT histograms, queue depth and cache hits/misses.
+ * prefill / decode / TTFT histograms, queue depth and cache hits/misses,
+ * speculative drafts proposed / accepted by source.
  * The numbers come from the same eng_counters the API returns. */
 #ifndef WICK_SERVER_METRICS_H
 #define WICK_SERVER_METRICS_H
@@ -32,6 +33,10 @@ typedef struct srv_metrics {
     uint64_t prompt_tokens, cached_tokens, recomputed_tokens, generated_tokens;
     uint64_t completed;
     srv_hist prefill_s, decode_s, ttft_s;
+    /* speculative decoding by draft source (ngram, draft, mtp) */
+    struct {
+        uint64_t proposed, accepted, steps;
+    } spec[3];
 } srv_metrics;
 
 /* Live values read at scrape time. */

@@ -119,20 +119,26 @@ int srv_parse_wick(const json_t *root, eng_request *req, srv_error *err)
         const char *k;
         const json_t *v;
         static const char *const known[] = {"fresh", "attn_policy", "global", "window", "dense_tail",
-                                            "dense_tail_continue"};
+                                            "dense_tail_continue", "spec"};
         json_object_foreach((json_t *)wick, k, v) {
             bool ok = false;
             for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) ok = ok || strcmp(k, known[i]) == 0;
             if (!ok)
                 return srv_fail(err, 400, "wick", "invalid_value",
                                 "unknown wick option '%s' (known: fresh, attn_policy, global, window, dense_tail, "
-                                "dense_tail_continue)",
+                                "dense_tail_continue, spec)",
                                 k);
         }
         if (srv_get_bool(wick, "fresh", &req->fresh, err)) {
             snprintf(err->param, sizeof err->param, "wick.fresh");
             return -1;
         }
+        /* {"wick": {"spec": "ngram"}}: this request's speculative draft source */
+        const json_t *spec = json_object_get(wick, "spec");
+        wk_error serr = {0};
+        if (spec && !json_is_null(spec) &&
+            (!json_is_string(spec) || eng_spec_mode_parse(json_string_value(spec), &req->spec, &serr)))
+            return srv_fail(err, 400, "wick.spec", "invalid_value", "'wick.spec' must be one of %s", ENG_SPEC_MODE_NAMES);
         const json_t *ap = json_object_get(wick, "attn_policy");
         if (ap && !json_is_null(ap)) {
             if (!json_is_string(ap) || (strcmp(json_string_value(ap), "dense") && strcmp(json_string_value(ap), "approx")))

@@ -138,6 +138,9 @@
       cell(tr, String(c.completion_tokens), 'completion_tokens');
       cell(tr, String(c.decode_ms), 'decode_ms');
       cell(tr, String(c.decode_tok_per_s), 'decode_tok_per_s');
+      // speculative decoding: source, accepted of proposed, accepted per verification step
+      cell(tr, c.draft_source ? `${c.draft_source} ${c.draft_n_accepted}/${c.draft_n} ` +
+        `(${(100 * c.draft_acceptance).toFixed(0)} %, ${c.draft_accepted_per_step}/step)` : '–', 'drafts');
       tb.appendChild(tr);
     }
   }

@@ -234,11 +234,19 @@ static void attn_worker(void *p, int worker, int n_workers)
 #define ATTN_SPLIT_KV_MIN 512
 #define ATTN_KV_PAD 256
 
+/* Partials of chunk c, kv head g: the rows of attn_item (query i, head g·ratio + hr at
+ * row i·ratio + hr) of every query of the call. */
 typedef struct split_job {
     attn_job *j;
     int32_t chunk, n_chunks;
-    float *partials; /* [n_chunks][n_head][2 + d_v] */
+    float *partials; /* [n_chunks][n_head_kv][n_q · ratio][2 + d_v] */
 } split_job;
+
+static size_t split_row(const split_job *sj, int32_t c, int32_t g, int32_t r)
+{
+    const be_attn_args *a = sj->j->a;
+    return (((size_t)c * a->n_head_kv + g) * (size_t)(a->n_q * sj->j->ratio) + r) * (2 + a->d_v);
+}
 
 static void split_worker(void *p, int worker, int n_workers)
 {
@@ -246,23 +254,22 @@ static void split_worker(void *p, int worker, int n_workers)
     const be_attn_args *a = sj->j->a;
     for (int32_t c = worker; c < sj->n_chunks; c += n_workers) {
         int32_t kb = c * sj->chunk, ke = kb + sj->chunk;
-        for (int32_t g = 0; g < a->n_head_kv; g++) {
-            float *part = sj->partials + ((size_t)c * a->n_head + (size_t)g * sj->j->ratio) * (2 + a->d_v);
-            attn_item(sj->j, g, 0, kb, ke, sj->j->cb->work[worker].p, part);
-        }
+        for (int32_t g = 0; g < a->n_head_kv; g++)
+            attn_item(sj->j, g, 0, kb, ke, sj->j->cb->work[worker].p, sj->partials + split_row(sj, c, g, 0));
     }
 }
 
 static void split_reduce(const split_job *sj)
 {
     const be_attn_args *a = sj->j->a;
-    const int32_t d_v = a->d_v;
+    const int32_t d_v = a->d_v, ratio = sj->j->ratio;
+    for (int32_t i = 0; i < a->n_q; i++)
     for (int32_t h = 0; h < a->n_head; h++) {
-        float *o = a->out + (size_t)h * d_v;
+        float *o = a->out + (size_t)i * a->out_stride + (size_t)h * d_v;
         float M = -INFINITY, S = 0.0f;
         memset(o, 0, sizeof(float) * d_v);
         for (int32_t c = 0; c < sj->n_chunks; c++) {
-            const float *p = sj->partials + ((size_t)c * a->n_head + h) * (2 + d_v);
+            const float *p = sj->partials + split_row(sj, c, h / ratio, i * ratio + h % ratio);
             if (p[1] == 0.0f) continue;
             float Mn = fmaxf(M, p[0]);
             float so = expf(M - Mn), sn = expf(p[0] - Mn);
@@ -275,7 +282,61 @@ static void split_reduce(const split_job *sj)
     }
 }
 
+static int32_t kv_padded(int32_t n_kv) { return (n_kv + ATTN_KV_PAD - 1) / ATTN_KV_PAD * ATTN_KV_PAD; }
+
+/* Split-KV over the keys for every query of a (one padded size for all of them). */
+static int attend_split(cpu_backend *cb, attn_job *j, int32_t padded, wk_error *err)
+{
+    const be_attn_args *a = j->a;
+    const int n_workers = cb->n_threads;
+    split_job sj = {j, (padded + n_workers - 1) / n_workers, n_workers, NULL};
+    if (cpu_buf_reserve(&cb->shared, (size_t)n_workers * a->n_head * a->n_q * (2 + a->d_v)))
+        return wk_fail(err, WK_ENOMEM, "attention: out of memory for partials");
+    sj.partials = cb->shared.p;
+    wk_pool_run(cb->pool, split_worker, &sj);
+    split_reduce(&sj);
+    return 0;
+}
+
+/* as_decode: every query computed as a decode step computes its one (split-KV over a
+ * long cache: the queries must then share one padded cache size). */
+static int attend(be_backend *be, const be_attn_args *a, bool as_decode, wk_error *err);
+
+/* A few dense queries (speculative verification) over a cache long enough for a single
+ * query to take the split-KV path: the rows go in groups of one padded size through the
+ * same splits, so each comes out exactly as it would alone (backend.h exact_rows), the
+ * keys still read once per group. */
+static int attend_rows_as_decode(be_backend *be, const be_attn_args *a, wk_error *err)
+{
+    for (int32_t i0 = 0; i0 < a->n_q;) {
+        const int32_t padded = kv_padded(a->q_pos0 + i0 + 1);
+        int32_t i1 = i0 + 1;
+        while (i1 < a->n_q && kv_padded(a->q_pos0 + i1 + 1) == padded) i1++;
+        be_attn_args g = *a;
+        g.q = a->q + (size_t)i0 * a->q_stride;
+        g.q_pos0 = a->q_pos0 + i0;
+        g.n_q = i1 - i0;
+        g.n_kv = a->q_pos0 + i1;
+        g.out = a->out + (size_t)i0 * a->out_stride;
+        int rc = attend(be, &g, true, err);
+        if (rc) return rc;
+        i0 = i1;
+    }
+    return 0;
+}
+
 int cpu_op_attention(be_backend *be, const be_attn_args *a, wk_error *err)
+{
+    const cpu_backend *cb = cpu_of(be);
+    const bool dense = !a->policy || !a->policy->approx;
+    if (a->n_q == 1) return attend(be, a, true, err);
+    if (a->n_q < CPU_MATMUL_PANEL_MIN_N && dense && cb->n_threads > 1 && a->q_pos0 >= 0 &&
+        kv_padded(a->q_pos0 + a->n_q) >= ATTN_SPLIT_KV_MIN)
+        return attend_rows_as_decode(be, a, err);
+    return attend(be, a, false, err);
+}
+
+static int attend(be_backend *be, const be_attn_args *a, bool as_decode, wk_error *err)
 {
     cpu_backend *cb = cpu_of(be);
     if (a->n_q <= 0) return 0;
@@ -295,18 +356,8 @@ int cpu_op_attention(be_backend *be, const be_attn_args *a, wk_error *err)
     for (int w = 0; w < n_workers; w++)
         if (cpu_buf_reserve(&cb->work[w], need))
             return wk_fail(err, WK_ENOMEM, "attention: out of memory for scratch");
-    if (a->n_q == 1 && n_workers > 1) {
-        int32_t padded = (a->n_kv + ATTN_KV_PAD - 1) / ATTN_KV_PAD * ATTN_KV_PAD;
-        if (padded >= ATTN_SPLIT_KV_MIN) {
-            split_job sj = {&j, (padded + n_workers - 1) / n_workers, n_workers, NULL};
-            if (cpu_buf_reserve(&cb->shared, (size_t)n_workers * a->n_head * (2 + a->d_v)))
-                return wk_fail(err, WK_ENOMEM, "attention: out of memory for partials");
-            sj.partials = cb->shared.p;
-            wk_pool_run(cb->pool, split_worker, &sj);
-            split_reduce(&sj);
-            return 0;
-        }
-    }
+    if (as_decode && n_workers > 1 && kv_padded(a->n_kv) >= ATTN_SPLIT_KV_MIN)
+        return attend_split(cb, &j, kv_padded(a->n_kv), err);
     long n_items = (long)a->n_head_kv * j.n_qblocks;
     if (n_items == 1 || n_workers == 1)
         for (long it = 0; it < n_items; it++)

@@ -341,6 +341,8 @@ static const be_ops k_cpu_ops = {
     .mul_sigmoid = cpu_op_mul_sigmoid,
     .mul_silu = cpu_op_mul_silu,
     .add_scaled_sigmoid = cpu_op_add_scaled_sigmoid,
+    .copy = cpu_to_host, /* host memory on both sides */
+    .exact_rows = CPU_MATMUL_PANEL_MIN_N - 1,
 };
 
 int be_cpu_new(be_backend **out, int n_threads, wk_error *err)

@@ -31,7 +31,7 @@
  * below it, their per-call weight unpacking costs more than the few extra
  * passes of the decode kernels over L1-resident weight rows (measured on a
  * 1024 x 1024 Q8_0/Q4_K: break-even near 8). */
-#define PANEL_MIN_N 8
+#define PANEL_MIN_N CPU_MATMUL_PANEL_MIN_N
 
 void cpu_scratch_free(cpu_scratch *s)
 {

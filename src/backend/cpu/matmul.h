@@ -27,6 +27,11 @@
 #include "util/err.h"
 #include "util/threadpool.h"
 
+/* From this many activation rows on, the panel kernels run (below it every type takes
+ * kernels whose per-row results do not depend on N; the panels round differently).
+ * Speculative verification batches stay below it to see plain decoding's numbers. */
+#define CPU_MATMUL_PANEL_MIN_N 8
+
 struct cpu_packed; /* opaque repacked layout, see cpu_weight_prepare */
 
 /* A weight matrix. Borrowing view: `data` is not owned (usually the mmap'd

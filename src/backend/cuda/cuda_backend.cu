@@ -431,6 +431,21 @@ static void cb_to_host(be_backend *be, void *dst, const void *src, size_t bytes)
     cb_copy(be, dst, src, bytes, dev ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
 }
 
+/* Device-to-device copy in stream order (speculative decoding's state snapshots): no host
+ * round trip, no synchronization. Never inside a recorded step. */
+static void cb_copy_dev(be_backend *be, void *dst, const void *src, size_t bytes)
+{
+    cuda_be *b = cb_of(be);
+    if (!g_result_ready(b)) return;
+    cuda_ctx_act_invalidate(&b->ctx); /* may overwrite rows a cached activation came from */
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, b->ctx.stream);
+    if (e != cudaSuccess) {
+        wk_error er;
+        cu_fail(&er, e, "device copy");
+        keep_error(b, &er);
+    }
+}
+
 /* The greedy pick on the device: one 8-byte key comes back instead of n floats. */
 static int32_t cb_argmax(be_backend *be, const float *x, int32_t n, float *host, float *max)
 {
@@ -1346,6 +1361,7 @@ static be_ops make_ops(void)
     o.matmul = cb_matmul;
     o.matmul_multi = cb_matmul_multi;
     o.argmax = cb_argmax;
+    o.copy = cb_copy_dev;
     o.get_rows = cb_get_rows;
     o.rms_norm = cb_rms_norm;
     o.rope_cache = cb_rope_cache;
