@@ -16,7 +16,7 @@ jobs=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
 missing=""
 command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || missing="$missing gcc-aarch64-linux-gnu"
 command -v qemu-aarch64-static >/dev/null 2>&1 || missing="$missing qemu-user-static"
-for pc in jansson libpcre2-8 libmicrohttpd libcrypto libxxhash cmocka; do
+for pc in jansson libpcre2-8 libmicrohttpd libcrypto libxxhash cmocka zlib libzstd; do
     [ -f "/usr/lib/aarch64-linux-gnu/pkgconfig/$pc.pc" ] || missing="$missing $pc(arm64)"
 done
 # The arm64 C library of multiarch (libc6:arm64) is the one the emulated
@@ -42,11 +42,13 @@ fi
 #   test_synth:            writing and running synthetic models (~20-95 s each)
 #   test_server_service:   the conversations of thousands of tokens (several minutes emulated)
 #   test_pipeline:         the failed-decode, killed-write and constrained-answer runs
+#   test_spec:             the draft-model and long-context runs (two models decoding side by side)
 declare -A skip_fns=(
     [test_attention_policy]='test_visited_tiles_fall_with_the_window,test_engine_*'
     [test_cache]='test_random_traffic_*'
     [test_server_service]='test_side_requests_*,test_concurrent_conversations_*'
     [test_pipeline]='test_failed_decode_*,test_killed_write_*,test_json_schema_answers_*'
+    [test_spec]='test_draft_model_*,test_long_context_*'
     [test_synth]='test_written_file_reopens_*,test_bytes_depend_on_seed_*,test_weights_have_the_intended_scales,test_synthetic_models_give_finite_logits,test_deep_synthetic_stacks_stay_finite'
 )
 # Golden conformance (test_models_golden) on the dotprod level: every n64

@@ -16,7 +16,7 @@ void ckpt_cache_config_default(ckpt_cache_config *cfg)
 static void fill_defaults(ckpt_cache_config *cfg)
 {
     if (!cfg->mem_bytes) cfg->mem_bytes = CKPT_CACHE_MEM_DEFAULT;
-    if (cfg->max_slots <= 0) cfg->max_slots = 4;               /* a few concurrent conversations */
+    if (cfg->max_slots <= 0) cfg->max_slots = CKPT_CACHE_SLOTS_DEFAULT;
     if (cfg->max_ckpts_per_slot <= 0) cfg->max_ckpts_per_slot = 24;
     if (!cfg->gen_interval) cfg->gen_interval = 512;           /* resume inside a long answer */
     if (cfg->min_step <= 0) cfg->min_step = 1024;              /* older turns: one per ~1K tokens */

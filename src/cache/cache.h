@@ -44,10 +44,11 @@ typedef struct ckpt_cache ckpt_cache;
 /* RAM for idle conversations and checkpoints when none is given: 2 GiB, about
  * 100 checkpoints of qwen3.5-0.8b. */
 #define CKPT_CACHE_MEM_DEFAULT ((size_t)2 << 30)
+#define CKPT_CACHE_SLOTS_DEFAULT 4 /* a few concurrent conversations */
 
 typedef struct ckpt_cache_config {
     size_t mem_bytes;      /* RAM for idle slots' KV + all checkpoint states (0: default 2 GiB) */
-    int max_slots;         /* cached sequences (0: default 4) */
+    int max_slots;         /* cached sequences (0: CKPT_CACHE_SLOTS_DEFAULT) */
     int max_ckpts_per_slot;/* 0: default 24 */
     int gen_interval;      /* checkpoint every N generated tokens (0: default 512; <0: off) */
     int min_step;          /* spacing for non-essential boundaries (0: default 1024 tokens) */

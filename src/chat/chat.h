@@ -161,4 +161,10 @@ json_t *chat_json_loads(const char *text, size_t len, wk_error *err);
 /* "an object", "a string", "null" ... for error messages about a JSON value. */
 const char *chat_json_type_name(const json_t *v);
 
+/* Whether a JSON Schema "type" ("string", or an array naming "string")
+ * allows a string: an XML tool-call parameter of such a type is raw text,
+ * any other is JSON. The parser (chat_parse.c) and the tool-call grammar
+ * (engine/grammar_tools.c) decide with this one rule. */
+bool chat_type_allows_string(const json_t *type);
+
 #endif

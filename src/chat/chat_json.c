@@ -437,3 +437,12 @@ void chat_strip_char(const char *s, size_t *b, size_t *e, char c, bool left, boo
     if (left) while (*b < *e && s[*b] == c) (*b)++;
     if (right) while (*e > *b && s[*e - 1] == c) (*e)--;
 }
+
+bool chat_type_allows_string(const json_t *type)
+{
+    if (json_is_string(type)) return !strcmp(json_string_value(type), "string");
+    size_t i;
+    const json_t *t;
+    json_array_foreach(type, i, t) if (json_is_string(t) && !strcmp(json_string_value(t), "string")) return true;
+    return false;
+}

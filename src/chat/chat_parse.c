@@ -244,15 +244,6 @@ static const json_t *param_type(const json_t *tools, const char *fn, size_t fn_l
     return NULL;
 }
 
-static bool type_allows_string(const json_t *type)
-{
-    if (json_is_string(type)) return !strcmp(json_string_value(type), "string");
-    size_t i;
-    const json_t *t;
-    json_array_foreach(type, i, t) if (json_is_string(t) && !strcmp(json_string_value(t), "string")) return true;
-    return false;
-}
-
 static bool starts(const char *s, size_t n, const char *m) { return n >= strlen(m) && !memcmp(s, m, strlen(m)); }
 
 /* XML body: <function=NAME>\n(<parameter=P>\nVALUE\n</parameter>\n)*</function>.
@@ -296,7 +287,7 @@ static int parse_xml(chat_parser *p, chat_delta *out, const char *s, size_t n)
         i = (size_t)(close - s) + 12;
         json_t *val = NULL;
         wk_error scratch;
-        if (!type_allows_string(param_type(p->opt.tools, s + nb, ne - nb, pname)))
+        if (!chat_type_allows_string(param_type(p->opt.tools, s + nb, ne - nb, pname)))
             val = chat_json_loads(s + vb, ve - vb, &scratch);
         if (!val) val = json_stringn(s + vb, ve - vb);
         int rc = val ? json_object_set_new(args, pname, val) : -1;

@@ -249,12 +249,9 @@ static void log_startup(pl_service *svc, const pl_service_config *ec, const srv_
     cli_policy_describe(&eo->policy, pol, sizeof pol);
     WK_INFO("KV cache %s, attention %s", cli_kv_type_name(eo->kv_type), pol);
     const ckpt_cache_config *cache = &ec->pipeline.cache;
-    char slots[32] = "4", mem[32];
-    if (cache->max_slots > 0) snprintf(slots, sizeof slots, "%d", cache->max_slots);
-    snprintf(mem, sizeof mem, "%.2f GiB",
-             (double)(cache->mem_bytes ? cache->mem_bytes : CKPT_CACHE_MEM_DEFAULT) / (1024.0 * 1024 * 1024));
-    WK_INFO("prefix cache: slots %s, RAM %s, %s%s", slots, mem, cache->dir ? "disk archive in " : "no disk archive",
-            cache->dir ? cache->dir : " (--cache-dir DIR)");
+    WK_INFO("prefix cache: slots %d, RAM %.2f GiB, %s%s", cache->max_slots > 0 ? cache->max_slots : CKPT_CACHE_SLOTS_DEFAULT,
+            (double)(cache->mem_bytes ? cache->mem_bytes : CKPT_CACHE_MEM_DEFAULT) / (1024.0 * 1024 * 1024),
+            cache->dir ? "disk archive in " : "no disk archive", cache->dir ? cache->dir : " (--cache-dir DIR)");
     json_decref(info);
     const char *h = sc->host;
     bool v6 = strchr(h, ':') && h[0] != '[';

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chat/chat.h"
 #include "engine/grammar_tools.h"
 #include "engine/json_schema_impl.h"
 
@@ -98,18 +99,6 @@ static const char *hermes_tool(js_ctx *c, const tool *t, json_t *keep)
     return r;
 }
 
-/* Whether a declared "type" allows strings: how chat_parse.c (its
- * type_allows_string) decides between raw text and JSON for an XML
- * parameter value; the two must agree. */
-static bool type_allows_string(const json_t *type)
-{
-    if (json_is_string(type)) return !strcmp(json_string_value(type), "string");
-    size_t i;
-    const json_t *t;
-    json_array_foreach(type, i, t) if (json_is_string(t) && !strcmp(json_string_value(t), "string")) return true;
-    return false;
-}
-
 /* XML: NAME>\n then the parameters. */
 static const char *xml_tool(js_ctx *c, const tool *t)
 {
@@ -169,7 +158,7 @@ static const char *xml_tool(js_ctx *c, const tool *t)
                     keys[j]);
             goto done;
         }
-        bool raw = type_allows_string(json_object_get(schemas[j], "type"));
+        bool raw = chat_type_allows_string(json_object_get(schemas[j], "type"));
         const char *val = js_schema(c, schemas[j], raw ? JS_RAW : JS_JSON);
         if (!val) goto done;
         if (!*val) {

@@ -23,7 +23,7 @@ export WICK_GOLDEN=$GOLDEN
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 # seconds per harness: enough to replay the seeds and mutate a while, small next to the suite
-for run in gguf:20 model_load:30 tokenizer:15 archive:20 json_schema:20 request:15 chat_render:15; do
+for run in gguf:10 model_load:15 tokenizer:10 archive:10 json_schema:10 request:10 chat_render:10; do
   name=${run%%:*}
   if ! WICK_FUZZ_DIRECT=1 WICK_FUZZ_BUILD=$dir bash "$SRC/tests/fuzz/run.sh" "$name" "${run##*:}"; then
     keep=$(mktemp -d "${TMPDIR:-/tmp}/wick-fuzz-$name.XXXXXX")
