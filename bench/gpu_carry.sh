@@ -49,6 +49,7 @@ for f in src/backend/cuda/*.cu $(find src tests/cuda -name '*.c' | sort) "$B/gen
   o="$B/obj/$(echo "${f%.*}" | tr / _).o"
   if [ ! -f "$o" ] || [ "$f" -nt "$o" ] || [ "$newest_h" -nt "$o" ]; then
     case "$f" in
+      *_neon*.c) ;; # AArch64 kernels: not part of an x86-64 build
       *.cu) echo "$NVCC $CUFLAGS -c $f -o $o" ;;
       *_avx2.c) echo "cc $CFLAGS -mavx2 -mfma -mf16c -c $f -o $o" ;;
       *_amx_avx512.c) echo "cc $CFLAGS -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16 -mavx2 -mfma -mf16c -mamx-tile -mamx-int8 -mamx-bf16 -c $f -o $o" ;;
@@ -65,7 +66,7 @@ O=$B/obj
 cudalib="$(dirname "$NVCC")/../lib64"
 core="$(ls $O/src_*.o | grep -v '/src_cli_') $(ls $O/*web_assets.o)"
 cli=$(ls $O/src_cli_*.o)
-libs="-L$cudalib -lcublas -lcudart_static -lmicrohttpd -ljansson -lpcre2-8 -lcrypto -lxxhash -lpthread -lm -ldl -lrt"
+libs="-L$cudalib -lcublas -lcudart_static -lmicrohttpd -ljansson -lpcre2-8 -lcrypto -lxxhash -lz -lzstd -lpthread -lm -ldl -lrt"
 g++ -o "$B/bin/wick" $core $cli $libs
 g++ -o "$B/bin/e2e_cuda" $core $O/tests_cuda_e2e_cuda.o $O/tests_cuda_ref.o $libs
 g++ -o "$B/bin/golden_cuda" $core $O/tests_cuda_golden_cuda.o $O/tests_cuda_compare_ops.o $O/tests_cuda_ref.o $libs

@@ -182,7 +182,7 @@ static int scan_record(int fd, uint64_t off, uint64_t file_size, const kv_shape 
     if (n_ck) XXH3_64bits_update(mh, table, (size_t)n_ck * 16);
     if (XXH3_64bits_digest(mh) != get_u64(h + 32)) goto out;
     uint64_t payload = off + RECORD_HEADER_BYTES + meta, kv;
-    kv_bytes_of(sh, (uint64_t)n_tok, &kv);
+    if (!kv_bytes_of(sh, (uint64_t)n_tok, &kv)) goto out; /* checked with the record's size; kept honest here */
     for (int32_t i = 0; i < n_ck; i++) {
         ckpt_archive_ckpt *k = grow(cks, 1);
         if (!k) goto out;

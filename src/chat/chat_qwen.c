@@ -346,9 +346,9 @@ static int qwen35_tool_calls(const chat_msg *m, size_t i, bool content_nonempty,
 {
     size_t n = chat_msg_n_calls(m);
     for (size_t k = 0; k < n; k++) {
-        const char *name;
-        size_t name_len;
-        const json_t *args;
+        const char *name = NULL; /* set by qwen35_call when it returns 0 (gcc -O2 cannot tell) */
+        size_t name_len = 0;
+        const json_t *args = NULL;
         int rc = qwen35_call(m, i, k, &name, &name_len, &args, err);
         if (rc) return rc;
         if (k > 0) cb_special(b, "\n");

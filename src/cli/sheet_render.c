@@ -317,8 +317,9 @@ static double nice_max(double v)
 /* Axis and point labels: 3 significant digits, k / M for large values ("2.19M"). */
 static void short_num(char *buf, size_t cap, double v)
 {
-    if (fabs(v) >= 1e6) snprintf(buf, cap, "%.3gM", v / 1e6);
-    else if (fabs(v) >= 1e4) snprintf(buf, cap, "%.3gk", v / 1e3);
+    /* from 999.5 up, %.3g alone writes exponents (3750 as "3.75e+03") */
+    if (fabs(v) >= 999.5e3) snprintf(buf, cap, "%.3gM", v / 1e6);
+    else if (fabs(v) >= 999.5) snprintf(buf, cap, "%.3gk", v / 1e3);
     else snprintf(buf, cap, "%.3g", v);
 }
 
