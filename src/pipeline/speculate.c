@@ -27,8 +27,14 @@
 /* Weight of the past in the running acceptance and timings (per step). */
 #define ACCEPT_DECAY 0.9
 /* When no draft length pays (a source that is rarely right), drafting stops and is
- * tried again with one draft after this many tokens, to see whether it has become so. */
+ * tried again with one draft after this many tokens, to see whether it has become so;
+ * each probe that finds it still does not pay doubles the wait, up to PROBE_MAX (a
+ * probe of a draft model costs its catch-up over the tokens since the last one). */
 #define PROBE_EVERY 16
+#define PROBE_MAX 256
+/* Plain decode steps a request takes before it drafts, to time plain decoding itself:
+ * the yardstick drafted steps are held to (see adapt). */
+#define PLAIN_FIRST 2
 
 struct pl_spec {
     pl_request *r;
@@ -60,6 +66,12 @@ struct pl_spec {
     double fit[5];            /* decayed sums for batch time t against extra rows x: n, x, t, xx, xt */
     int32_t k;                /* 0: not worth it now */
     int32_t idle;             /* tokens since the last proposal while k is 0 */
+    int32_t probe_every;      /* the wait before the next probe (PROBE_EVERY .. PROBE_MAX) */
+    bool probing;             /* the batch in flight is a probe */
+    int32_t warm;             /* plain steps still to take first (PLAIN_FIRST) */
+    double plain_ms;          /* decayed time of a one-token batch: a plain decode step */
+    double spec_ms_tok;       /* decayed time per token given by drafted steps */
+    double propose_ms, step_ms; /* the batch in flight: drafting, drafting + forward pass */
 };
 
 /* ---- the engine's side --------------------------------------------------------------- */
@@ -206,6 +218,8 @@ int pl_spec_new(pl_spec **out, pl_request *r, eng_sampler *smp, const eng_sample
     s->ds.sample = !s->greedy;
     s->ds.params = *sp;
     s->k = 4; /* a middle start; the running acceptance and timings take it from there */
+    s->warm = PLAIN_FIRST;
+    s->probe_every = PROBE_EVERY;
     s->hist = malloc(sizeof(int32_t) * (size_t)s->cap_hist);
     s->batch = malloc(sizeof(int32_t) * (size_t)s->ub);
     if (!s->greedy) {
@@ -308,10 +322,22 @@ static void adapt(pl_spec *sp, int32_t accepted, bool all)
 {
     sp->acc = sp->acc * ACCEPT_DECAY + accepted;
     sp->rej = sp->rej * ACCEPT_DECAY + (all ? 0 : 1);
+    sp->spec_ms_tok = decayed(sp->spec_ms_tok, sp->step_ms / (accepted + 1)); /* + the token chosen after them */
     double alpha = (sp->acc + 1.0) / (sp->acc + sp->rej + 2.0); /* Laplace: one of each to start */
     double step_ms, per_row;
     fit_get(sp, &step_ms, &per_row);
+    if (sp->plain_ms > 0) step_ms = sp->plain_ms; /* measured, not extrapolated from the fit */
     sp->k = best_k(alpha, per_row + (step_ms > 0 ? sp->draft_ms / step_ms : 0));
+    /* The model above leaves out what a draft source costs besides its proposals (a
+     * draft model's catch-up, the state copies); what was measured decides: a draft
+     * model or MTP head whose drafted steps give tokens more slowly than plain decoding
+     * stops drafting until a probe says otherwise. Prompt lookup costs next to nothing
+     * when it has no match, so its good stretches are not held back by its bad ones. */
+    if (sp->mode != ENG_SPEC_NGRAM && sp->plain_ms > 0 && sp->spec_ms_tok > sp->plain_ms) sp->k = 0;
+    if (sp->probing) {
+        sp->probe_every = sp->k > 0 ? PROBE_EVERY : sp->probe_every * 2 < PROBE_MAX ? sp->probe_every * 2 : PROBE_MAX;
+        sp->probing = false;
+    }
 }
 
 /* The batch in flight is done with: counters, the MTP's hidden rows, the sequence cut
@@ -327,7 +353,11 @@ static int settle(pl_spec *sp, wk_error *err)
         r->c.draft_accepted += sp->cur;
         adapt(sp, sp->cur, sp->cur == sp->d.n);
     }
-    if (sp->mode == ENG_SPEC_MTP) {
+    /* the MTP block follows the target's hidden rows only while drafting or before a
+     * probe: while drafting does not pay, it would cost a block pass per token for
+     * nothing (after a gap it restarts from the rows it is given) */
+    const bool mtp_next = sp->k > 0 || sp->warm > 0 || sp->idle + 1 >= sp->probe_every;
+    if (sp->mode == ENG_SPEC_MTP && mtp_next) {
         wk_error merr = {0};
         if (eng_mtp_hidden(r->pe->mtp, sp->hist, sp->start + kept, sp->start, kept, eng_hidden_all(sp->ctx, NULL),
                            &merr))
@@ -353,6 +383,7 @@ static void propose(pl_spec *sp, int32_t k)
     int32_t match;
     sp->d.n = 0;
     sp->d.has_q = false;
+    sp->propose_ms = 0;
     if (k <= 0) return;
     const double t0 = wk_now_ms();
     switch (sp->mode) {
@@ -368,7 +399,8 @@ static void propose(pl_spec *sp, int32_t k)
         WK_WARN("speculation (%s): no drafts this step: %s", eng_spec_mode_name(sp->mode), err.msg);
         sp->d.n = 0;
     }
-    if (sp->d.n > 0) sp->draft_ms = decayed(sp->draft_ms, (wk_now_ms() - t0) / sp->d.n);
+    sp->propose_ms = wk_now_ms() - t0;
+    if (sp->d.n > 0) sp->draft_ms = decayed(sp->draft_ms, sp->propose_ms / sp->d.n);
 }
 
 /* Feeds the first n pending tokens as a batch without drafts (an interval checkpoint
@@ -398,7 +430,13 @@ static int next_batch(pl_spec *sp, int32_t remaining, wk_error *err)
             continue;
         }
         int32_t k = sp->k;
-        if (k == 0 && ++sp->idle >= PROBE_EVERY) k = 1; /* see whether drafting pays again */
+        if (sp->warm > 0) {
+            sp->warm--;
+            k = 0;
+        } else if (k == 0 && ++sp->idle >= sp->probe_every) {
+            k = 1; /* see whether drafting pays again */
+            sp->probing = true;
+        }
         if (k > 0) sp->idle = 0;
         k = min32(k, remaining - 1);
         k = min32(k, room - np);
@@ -414,7 +452,10 @@ static int next_batch(pl_spec *sp, int32_t remaining, wk_error *err)
         const double t0 = wk_now_ms();
         int rc = eng_decode_rows(sp->ctx, sp->seq, sp->batch, np + nd, np - 1, sp->mode == ENG_SPEC_MTP, err);
         if (rc) return rc;
-        fit_add(sp, np + nd - 1, wk_now_ms() - t0);
+        const double dt = wk_now_ms() - t0;
+        fit_add(sp, np + nd - 1, dt);
+        if (np + nd == 1) sp->plain_ms = decayed(sp->plain_ms, dt);
+        sp->step_ms = sp->propose_ms + dt;
         sp->active = true;
         sp->start = pos;
         sp->m = np;
