@@ -72,16 +72,23 @@ bool pl_constraint_done(const pl_constraint *c) { return gram_is_done(c->s); }
 /* Budgets this short or shorter are watched for a forced close: a closing
  * path is searched each step from here on (milliseconds each). */
 #define FORCE_WINDOW 64
+#define FORCE_SLACK 8
 
 int32_t pl_constraint_force(pl_constraint *c, int32_t left, int32_t eog)
 {
     if (left > FORCE_WINDOW) return -1;
-    if (gram_can_end(c->s)) return left <= 1 ? eog : -1; /* the last token: end here */
+    /* the last token, or a forced close complete: end here */
+    if (gram_can_end(c->s)) return left <= 1 || c->closing ? eog : -1;
     int32_t path[FORCE_WINDOW];
     wk_error err = {0};
     int n = gram_shortest_completion(c->s, path, FORCE_WINDOW, &err);
-    /* the closing path and an end token just fit: take its first token now */
-    return n > 0 && n + 1 >= left ? path[0] : -1;
+    /* the closing path and an end token still fit with FORCE_SLACK to spare: take
+     * its first token now. The slack is for the sampled token that comes before the
+     * next check, which can lengthen the path (a UTF-8 lead byte inside a string
+     * adds its continuation bytes, a \u escape its four hex digits). */
+    if (n <= 0 || n + 1 + FORCE_SLACK < left) return -1;
+    c->closing = true;
+    return path[0];
 }
 
 void pl_constraint_free(pl_constraint *c)

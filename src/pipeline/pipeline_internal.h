@@ -71,6 +71,7 @@ typedef struct pl_constraint {
     gram_grammar *g;
     gram_state *s;
     float *masked;               /* [n_vocab]: the logits with forbidden tokens at -inf */
+    bool closing;                /* the budget forced a close: end as soon as the grammar may */
 } pl_constraint;
 
 /* Builds it from the request (tool_choice required / a named function,
