@@ -105,7 +105,7 @@ enum {
     "                       with --device cuda, minus max(10%%, 512M))\n"                                 \
     "  --manifest FILE      SHA256SUMS pinning the model and the pack's files: refuse on a mismatch\n"    \
     "  --draft FILE         draft model of the pack: checked to share the model's vocabulary\n"          \
-    "                       (speculative decoding with it is not implemented yet)\n"                     \
+    "                       (wick serve decodes with it under --spec draft or auto)\n"                   \
     "  --aux TABLE          auxiliary GGUF of the pack (n-gram/embedding table): mapped in place,\n"     \
     "                       counted in the memory plan (repeatable; nothing reads it yet)\n"             \
     "  --check              run the readiness checks only: exit 0 when ready, 1 when not\n"              \

@@ -356,7 +356,7 @@ static int settle(pl_spec *sp, wk_error *err)
     /* the MTP block follows the target's hidden rows only while drafting or before a
      * probe: while drafting does not pay, it would cost a block pass per token for
      * nothing (after a gap it restarts from the rows it is given) */
-    const bool mtp_next = sp->k > 0 || sp->warm > 0 || sp->idle + 1 >= sp->probe_every;
+    const bool mtp_next = sp->k > 0 || sp->idle + 1 >= sp->probe_every;
     if (sp->mode == ENG_SPEC_MTP && mtp_next) {
         wk_error merr = {0};
         if (eng_mtp_hidden(r->pe->mtp, sp->hist, sp->start + kept, sp->start, kept, eng_hidden_all(sp->ctx, NULL),
