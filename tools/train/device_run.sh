@@ -6,11 +6,13 @@
 # what comes back, under $OUT (at most 8 files of 16 MiB).
 #   TOK=folder-with-tokenizer.json OUT=... tools/train/device_run.sh
 # Knobs for a CPU smoke run: TARGET=micro DRAFT=micro MAX_MB=2 END_S=... WORKERS=1
+# DRAFT=none trains the target alone (the whole GPU for it); DRAFT_HF=folder then names an
+# exported draft of an earlier run, for the agreement numbers.
 set -uo pipefail
 cd "$(dirname "$0")"
 T0=$(date +%s)
 TARGET=${TARGET:-target} DRAFT=${DRAFT:-draft} MAX_MB=${MAX_MB:-300} END_S=${END_S:-540}
-WORKERS=${WORKERS:-14} W=${W:-/tmp/wick-train}
+WORKERS=${WORKERS:-14} W=${W:-/tmp/wick-train} DRAFT_HF=${DRAFT_HF:-}
 export PYTHONUNBUFFERED=1 OPENBLAS_NUM_THREADS=1
 mkdir -p "$W" "$OUT"
 LOG=$OUT/run.log
@@ -38,17 +40,20 @@ python3 train.py --preset "$TARGET" --data "$W/data" --tok "$TOK" --out "$W/prep
     --workers "$WORKERS" 2>&1 | tee -a "$LOG"
 BUDGET=$(( END_S - 55 - ($(date +%s) - T0) ))
 STOP=$(( T0 + END_S - 40 ))
-say "training both models for $BUDGET s (hard stop at +$(( STOP - T0 )) s)"
+say "training $TARGET and $DRAFT for $BUDGET s (hard stop at +$(( STOP - T0 )) s)"
 python3 train.py --preset "$TARGET" --data "$W/data" --tok "$TOK" --out "$W/target" --prep "$W/prep.pkl" \
     --time-budget "$BUDGET" --stop-at "$STOP" --seed 1 > "$W/target.out" 2>&1 &
 PT=$!
-python3 train.py --preset "$DRAFT" --data "$W/data" --tok "$TOK" --out "$W/draft" --prep "$W/prep.pkl" \
-    --time-budget "$BUDGET" --stop-at "$STOP" --seed 2 > "$W/draft.out" 2>&1 &
-PD=$!
+RD=skipped
+if [ "$DRAFT" != none ]; then
+  python3 train.py --preset "$DRAFT" --data "$W/data" --tok "$TOK" --out "$W/draft" --prep "$W/prep.pkl" \
+      --time-budget "$BUDGET" --stop-at "$STOP" --seed 2 > "$W/draft.out" 2>&1 &
+  PD=$!
+fi
 wait $PT; RT=$?
-wait $PD; RD=$?
+[ "$DRAFT" != none ] && { wait $PD; RD=$?; }
 say "target exit $RT, draft exit $RD"
-tail -n 3 "$W/target.out" "$W/draft.out" | tee -a "$LOG"
+tail -n 3 "$W/target.out" "$W"/draft.out 2>/dev/null | tee -a "$LOG"
 for m in target draft; do
   [ -f "$W/$m/ckpt.pt" ] && python3 export.py --ckpt "$W/$m/ckpt.pt" --tok "$TOK" --out "$W/hf-$m" --dtype bf16 \
       --shard-mb 15 2>&1 | tee -a "$LOG"
@@ -56,6 +61,7 @@ done
 if [ -d "$W/hf-target" ]; then
   ARGS=(--model "$W/hf-target" --data "$W/data" --window 4096 --max-files 300 --hf-check --json "$W/quality.json")
   [ -d "$W/hf-draft" ] && ARGS+=(--draft "$W/hf-draft")
+  [ ! -d "$W/hf-draft" ] && [ -n "$DRAFT_HF" ] && ARGS+=(--draft "$DRAFT_HF")
   python3 evaluate.py "${ARGS[@]}" 2>&1 | tee -a "$LOG"
 fi
 # what comes back: the weights as they are, everything small in one archive
