@@ -64,6 +64,7 @@ build() {
   done
   for f in $(find src -name '*.c' | sort) "$B/generated/web_assets.c"; do
     case "$f" in
+      *_neon*.c) continue ;; # AArch64 kernels: not part of an x86-64 build
       *_avx2.c) extra="-mavx2 -mfma -mf16c" ;;
       *_amx_avx512.c) extra="-mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16 -mavx2 -mfma -mf16c -mamx-tile -mamx-int8 -mamx-bf16" ;;
       *_avx512.c) extra="-mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16 -mavx2 -mfma -mf16c" ;;
@@ -83,7 +84,7 @@ build() {
   [ "$fail" = 0 ] || { echo "build failed"; exit 1; }
   local cudalib; cudalib="$(dirname "$NVCC")/../lib64"
   # cudart static (as nvcc links it): the binary then needs only libcublas from the CUDA toolkit
-  g++ -o "$B/wick" "${objs[@]}" $lib -L"$cudalib" -lcublas -lcudart_static -lmicrohttpd -ljansson -lpcre2-8 -lcrypto \
+  g++ -o "$B/wick" "${objs[@]}" $lib -L"$cudalib" -lcublas -lcudart_static -lmicrohttpd -ljansson -lpcre2-8 -lcrypto -lz -lzstd \
     -lxxhash -lpthread -lm -ldl -lrt
   echo "built $B/wick"
 }
