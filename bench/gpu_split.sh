@@ -28,7 +28,10 @@ within() { # a b tol
   python3 - "$1" "$2" "$3" <<'PY'
 import array, sys
 a, b = array.array("f"), array.array("f")
-a.frombytes(open(sys.argv[1], "rb").read()); b.frombytes(open(sys.argv[2], "rb").read())
+try:
+    a.frombytes(open(sys.argv[1], "rb").read()); b.frombytes(open(sys.argv[2], "rb").read())
+except OSError as e:
+    print("missing (%s)" % e.filename); sys.exit(1)
 d = max(abs(x - y) for x, y in zip(a, b)) if len(a) == len(b) else float("inf")
 print("%.4g" % d); sys.exit(0 if d <= float(sys.argv[3]) else 1)
 PY
