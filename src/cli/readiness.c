@@ -258,16 +258,22 @@ static void check_draft(const cli_ready_input *in, const tok_vocab *v, cli_ready
 
 /* ---- memory, context ----------------------------------------------------------- */
 
+/* The memory plan's options for the checked settings. */
+static void mem_options(const cli_ready_input *in, uint64_t aux_bytes, eng_mem_options *o)
+{
+    eng_mem_options_default(o);
+    o->device = in->device;
+    o->gpu = in->gpu;
+    o->kv_type = in->kv_type;
+    o->ckpt_bytes = in->cache_bytes;
+    o->aux_bytes = aux_bytes;
+    o->split = in->split;
+}
+
 static void check_memory(const cli_ready_input *in, const model *m, uint64_t aux_bytes, cli_ready_report *r)
 {
     eng_mem_options o;
-    eng_mem_options_default(&o);
-    o.device = in->device;
-    o.gpu = in->gpu;
-    o.kv_type = in->kv_type;
-    o.ckpt_bytes = in->cache_bytes;
-    o.aux_bytes = aux_bytes;
-    o.split = in->split;
+    mem_options(in, aux_bytes, &o);
     r->kv_type = in->kv_type;
     wk_error err = {0};
     r->n_ctx_train = m->hp.n_ctx_train > 0 && m->hp.n_ctx_train <= INT32_MAX ? (int32_t)m->hp.n_ctx_train : 4096;
@@ -338,13 +344,7 @@ static void check_memory(const cli_ready_input *in, const model *m, uint64_t aux
 static void check_placement(const cli_ready_input *in, const model *m, uint64_t aux_bytes, cli_ready_report *r)
 {
     eng_mem_options o;
-    eng_mem_options_default(&o);
-    o.device = in->device;
-    o.gpu = in->gpu;
-    o.kv_type = in->kv_type;
-    o.ckpt_bytes = in->cache_bytes;
-    o.aux_bytes = aux_bytes;
-    o.split = in->split;
+    mem_options(in, aux_bytes, &o);
     o.n_ctx = r->plan.n_ctx;
     uint64_t caps[ENG_MAX_SPLIT];
     const int32_t n = eng_mem_gpu_budgets(&o, caps, r->placement_free);

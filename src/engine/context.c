@@ -144,13 +144,7 @@ static int place_parts(eng_ctx *c, wk_error *err)
     const eng_options *o = &c->opt;
     const int32_t n = o->split.n > 1 ? o->split.n : 1;
     eng_mem_options mo;
-    eng_mem_options_default(&mo);
-    mo.device = o->device;
-    mo.gpu = o->gpu;
-    mo.kv_type = o->kv_type;
-    mo.n_ctx = o->n_ctx;
-    mo.n_ubatch = o->n_ubatch;
-    mo.split = o->split;
+    eng_mem_options_of(&mo, o);
     /* balanced against what each GPU may hold, as wick check does; the CPU by bytes alone */
     uint64_t caps[ENG_MAX_SPLIT], free_b[ENG_MAX_SPLIT];
     bool all = o->device == ENG_DEVICE_CUDA;

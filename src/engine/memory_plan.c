@@ -23,6 +23,17 @@ void eng_mem_options_default(eng_mem_options *o)
     o->n_parallel = 1;
 }
 
+void eng_mem_options_of(eng_mem_options *o, const eng_options *e)
+{
+    eng_mem_options_default(o);
+    o->device = e->device;
+    o->gpu = e->gpu;
+    o->split = e->split;
+    o->kv_type = e->kv_type;
+    if (e->n_ctx > 0) o->n_ctx = e->n_ctx;
+    if (e->n_ubatch > 0) o->n_ubatch = e->n_ubatch;
+}
+
 /* a += b and a × b that set *bad instead of wrapping */
 static int add_to(uint64_t *a, uint64_t b, int *bad)
 {

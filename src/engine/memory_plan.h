@@ -38,6 +38,8 @@ typedef struct eng_mem_options {
 
 /* Fills o with the CPU, F16 KV, n_ctx 4096, n_ubatch 512, one sequence, no cache. */
 void eng_mem_options_default(eng_mem_options *o);
+/* The defaults with a context's device, GPUs, KV type, context and chunk (e's). */
+void eng_mem_options_of(eng_mem_options *o, const eng_options *e);
 
 typedef struct eng_mem_plan {
     int32_t n_ctx;

@@ -134,13 +134,20 @@ static void test_split_logits_and_state_equal_the_unsplit_ones(void **state)
     split_equals_unsplit(dir, "models/tiny-qwen35-Q8_0.gguf");  /* a recurrent part, an attention part */
 }
 
+static model *load_tiny_qwen3(const char *dir)
+{
+    model *m = NULL;
+    wk_error err = {0};
+    if (model_load(&m, path_join(dir, "models/tiny-qwen3-Q8_0.gguf"), &err)) fail_msg("%s", err.msg);
+    return m;
+}
+
 static void test_more_parts_than_layers_is_refused(void **state)
 {
     (void)state;
     GOLDEN_OR_SKIP(dir);
-    model *m = NULL;
+    model *m = load_tiny_qwen3(dir);
     wk_error err = {0};
-    assert_int_equal(model_load(&m, path_join(dir, "models/tiny-qwen3-Q8_0.gguf"), &err), 0);
     eng_options o;
     eng_options_default(&o);
     o.n_threads = 1;
@@ -158,9 +165,8 @@ static void test_gpu_mem_refuses_what_does_not_fit(void **state)
 {
     (void)state;
     GOLDEN_OR_SKIP(dir);
-    model *m = NULL;
+    model *m = load_tiny_qwen3(dir);
     wk_error err = {0};
-    assert_int_equal(model_load(&m, path_join(dir, "models/tiny-qwen3-Q8_0.gguf"), &err), 0);
     eng_options o;
     eng_options_default(&o);
     o.n_threads = 1;
