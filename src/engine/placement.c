@@ -98,7 +98,9 @@ int eng_placement_compute(const model *m, const eng_mem_options *o, const uint64
     uint64_t fixed[ENG_MAX_SPLIT] = {0};
     for (int32_t d = 0; d < n_dev; d++) fixed[d] = plan.scratch_bytes;
     fixed[0] += embd;
-    fixed[n_dev - 1] += rest + (n_dev > 1 && hp->tied_output ? embd : 0);
+    /* the last device reads the embedding too when the head is tied to it or the MTP block embeds with it */
+    const bool embd_at_head = hp->tied_output || (m->has_mtp && m->mtp.embd.data == m->tok_embd.data);
+    fixed[n_dev - 1] += rest + (n_dev > 1 && embd_at_head ? embd : 0);
     uint32_t first[ENG_MAX_SPLIT + 1];
     rc = eng_place_layers(layer, L, fixed, cap_bytes, n_dev, first, err);
     if (!rc) {

@@ -3,8 +3,9 @@
  * device then holds:
  *   weights  the tensors of its layers (blk.N.*); the first device also the
  *            token embedding, the last the output norm and head (and the
- *            embedding again when the head is tied to it), the MTP block and
- *            every other tensor outside the blocks
+ *            embedding again when the head is tied to it or the MTP block
+ *            embeds with it), the MTP block and every other tensor outside
+ *            the blocks
  *   kv       its attention layers' K and V at n_ctx, for every sequence
  *   state    its recurrent layers' conv + SSM state, for every sequence
  *   ckpt     its share of the prefix cache budget (idle sequences keep their
@@ -48,7 +49,7 @@ typedef struct eng_placement {
 /* The placement of m over the split of o (o->split.n devices, at least 1) at
  * o->n_ctx for o->n_parallel sequences, balanced against cap_bytes[d] (NULL:
  * bytes alone). The sum over devices of each part equals eng_mem_plan_compute's
- * (weights: plus the tied embedding counted twice; scratch: once per device;
+ * (weights: plus the embedding counted twice when the last device reads it too; scratch: once per device;
  * the token ids, aux tables and the logits row stay in host memory). WK_EINVAL as eng_place_layers and for a bad
  * n_ctx or KV type; WK_ERANGE when a sum overflows. */
 int eng_placement_compute(const model *m, const eng_mem_options *o, const uint64_t *cap_bytes, eng_placement *out,
