@@ -292,7 +292,7 @@ static int stream_layer_rows(eng_ctx *ctx, eng_seq *seq, int fd, uint32_t il, in
 {
     const model *m = eng_ctx_model(ctx);
     const model_layer_state *ls = &eng_seq_state(seq)->layers[il];
-    be_backend *be = eng_ctx_backend(ctx);
+    be_backend *be = eng_ctx_layer_backend(ctx, il); /* a layer split keeps each layer's KV on its device */
     for (int kv = 0; kv < 2; kv++) {
         size_t d = be_kv_row_units(ls->kv_type, kv ? m->hp.d_v : m->hp.d_k);
         size_t bytes = sizeof(uint16_t) * (size_t)n * d;

@@ -83,6 +83,7 @@ int bench_spec_run(const bench_spec_opts *o)
     cfg.eng.n_threads = o->threads;
     cfg.eng.device = o->device;
     cfg.eng.gpu = o->gpu;
+    cfg.eng.split = o->split;
     cfg.eng.kv_type = o->kv_type;
     cfg.draft_path = o->draft_path;
     wk_error err = {0};

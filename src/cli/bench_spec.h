@@ -5,6 +5,8 @@
 
 #include <stdint.h>
 
+#include "engine/context.h"
+
 typedef struct bench_spec_opts {
     const char *model_path;
     const char *draft_path;   /* --draft, or NULL */
@@ -13,6 +15,7 @@ typedef struct bench_spec_opts {
     int32_t n_predict, depth;
     int reps, threads;
     int32_t device, gpu, kv_type;
+    eng_split_opts split;
     int json, quiet;
 } bench_spec_opts;
 

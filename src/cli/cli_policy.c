@@ -6,7 +6,9 @@
 #include <string.h>
 
 #include "cli/cli_policy.h"
+
 #include "engine/context.h"
+#include "util/units.h"
 
 void cli_policy_init(be_attn_policy *p)
 {
@@ -107,15 +109,38 @@ int cli_kv_type_option(int opt, const char *arg, int32_t *kv_type, const char *c
     return 1;
 }
 
-int cli_device_option(int opt, const char *arg, int32_t *device, int32_t *gpu, const char *cmd)
+int cli_device_option(int opt, const char *arg, int32_t *device, int32_t *gpu, eng_split_opts *split, const char *cmd)
 {
-    if (opt != CLI_OPT_DEVICE) return 0;
     wk_error err = {0};
-    if (eng_device_parse(arg, device, gpu, &err)) {
+    int rc;
+    switch (opt) {
+    case CLI_OPT_DEVICE: rc = eng_device_parse(arg, device, gpu, split, &err); break;
+    case CLI_OPT_SPLIT: rc = eng_split_parse(arg, split, &err); break;
+    case CLI_OPT_GPU_MEM:
+        rc = wk_parse_size(arg, &split->gpu_mem, &err);
+        if (rc) wk_fail_prefix(&err, "--gpu-mem");
+        break;
+    default: return 0;
+    }
+    if (rc) {
         fprintf(stderr, "%s: %s\n", cmd, err.msg);
         return -1;
     }
     return 1;
+}
+
+int cli_device_finish(int32_t device, const eng_split_opts *split, const char *cmd)
+{
+    wk_error err = {0};
+    if (device != ENG_DEVICE_CUDA && split->gpu_mem) {
+        fprintf(stderr, "%s: --gpu-mem caps GPU memory: it needs --device cuda (--mem budgets RAM)\n", cmd);
+        return -1;
+    }
+    if (eng_split_check(device, split, &err)) {
+        fprintf(stderr, "%s: %s\n", cmd, err.msg);
+        return -1;
+    }
+    return 0;
 }
 
 const char *cli_kv_type_name(int32_t kv_type) { return kv_type == BE_KV_Q8_0 ? "q8_0" : "f16"; }

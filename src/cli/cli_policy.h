@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #include "backend/backend.h"
+#include "engine/context.h"
 
 enum {
     CLI_OPT_ATTN_POLICY = 0x4100,
@@ -19,17 +20,31 @@ enum {
     CLI_OPT_ATTN_DENSE_TAIL_CONTINUE,
     CLI_OPT_KV_TYPE,
     CLI_OPT_DEVICE,
+    CLI_OPT_SPLIT,
+    CLI_OPT_GPU_MEM,
 };
 
-/* --device cpu|cuda|cuda:N: where the engine runs (engine/ eng_options.device, .gpu). */
-#define CLI_DEVICE_OPTION {"device", required_argument, 0, CLI_OPT_DEVICE}
+/* --device cpu|cuda|cuda:N|cuda:N,M,..., --split layer|tensor, --gpu-mem SIZE: where the
+ * engine runs (engine/ eng_options.device, .gpu, .split). */
+#define CLI_DEVICE_OPTION                                                                     \
+    {"device", required_argument, 0, CLI_OPT_DEVICE}, {"split", required_argument, 0, CLI_OPT_SPLIT}, \
+        {"gpu-mem", required_argument, 0, CLI_OPT_GPU_MEM}
 #define CLI_DEVICE_HELP                                                                         \
-    "  --device D           cpu (default), cuda (GPU 0) or cuda:N; cuda needs a build with\n"  \
-    "                       CUDA (cmake -DWICK_CUDA=ON) and an NVIDIA GPU (sm_90)\n"
+    "  --device D           cpu (default), cuda (GPU 0), cuda:N, or cuda:N,M,... to split the\n" \
+    "                       layers over several GPUs; cuda needs a build with CUDA (cmake\n"     \
+    "                       -DWICK_CUDA=ON) and an NVIDIA GPU (sm_90). A GPU may be listed\n"   \
+    "                       twice (cuda:0,0): a test aid that runs the hand-over on one card\n"  \
+    "  --split S            layer (default: consecutive layers per GPU, balanced by bytes) or\n" \
+    "                       tensor (needs NCCL; not implemented yet: refused)\n"                 \
+    "  --gpu-mem SIZE       cap on what wick allocates on each GPU (20G, 512M): weights, KV,\n"  \
+    "                       state and scratch that do not fit are refused up front, naming them\n"
 
-/* Handles CLI_OPT_DEVICE (1), other codes (0), bad value or no CUDA in this
- * build (-1, printed with cmd). */
-int cli_device_option(int opt, const char *arg, int32_t *device, int32_t *gpu, const char *cmd);
+/* Handles CLI_OPT_DEVICE, CLI_OPT_SPLIT and CLI_OPT_GPU_MEM (1), other codes (0), a bad
+ * value or no CUDA in this build (-1, printed with cmd). */
+int cli_device_option(int opt, const char *arg, int32_t *device, int32_t *gpu, eng_split_opts *split, const char *cmd);
+/* After parsing: the device options agree (--gpu-mem and a split need CUDA; a tensor
+ * split needs a build with NCCL and is not implemented). 0, or -1 printed with cmd. */
+int cli_device_finish(int32_t device, const eng_split_opts *split, const char *cmd);
 
 /* --kv-type f16|q8_0: the KV cache element type (engine/ eng_options.kv_type). */
 #define CLI_KV_TYPE_OPTION {"kv-type", required_argument, 0, CLI_OPT_KV_TYPE}

@@ -115,6 +115,7 @@ int cmd_bench(int argc, char **argv)
     cli_policy_init(&policy);
     int32_t kv_type = BE_KV_F16;
     int32_t device = ENG_DEVICE_CPU, gpu = 0;
+    eng_split_opts split = {0};
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "m:p:n:d:r:t:b:qh", opts, NULL)) != -1) {
@@ -144,7 +145,7 @@ int cmd_bench(int argc, char **argv)
         default: {
             int pr = cli_policy_option(c, optarg, &policy, "wick bench");
             if (pr == 0) pr = cli_kv_type_option(c, optarg, &kv_type, "wick bench");
-            if (pr == 0) pr = cli_device_option(c, optarg, &device, &gpu, "wick bench");
+            if (pr == 0) pr = cli_device_option(c, optarg, &device, &gpu, &split, "wick bench");
             if (pr < 0) return 2;
             if (pr == 0) {
                 bench_usage(stderr);
@@ -159,6 +160,7 @@ int cmd_bench(int argc, char **argv)
         bench_usage(stderr);
         return 2;
     }
+    if (cli_device_finish(device, &split, "wick bench")) return 2;
     if (reps < 1 || reps > 1000 || ubatch < 1) {
         fprintf(stderr, "wick bench: -r must be in 1..1000 and -b >= 1\n");
         return 2;
@@ -172,6 +174,7 @@ int cmd_bench(int argc, char **argv)
         so.threads = threads;
         so.device = device;
         so.gpu = gpu;
+        so.split = split;
         so.kv_type = kv_type;
         so.json = json;
         so.quiet = quiet;
@@ -211,6 +214,7 @@ int cmd_bench(int argc, char **argv)
     eo.kv_type = kv_type;
     eo.device = device;
     eo.gpu = gpu;
+    eo.split = split;
     eng_ctx *ctx = NULL;
     if (eng_ctx_new(&ctx, m, &eo, &err)) {
         fprintf(stderr, "wick bench: %s\n", err.msg);
@@ -229,9 +233,10 @@ int cmd_bench(int argc, char **argv)
     if (!json) {
         printf("model: %s (%s), %.2f MiB, %.2f M params, %.3f bits/weight\n", basename_of(path), arch,
                (double)model_bytes / (1 << 20), (double)costs.n_params / 1e6, costs.bits_per_weight);
+        char where[256];
         if (device == ENG_DEVICE_CUDA)
-            printf("device: cuda:%d, ubatch: %d, attention: %s, kv cache: %s (%llu bytes/token), reps: %d\n\n", gpu,
-                   ubatch, pol, cli_kv_type_name(kv_type), kv_per_tok, reps);
+            printf("device: %s, ubatch: %d, attention: %s, kv cache: %s (%llu bytes/token), reps: %d\n\n",
+                   eng_ctx_where(ctx, where, sizeof where), ubatch, pol, cli_kv_type_name(kv_type), kv_per_tok, reps);
         else
             printf("threads: %d, ubatch: %d, attention: %s, kv cache: %s (%llu bytes/token), cpu kernels: %s, reps: %d\n\n",
                    threads, ubatch, pol, cli_kv_type_name(kv_type), kv_per_tok, wk_cpu_level_name(), reps);

@@ -32,6 +32,7 @@ typedef struct run_opts {
     be_attn_policy policy;
     int32_t kv_type;
     int32_t device, gpu;
+    eng_split_opts split;
     int spec;               /* enum eng_spec_mode */
     const char *draft_path;
 } run_opts;
@@ -69,7 +70,12 @@ static void run_usage(FILE *out)
             "      --draft FILE       draft model with the model's vocabulary (for --spec draft / auto)\n"
             "\n"
             "engine:\n"
-            "      --device D         cpu (default), cuda (GPU 0) or cuda:N (needs a CUDA build)\n"
+            "      --device D         cpu (default), cuda (GPU 0), cuda:N, or cuda:N,M,... to split the\n"
+            "                         layers over several GPUs (needs a CUDA build; cuda:0,0 lists a GPU\n"
+            "                         twice: a test aid that runs the hand-over between parts on one card)\n"
+            "      --split S          layer (default) or tensor (needs NCCL; not implemented: refused)\n"
+            "      --gpu-mem SIZE     cap on what wick allocates on each GPU (20G, 512M): what does not\n"
+            "                         fit is refused up front, naming it and the sizes\n"
             "  -t, --threads N        worker threads (default: physical cores)\n"
             "  -c, --ctx N            context capacity in tokens (default: prompt + n-predict, at least 512)\n"
             "  -b, --ubatch N         prefill chunk size in tokens (default 512)\n"
@@ -182,7 +188,12 @@ static int parse_args(int argc, char **argv, run_opts *o)
             o->sp.seed = s;
         } else if (IS("--device")) {
             NEED_VALUE();
-            if (cli_device_option(CLI_OPT_DEVICE, v, &o->device, &o->gpu, "wick run") != 1) return 1;
+            if (cli_device_option(CLI_OPT_DEVICE, v, &o->device, &o->gpu, &o->split, "wick run") != 1) return 1;
+        } else if (IS("--split") || IS("--gpu-mem")) {
+            NEED_VALUE();
+            if (cli_device_option(IS("--split") ? CLI_OPT_SPLIT : CLI_OPT_GPU_MEM, v, &o->device, &o->gpu, &o->split,
+                                  "wick run") != 1)
+                return 1;
         } else if (IS("--kv-type")) {
             NEED_VALUE();
             if (cli_kv_type_option(CLI_OPT_KV_TYPE, v, &o->kv_type, "wick run") != 1) return 1;
@@ -198,6 +209,7 @@ static int parse_args(int argc, char **argv, run_opts *o)
 #undef IS
     }
     if (!o->model_path) return die("%s", "no model given (-m FILE)");
+    if (cli_device_finish(o->device, &o->split, "wick run")) return 1;
     int inputs = (o->prompt != NULL) + (o->prompt_file != NULL) + (o->tokens_arg != NULL);
     if (inputs == 0) return die("%s", "no prompt given (-p TEXT, -f FILE or --tokens IDS)");
     if (inputs > 1) return die("%s", "give only one of -p, -f and --tokens");
@@ -354,6 +366,7 @@ int cmd_run(int argc, char **argv)
     cfg.eng.kv_type = o.kv_type;
     cfg.eng.device = o.device;
     cfg.eng.gpu = o.gpu;
+    cfg.eng.split = o.split;
     cfg.spec = o.spec;
     cfg.draft_path = o.draft_path;
     /* --tokens is one batch by contract (the golden logits are made that way) */
@@ -441,9 +454,9 @@ int cmd_run(int argc, char **argv)
         goto done;
     }
     const eng_counters *c = &final.counters;
-    char where[32];
+    char where[256];
     if (o.device == ENG_DEVICE_CUDA)
-        snprintf(where, sizeof where, "cuda:%d", (int)o.gpu);
+        eng_ctx_where(pl_engine_ctx(pe), where, sizeof where);
     else
         snprintf(where, sizeof where, "%d threads", (int)eng_ctx_options(pl_engine_ctx(pe))->n_threads);
     fprintf(stderr, "\nmodel:     %s (%s, %u layers, %s), loaded in %.0f ms\n", o.model_path,

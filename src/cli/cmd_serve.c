@@ -61,7 +61,12 @@ static void usage(FILE *out)
             "      --api-key KEY       require 'Authorization: Bearer KEY' on every route\n"
             "                          but /health and the monitor page (env WICK_API_KEY)\n"
             "  -t, --threads N         compute threads (default: physical cores)\n"
-            "      --device D          cpu (default), cuda (GPU 0) or cuda:N (needs a CUDA build)\n"
+            "      --device D          cpu (default), cuda (GPU 0), cuda:N, or cuda:N,M,... to split the\n"
+            "                          layers over several GPUs (needs a CUDA build; a GPU listed twice,\n"
+            "                          cuda:0,0, is a test aid: the hand-over between parts on one card)\n"
+            "      --split S           layer (default) or tensor (needs NCCL; not implemented: refused)\n"
+            "      --gpu-mem SIZE      cap on what wick allocates on each GPU (20G, 512M); wick check\n"
+            "                          shows the layers, bytes and fit of each GPU\n"
             "  -c, --ctx N             context length in tokens (default: the trained context, reduced\n"
             "                          to what fits --mem; printed at startup with the arithmetic)\n"
             "      --chat-template NAME  override the GGUF's chat template (%s)\n"
@@ -421,7 +426,7 @@ int cmd_serve(int argc, char **argv)
             int pr = cli_policy_option(c, optarg, &eo->policy, "wick serve");
             if (pr == 0 && (pr = cli_kv_type_option(c, optarg, &kv, "wick serve")) == 1) eo->kv_type = kv;
             int32_t dev = eo->device, gpu = eo->gpu;
-            if (pr == 0 && (pr = cli_device_option(c, optarg, &dev, &gpu, "wick serve")) == 1) {
+            if (pr == 0 && (pr = cli_device_option(c, optarg, &dev, &gpu, &eo->split, "wick serve")) == 1) {
                 eo->device = dev;
                 eo->gpu = gpu;
             }
@@ -480,8 +485,9 @@ int cmd_serve(int argc, char **argv)
     ec.pipeline.mem_budget_bytes = ready.mem_bytes;
     const uint64_t cache_budget = cache_cfg->mem_bytes ? cache_cfg->mem_bytes : CKPT_CACHE_MEM_DEFAULT;
     int ready_rc;
+    if (cli_device_finish(eo->device, &eo->split, "wick serve")) return 2;
     if (cli_ready_serve(&ready, cfg.path, model_path, sc.host, sc.port, eo->n_ctx, eo->kv_type, eo->device, eo->gpu,
-                        cache_budget, ec.pipeline.chat_template, &ready_rc))
+                        &eo->split, cache_budget, ec.pipeline.chat_template, &ready_rc))
         return ready_rc;
     if (cache_cfg->dir && mkdir_p(cache_cfg->dir)) {
         fprintf(stderr, "wick serve: cannot create --cache-dir %s: %s\n", cache_cfg->dir, strerror(errno));

@@ -33,7 +33,7 @@ static void usage(FILE *out)
             "  -n, --decode N       decode tokens per measurement (default 64)\n"
             "  -r, --reps N         repetitions (default 2)\n"
             "  -t, --threads N      threads (default: physical cores)\n"
-            CLI_DEVICE_HELP CLI_KV_TYPE_HELP
+            "  --device D           cpu (default), cuda (GPU 0) or cuda:N (one device)\n" CLI_KV_TYPE_HELP
             "  --ppl-text FILE      held-out text for perplexity (default: wick's generated filler)\n"
             "  --ppl-tokens N       tokens of it scored, in windows of 512 (default 2048)\n"
             "  --task-tokens N      needle / variable-tracking document length (default 2048)\n"
@@ -132,7 +132,12 @@ int cmd_sheet(int argc, char **argv)
         case 'h': usage(stdout); return 0;
         default: {
             int pr = cli_kv_type_option(c, optarg, &o.kv_type, "wick sheet");
-            if (pr == 0) pr = cli_device_option(c, optarg, &o.device, &o.gpu, "wick sheet");
+            eng_split_opts split = {0};
+            if (pr == 0) pr = cli_device_option(c, optarg, &o.device, &o.gpu, &split, "wick sheet");
+            if (pr == 1 && (split.n > 1 || split.gpu_mem || c == CLI_OPT_SPLIT)) {
+                fprintf(stderr, "wick sheet: measures one device: no GPU list, --split or --gpu-mem\n");
+                return 2;
+            }
             if (pr <= 0) {
                 if (pr == 0) usage(stderr);
                 return 2;

@@ -258,21 +258,47 @@ static void check_draft(const cli_ready_input *in, const tok_vocab *v, cli_ready
 
 /* ---- memory, context ----------------------------------------------------------- */
 
+/* The memory plan's options for the checked settings. */
+static void mem_options(const cli_ready_input *in, uint64_t aux_bytes, eng_mem_options *o)
+{
+    eng_mem_options_default(o);
+    o->device = in->device;
+    o->gpu = in->gpu;
+    o->kv_type = in->kv_type;
+    o->ckpt_bytes = in->cache_bytes;
+    o->aux_bytes = aux_bytes;
+    o->split = in->split;
+}
+
 static void check_memory(const cli_ready_input *in, const model *m, uint64_t aux_bytes, cli_ready_report *r)
 {
     eng_mem_options o;
-    eng_mem_options_default(&o);
-    o.device = in->device;
-    o.gpu = in->gpu;
-    o.kv_type = in->kv_type;
-    o.ckpt_bytes = in->cache_bytes;
-    o.aux_bytes = aux_bytes;
+    mem_options(in, aux_bytes, &o);
     r->kv_type = in->kv_type;
     wk_error err = {0};
     r->n_ctx_train = m->hp.n_ctx_train > 0 && m->hp.n_ctx_train <= INT32_MAX ? (int32_t)m->hp.n_ctx_train : 4096;
     r->budget_given = in->mem_budget != 0;
-    if (r->budget_given) {
+    /* GPUs of a split or under --gpu-mem: the budget is what they may hold together
+     * (the placement finding checks each one) */
+    const bool gpus = in->device == ENG_DEVICE_CUDA && (in->split.n > 1 || in->split.gpu_mem) && !r->budget_given;
+    char budget[128], fb[32], bb[32], gb[32], plan[400];
+    if (gpus) {
+        uint64_t caps[ENG_MAX_SPLIT], free_b[ENG_MAX_SPLIT];
+        const int32_t n = eng_mem_gpu_budgets(&o, caps, free_b);
+        bool known = true;
+        r->budget = 0;
+        for (int32_t p = 0; p < n; p++) r->budget += caps[p], known &= free_b[p] != 0;
+        r->budget_given = true;
+        if (in->split.gpu_mem)
+            snprintf(budget, sizeof budget, "--gpu-mem %s on %d GPU entr%s (budget %s%s)",
+                     wk_format_bytes(gb, sizeof gb, in->split.gpu_mem), n, n == 1 ? "y" : "ies",
+                     wk_format_bytes(bb, sizeof bb, r->budget), known ? ", free memory counted" : "");
+        else
+            snprintf(budget, sizeof budget, "%d GPU entries (budget %s of their free memory)", n,
+                     wk_format_bytes(bb, sizeof bb, r->budget));
+    } else if (r->budget_given) {
         r->budget = in->mem_budget;
+        snprintf(budget, sizeof budget, "--mem %s", wk_format_bytes(bb, sizeof bb, r->budget));
     } else {
         uint64_t total = 0;
         if (eng_mem_free(in->device, in->gpu, &r->free_bytes, &total, &err)) {
@@ -280,12 +306,9 @@ static void check_memory(const cli_ready_input *in, const model *m, uint64_t aux
             return;
         }
         r->budget = eng_mem_default_budget(r->free_bytes);
-    }
-    char budget[96], fb[32], bb[32], plan[400];
-    if (r->budget_given) snprintf(budget, sizeof budget, "--mem %s", wk_format_bytes(bb, sizeof bb, r->budget));
-    else
         snprintf(budget, sizeof budget, "%s free (budget %s)", wk_format_bytes(fb, sizeof fb, r->free_bytes),
                  wk_format_bytes(bb, sizeof bb, r->budget));
+    }
     eng_mem_plan largest;
     if (eng_mem_fit_context(m, &o, r->budget, LARGEST_CTX_CAP, &largest, &err) == 0) r->largest_ctx = largest.n_ctx;
     char largest_txt[64];
@@ -307,13 +330,59 @@ static void check_memory(const cli_ready_input *in, const model *m, uint64_t aux
         return;
     }
     char why[600];
-    /* eng_mem_default_context describes the budget itself, in the same words */
+    /* eng_mem_default_context describes the budget itself (the GPUs' too), in the same words */
     if (eng_mem_default_context(m, &o, in->mem_budget, r->n_ctx_train, &r->plan, why, sizeof why, &err)) {
         add(r, "memory", CLI_FAIL, "%s", err.msg);
         return;
     }
     r->have_plan = true;
     add(r, "memory", CLI_OK, "%s; %s", why, largest_txt);
+}
+
+/* Per GPU entry: its layers and bytes at the plan's context, and whether each GPU's
+ * entries together fit its cap (--gpu-mem, its free memory). */
+static void check_placement(const cli_ready_input *in, const model *m, uint64_t aux_bytes, cli_ready_report *r)
+{
+    eng_mem_options o;
+    mem_options(in, aux_bytes, &o);
+    o.n_ctx = r->plan.n_ctx;
+    uint64_t caps[ENG_MAX_SPLIT];
+    const int32_t n = eng_mem_gpu_budgets(&o, caps, r->placement_free);
+    bool any = false;
+    for (int32_t p = 0; p < n; p++) any |= caps[p] != 0;
+    wk_error err = {0};
+    eng_placement *pl = &r->placement;
+    if (eng_placement_compute(m, &o, any ? caps : NULL, pl, &err)) {
+        add(r, "placement", CLI_FAIL, "%s", err.msg);
+        return;
+    }
+    r->have_placement = true;
+    for (int32_t p = 0; p < n; p++) {
+        /* a GPU listed twice: its entries share it */
+        uint64_t on_gpu = 0, cap = 0;
+        for (int32_t q = 0; q < n; q++)
+            if (pl->dev[q].gpu == pl->dev[p].gpu) on_gpu += pl->dev[q].total_bytes, cap += caps[q];
+        char line[400], cb[32], ob[32], fb[32];
+        eng_place_dev_describe(&pl->dev[p], line, sizeof line);
+        char limit[160];
+        if (in->split.gpu_mem && r->placement_free[p])
+            snprintf(limit, sizeof limit, "--gpu-mem %s, %s free", wk_format_bytes(cb, sizeof cb, in->split.gpu_mem),
+                     wk_format_bytes(fb, sizeof fb, r->placement_free[p]));
+        else if (in->split.gpu_mem)
+            snprintf(limit, sizeof limit, "--gpu-mem %s; free memory unknown", wk_format_bytes(cb, sizeof cb, in->split.gpu_mem));
+        else if (r->placement_free[p])
+            snprintf(limit, sizeof limit, "%s free", wk_format_bytes(fb, sizeof fb, r->placement_free[p]));
+        else snprintf(limit, sizeof limit, "free memory unknown");
+        char shared[64] = "";
+        if (on_gpu != pl->dev[p].total_bytes)
+            snprintf(shared, sizeof shared, " (cuda:%d holds %s in all)", pl->dev[p].gpu, wk_format_bytes(ob, sizeof ob, on_gpu));
+        r->placement_fits[p] = !cap || on_gpu <= cap;
+        if (!cap)
+            add(r, "placement", CLI_WARN, "%s%s; cannot tell whether it fits (%s)", line, shared, limit);
+        else
+            add(r, "placement", r->placement_fits[p] ? CLI_OK : CLI_FAIL, "%s%s; %s budget %s (%s)", line, shared,
+                r->placement_fits[p] ? "fits" : "does NOT fit", wk_format_bytes(cb, sizeof cb, cap), limit);
+    }
 }
 
 /* ---- port, cpu, cuda ------------------------------------------------------------ */
@@ -367,13 +436,26 @@ static void check_cuda(const cli_ready_input *in, cli_ready_report *r)
         return;
     }
 #ifdef WICK_HAVE_CUDA
-    uint64_t f = 0, t = 0;
-    char name[128] = "", fb[32], tb[32];
-    if (be_cuda_device_memory(in->gpu, &f, &t, name, sizeof name))
-        add(r, "cuda", CLI_FAIL, "cuda:%d: no such GPU or no driver (%d visible)", in->gpu, be_cuda_device_count());
-    else
-        add(r, "cuda", CLI_OK, "cuda:%d %s, %s free of %s", in->gpu, name, wk_format_bytes(fb, sizeof fb, f),
-            wk_format_bytes(tb, sizeof tb, t));
+    const int32_t n = in->split.n > 1 ? in->split.n : 1;
+    for (int32_t p = 0; p < n; p++) {
+        const int32_t gpu = n > 1 ? in->split.gpus[p] : in->gpu;
+        bool seen = false;
+        for (int32_t q = 0; q < p; q++) seen |= in->split.gpus[q] == gpu;
+        if (seen) continue; /* a GPU listed twice is one GPU */
+        uint64_t f = 0, t = 0;
+        char name[128] = "", fb[32], tb[32];
+        if (be_cuda_device_memory(gpu, &f, &t, name, sizeof name))
+            add(r, "cuda", CLI_FAIL, "cuda:%d: no such GPU or no driver (%d visible)", gpu, be_cuda_device_count());
+        else
+            add(r, "cuda", CLI_OK, "cuda:%d %s, %s free of %s", gpu, name, wk_format_bytes(fb, sizeof fb, f),
+                wk_format_bytes(tb, sizeof tb, t));
+    }
+    const int v = be_cuda_nccl_version();
+    if (n > 1 && v)
+        add(r, "nccl", CLI_OK, "NCCL %d.%d.%d linked (a layer split needs none; a tensor split is not implemented yet)",
+            v / 10000, v / 100 % 100, v % 100);
+    else if (n > 1)
+        add(r, "nccl", CLI_OK, "not linked: a layer split needs none (a tensor split would)");
 #else
     add(r, "cuda", CLI_FAIL, "this wick was built without CUDA (--device cuda)");
 #endif
@@ -405,6 +487,7 @@ void cli_ready_run(const cli_ready_input *in, cli_ready_report *r)
     if (v) check_template(in, m, v, r);
     if (v && in->draft_path) check_draft(in, v, r);
     if (m) check_memory(in, m, aux_bytes, r);
+    if (m && r->have_plan && in->device == ENG_DEVICE_CUDA) check_placement(in, m, aux_bytes, r);
     if (m && in->n_ctx > 0 && (uint32_t)in->n_ctx > m->hp.n_ctx_train && m->hp.n_ctx_train)
         add(r, "context", CLI_WARN, "--ctx %d is above the trained context %u: positions past it were never trained "
                                     "and answers there may degrade", in->n_ctx, m->hp.n_ctx_train);
@@ -447,6 +530,20 @@ json_t *cli_ready_json(const cli_ready_report *r)
         if (!r->budget_given) json_object_set_new(m, "free_bytes", json_integer((json_int_t)r->free_bytes));
         json_object_set_new(o, "memory", m);
     }
+    if (r->have_placement) {
+        json_t *a = json_array();
+        for (int32_t d = 0; d < r->placement.n_dev; d++) {
+            const eng_place_dev *v = &r->placement.dev[d];
+            json_array_append_new(
+                a, json_pack("{s:i, s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:b}", "gpu", v->gpu, "layer_first",
+                             (int)v->layer_first, "layer_end", (int)v->layer_end, "weight_bytes",
+                             (json_int_t)v->weight_bytes, "kv_bytes", (json_int_t)v->kv_bytes, "state_bytes",
+                             (json_int_t)v->state_bytes, "checkpoint_bytes", (json_int_t)v->ckpt_bytes,
+                             "scratch_bytes", (json_int_t)v->scratch_bytes, "total_bytes", (json_int_t)v->total_bytes,
+                             "cap_bytes", (json_int_t)v->cap_bytes, "fits", r->placement_fits[d]));
+        }
+        json_object_set_new(o, "placement", a);
+    }
     return o;
 }
 
@@ -485,13 +582,13 @@ int cli_ready_option(int opt, const char *arg, cli_ready_opts *o, const char *cm
 }
 
 bool cli_ready_serve(const cli_ready_opts *o, const char *config_path, const char *model_path, const char *host,
-                     int port, int32_t n_ctx, int32_t kv_type, int32_t device, int32_t gpu, uint64_t cache_bytes,
-                     const char *chat_template, int *exit_code)
+                     int port, int32_t n_ctx, int32_t kv_type, int32_t device, int32_t gpu,
+                     const eng_split_opts *split, uint64_t cache_bytes, const char *chat_template, int *exit_code)
 {
     cli_ready_input in = {.model_path = model_path, .draft_path = o->draft, .n_aux = o->n_aux,
                           .manifest_path = o->manifest, .config_path = config_path && *config_path ? config_path : NULL,
                           .chat_template = chat_template, .host = host, .port = port, .n_ctx = n_ctx,
-                          .kv_type = kv_type, .device = device, .gpu = gpu, .mem_budget = o->mem_bytes,
+                          .kv_type = kv_type, .device = device, .gpu = gpu, .split = *split, .mem_budget = o->mem_bytes,
                           .cache_bytes = cache_bytes};
     for (int i = 0; i < o->n_aux; i++) in.aux_paths[i] = o->aux[i];
     cli_ready_report r;

@@ -13,7 +13,10 @@
  *   context    --ctx above the trained context (warn)
  *   port       free, or who holds it (never touched)
  *   cpu        kernel level and features
- *   cuda       the GPU and its memory when --device cuda
+ *   placement  with --device cuda: per GPU the layers it runs (a split: --device
+ *              cuda:N,M,...), its weights + KV + state + checkpoints + scratch,
+ *              and whether that fits its --gpu-mem and its free memory
+ *   cuda       the GPU(s) and their memory when --device cuda
  * Hashing shows a progress bar on stderr. */
 #ifndef WICK_CLI_READINESS_H
 #define WICK_CLI_READINESS_H
@@ -24,6 +27,7 @@
 #include <stdio.h>
 
 #include "engine/memory_plan.h"
+#include "engine/placement.h"
 
 #define CLI_READY_MAX_AUX 16
 
@@ -39,6 +43,7 @@ typedef struct cli_ready_input {
     int port;                     /* checked when > 0 */
     int32_t n_ctx;                /* 0: the trained context reduced to fit */
     int32_t kv_type, device, gpu;
+    eng_split_opts split;         /* the GPUs of a layer split and --gpu-mem */
     uint64_t mem_budget;          /* 0: free memory minus the margin */
     uint64_t cache_bytes;         /* prefix cache budget counted in the plan */
     bool quiet;                   /* no progress bars */
@@ -65,6 +70,10 @@ typedef struct cli_ready_report {
     uint64_t budget, free_bytes;
     bool budget_given;
     int32_t kv_type;
+    bool have_placement;
+    eng_placement placement;  /* at the plan's context (CUDA) */
+    bool placement_fits[ENG_MAX_SPLIT];
+    uint64_t placement_free[ENG_MAX_SPLIT]; /* the GPU's free memory (0: not read) */
 } cli_ready_report;
 
 /* ---- the options `wick serve` (and so `wick check`) takes for them -------------- */
@@ -121,7 +130,8 @@ int cli_ready_option(int opt, const char *arg, cli_ready_opts *o, const char *cm
  * (--check: 0 ready / 1 not; otherwise 1 when not ready, with the first
  * failure named). */
 bool cli_ready_serve(const cli_ready_opts *o, const char *config_path, const char *model_path, const char *host,
-                     int port, int32_t n_ctx, int32_t kv_type, int32_t device, int32_t gpu, uint64_t cache_bytes,
+                     int port, int32_t n_ctx, int32_t kv_type, int32_t device, int32_t gpu,
+                     const eng_split_opts *split, uint64_t cache_bytes,
                      const char *chat_template, int *exit_code);
 
 /* Runs every check. Never fails as a function: what goes wrong is a finding. */

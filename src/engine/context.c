@@ -1,11 +1,15 @@
 /* Inference context and the prefill/decode driver. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
 
 #include "engine/engine_impl.h"
 #include "engine/memory_plan.h"
+#include "engine/placement.h"
+#include "util/checked.h"
+#include "util/units.h"
 #ifdef WICK_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif
@@ -38,26 +42,77 @@ static int no_cuda(wk_error *err)
                    "machine with the CUDA toolkit, or use --device cpu");
 }
 
-int eng_device_parse(const char *s, int32_t *device, int32_t *gpu, wk_error *err)
+/* One CUDA ordinal of a --device list: digits up to ',' or the end; -1 if bad. */
+static long gpu_number(const char *p, const char **end)
+{
+    char *e = NULL;
+    long n = strtol(p, &e, 10);
+    *end = e;
+    return e == p || (*e && *e != ',') || n < 0 || n > 255 || *p == '-' || *p == '+' ? -1 : n;
+}
+
+int eng_device_parse(const char *s, int32_t *device, int32_t *gpu, eng_split_opts *split, wk_error *err)
 {
     if (!s) return wk_fail(err, WK_EINVAL, "--device: missing value (cpu or cuda)");
     if (!strcmp(s, "cpu")) {
         *device = ENG_DEVICE_CPU;
         *gpu = 0;
+        split->n = 1;
+        split->gpus[0] = 0;
         return 0;
     }
     if (strncmp(s, "cuda", 4) || (s[4] && s[4] != ':'))
-        return wk_fail(err, WK_EINVAL, "--device: unknown device '%s' (cpu, cuda or cuda:N)", s);
-    long n = 0;
+        return wk_fail(err, WK_EINVAL, "--device: unknown device '%s' (cpu, cuda, cuda:N or cuda:N,M,...)", s);
+    int32_t ids[ENG_MAX_SPLIT] = {0}, n = 1;
     if (s[4] == ':') {
-        char *end = NULL;
-        n = strtol(s + 5, &end, 10);
-        if (end == s + 5 || *end || n < 0 || n > 255)
-            return wk_fail(err, WK_EINVAL, "--device: bad GPU number in '%s' (cuda:N, N >= 0)", s);
+        n = 0;
+        for (const char *p = s + 5;; p++) {
+            const char *end;
+            long id = gpu_number(p, &end);
+            if (id < 0) return wk_fail(err, WK_EINVAL, "--device: bad GPU number in '%s' (cuda:N or cuda:N,M,..., N >= 0)", s);
+            if (n == ENG_MAX_SPLIT)
+                return wk_fail(err, WK_EINVAL, "--device: '%s' lists more than %d GPUs", s, ENG_MAX_SPLIT);
+            ids[n++] = (int32_t)id;
+            if (!*end) break;
+            p = end;
+        }
     }
     if (!eng_have_cuda()) return no_cuda(err);
     *device = ENG_DEVICE_CUDA;
-    *gpu = (int32_t)n;
+    *gpu = ids[0];
+    split->n = n;
+    memcpy(split->gpus, ids, sizeof ids);
+    return 0;
+}
+
+int eng_split_parse(const char *s, eng_split_opts *split, wk_error *err)
+{
+    if (s && !strcmp(s, "layer")) split->mode = ENG_SPLIT_LAYER;
+    else if (s && !strcmp(s, "tensor")) split->mode = ENG_SPLIT_TENSOR;
+    else return wk_fail(err, WK_EINVAL, "--split: '%s' is not layer or tensor", s ? s : "");
+    return 0;
+}
+
+bool eng_have_nccl(void)
+{
+#ifdef WICK_HAVE_CUDA
+    return be_cuda_nccl_version() > 0;
+#else
+    return false;
+#endif
+}
+
+int eng_split_check(int32_t device, const eng_split_opts *split, wk_error *err)
+{
+    if (split->mode == ENG_SPLIT_TENSOR) {
+        if (!eng_have_nccl())
+            return wk_fail(err, WK_EUNSUPPORTED,
+                           "--split tensor: this wick was built without NCCL (the all-reduce of a tensor split); "
+                           "use --split layer");
+        return wk_fail(err, WK_EUNSUPPORTED,
+                       "--split tensor: not implemented yet (this build links NCCL); use --split layer");
+    }
+    (void)device; /* a layer split runs on CUDA GPUs, and on CPU backends in tests */
     return 0;
 }
 
@@ -66,6 +121,62 @@ uint64_t eng_policy_fingerprint(const be_attn_policy *p)
     if (!p || !p->approx) return 0x64656e7365ull; /* "dense": every dense policy computes the same KV */
     int32_t f[5] = {1, p->global, p->window, p->dense_tail, p->dense_tail_continue};
     return XXH3_64bits(f, sizeof f);
+}
+
+const char *eng_part_name(const eng_ctx *c, int32_t p, char *buf, size_t cap)
+{
+    if (c->opt.device == ENG_DEVICE_CUDA) snprintf(buf, cap, "cuda:%d", c->parts[p].gpu);
+    else snprintf(buf, cap, "cpu part %d", p);
+    return buf;
+}
+
+uint64_t eng_gpu_held(const eng_ctx *c, int32_t gpu)
+{
+    uint64_t held = 0;
+    for (int32_t p = 0; p < c->n_parts; p++)
+        if (c->parts[p].gpu == gpu) held = wk_sat_add(held, c->parts[p].held_bytes);
+    return held;
+}
+
+/* Where the layers go and whether the weights and scratch of each GPU fit --gpu-mem. */
+static int place_parts(eng_ctx *c, wk_error *err)
+{
+    const eng_options *o = &c->opt;
+    const int32_t n = o->split.n > 1 ? o->split.n : 1;
+    eng_mem_options mo;
+    eng_mem_options_of(&mo, o);
+    /* balanced against what each GPU may hold, as wick check does; the CPU by bytes alone */
+    uint64_t caps[ENG_MAX_SPLIT], free_b[ENG_MAX_SPLIT];
+    bool all = o->device == ENG_DEVICE_CUDA;
+    if (all) {
+        eng_mem_gpu_budgets(&mo, caps, free_b);
+        for (int32_t p = 0; p < n; p++) all &= caps[p] != 0;
+    }
+    eng_placement pl;
+    int rc = eng_placement_compute(c->src, &mo, all ? caps : NULL, &pl, err);
+    if (rc) return rc;
+    c->n_parts = n;
+    for (int32_t p = 0; p < n; p++) {
+        eng_part *part = &c->parts[p];
+        part->first = pl.dev[p].layer_first;
+        part->end = pl.dev[p].layer_end;
+        part->gpu = pl.dev[p].gpu;
+        part->held_bytes = pl.dev[p].weight_bytes + pl.dev[p].scratch_bytes;
+    }
+    if (!o->split.gpu_mem) return 0;
+    for (int32_t p = 0; p < n; p++) {
+        const uint64_t held = eng_gpu_held(c, c->parts[p].gpu);
+        if (held <= o->split.gpu_mem) continue;
+        char name[32], w[32], sc[32], tot[32], cap[32];
+        uint64_t wb = 0, sb = 0;
+        for (int32_t q = 0; q < n; q++)
+            if (pl.dev[q].gpu == c->parts[p].gpu) wb += pl.dev[q].weight_bytes, sb += pl.dev[q].scratch_bytes;
+        return wk_fail(err, WK_ENOMEM, "%s: weights %s + scratch %s = %s (layers %u-%u%s) do not fit --gpu-mem %s",
+                       eng_part_name(c, p, name, sizeof name), wk_format_bytes(w, sizeof w, wb),
+                       wk_format_bytes(sc, sizeof sc, sb), wk_format_bytes(tot, sizeof tot, held), c->parts[p].first,
+                       c->parts[p].end - 1, n > 1 ? " of a layer split" : "", wk_format_bytes(cap, sizeof cap, o->split.gpu_mem));
+    }
+    return 0;
 }
 
 int eng_ctx_new(eng_ctx **out, const model *m, const eng_options *o, wk_error *err)
@@ -79,6 +190,8 @@ int eng_ctx_new(eng_ctx **out, const model *m, const eng_options *o, wk_error *e
     if (opt.n_ctx <= 0) opt.n_ctx = 4096;
     if (opt.n_ubatch <= 0) opt.n_ubatch = 512;
     if (opt.n_ubatch > opt.n_ctx) opt.n_ubatch = opt.n_ctx;
+    if (opt.split.n > ENG_MAX_SPLIT) return wk_fail(err, WK_EINVAL, "context: %d devices (at most %d)", opt.split.n, ENG_MAX_SPLIT);
+    if (opt.split.n > 1) opt.gpu = opt.split.gpus[0];
     eng_ctx *c = calloc(1, sizeof *c);
     if (!c) return wk_fail(err, WK_ENOMEM, "context: out of memory");
     c->src = m;
@@ -97,24 +210,42 @@ int eng_ctx_new(eng_ctx **out, const model *m, const eng_options *o, wk_error *e
         free(c);
         return wk_fail(err, WK_EINVAL, "context: unknown device %d", opt.device);
     }
-    c->policy_fp = eng_ctx_fingerprint(c);
-    int rc;
-    if (opt.device == ENG_DEVICE_CUDA) {
-#ifdef WICK_HAVE_CUDA
-        rc = be_cuda_new(&c->be, opt.gpu, err);
-#else
-        rc = no_cuda(err);
-#endif
-    } else {
-        rc = be_cpu_new(&c->be, opt.n_threads, err);
+    int rc = eng_split_check(opt.device, &opt.split, err);
+    if (!rc) rc = place_parts(c, err);
+    if (rc) {
+        free(c);
+        return rc;
     }
-    if (rc) goto fail;
+    c->policy_fp = eng_ctx_fingerprint(c);
+    be_backend *bes[ENG_MAX_SPLIT] = {0};
+    uint32_t first[ENG_MAX_SPLIT + 1];
+    for (int32_t p = 0; p < c->n_parts; p++) {
+        eng_part *part = &c->parts[p];
+        if (opt.device == ENG_DEVICE_CUDA) {
+#ifdef WICK_HAVE_CUDA
+            rc = be_cuda_new(&part->be, part->gpu, err);
+#else
+            rc = no_cuda(err);
+#endif
+        } else {
+            rc = be_cpu_new(&part->be, opt.n_threads, err);
+        }
+        if (rc) goto fail;
+        bes[p] = part->be;
+        first[p] = part->first;
+    }
+    first[c->n_parts] = m->hp.n_layer;
+    c->be = c->parts[0].be;
     c->opt.n_threads = be_cpu_threads(c->be);
-    rc = model_prepare(&c->prepared, m, c->be, err);
+    rc = model_prepare(&c->prepared, m, bes, first, c->n_parts, err);
     if (rc) goto fail;
     c->m = &c->prepared;
-    rc = model_scratch_new(&c->scratch, m, c->be, opt.n_ubatch, err);
-    if (rc) goto fail;
+    for (int32_t p = 0; p < c->n_parts; p++) {
+        rc = model_scratch_new(&c->parts[p].scratch, m, c->parts[p].be, opt.n_ubatch, err);
+        if (!rc && p > 0) rc = model_scratch_link(m, c->parts[p - 1].scratch, c->parts[p].scratch, c->parts[p].first, err);
+        if (rc) goto fail;
+    }
+    c->scratch = c->parts[0].scratch;
     c->logits = calloc(m->hp.n_vocab, sizeof(float));
     if (!c->logits) {
         rc = wk_fail(err, WK_ENOMEM, "context: out of memory");
@@ -130,9 +261,16 @@ fail:
 void eng_ctx_free(eng_ctx *c)
 {
     if (!c) return;
-    model_scratch_free(c->scratch);
-    if (c->be) model_release_prepared(&c->prepared, c->be);
-    be_free(c->be);
+    be_backend *bes[ENG_MAX_SPLIT] = {0};
+    uint32_t first[ENG_MAX_SPLIT + 1];
+    for (int32_t p = 0; p < c->n_parts; p++) {
+        model_scratch_free(c->parts[p].scratch);
+        bes[p] = c->parts[p].be;
+        first[p] = c->parts[p].first;
+    }
+    first[c->n_parts] = c->src->hp.n_layer;
+    if (c->m == &c->prepared) model_release_prepared(&c->prepared, bes, first, c->n_parts);
+    for (int32_t p = 0; p < c->n_parts; p++) be_free(c->parts[p].be);
     free(c->logits);
     free(c->logits_all);
     free(c->hidden);
@@ -141,6 +279,23 @@ void eng_ctx_free(eng_ctx *c)
 
 const model *eng_ctx_model(const eng_ctx *c) { return c->src; }
 be_backend *eng_ctx_backend(eng_ctx *c) { return c->be; }
+int32_t eng_ctx_parts(const eng_ctx *c) { return c->n_parts; }
+
+int32_t eng_ctx_layer_part(const eng_ctx *c, uint32_t il)
+{
+    int32_t p = 0;
+    while (p + 1 < c->n_parts && il >= c->parts[p + 1].first) p++;
+    return p;
+}
+
+be_backend *eng_ctx_layer_backend(eng_ctx *c, uint32_t il) { return c->parts[eng_ctx_layer_part(c, il)].be; }
+
+void eng_ctx_part_layers(const eng_ctx *c, int32_t p, uint32_t *first, uint32_t *end, int32_t *gpu)
+{
+    *first = c->parts[p].first;
+    *end = c->parts[p].end;
+    *gpu = c->parts[p].gpu;
+}
 const eng_options *eng_ctx_options(const eng_ctx *c) { return &c->opt; }
 int32_t eng_n_vocab(const eng_ctx *c) { return (int32_t)c->m->hp.n_vocab; }
 
@@ -256,8 +411,10 @@ static int prefill_run(eng_ctx *c, eng_seq *s, const int32_t *tokens, int32_t n,
         int32_t pos = s->st.n_past;
         be_attn_policy call_policy;
         const be_attn_policy *pol = decode ? NULL : chunk_policy(&c->opt.policy, span0, span1, pos, nt, &call_policy);
-        /* single-token decode steps may be recorded and replayed by the backend (CUDA graphs) */
-        const bool step = decode && nt == 1;
+        /* single-token decode steps may be recorded and replayed by the backend (CUDA graphs);
+         * not across the parts of a split: a part whose replay failed would have the pass run
+         * again after the parts before it already advanced their recurrent state */
+        const bool step = decode && nt == 1 && c->n_parts == 1;
         if (step) be_step_begin(c->be, s, pos);
         rc = model_forward_rows(c->m, c->be, c->scratch, &s->st, tokens + done, nt, &out, pol, err);
         if (c->fail_after > 0 && --c->fail_after == 0 && !rc)
@@ -267,7 +424,7 @@ static int prefill_run(eng_ctx *c, eng_seq *s, const int32_t *tokens, int32_t n,
             rc = model_forward_rows(c->m, c->be, c->scratch, &s->st, tokens + done, nt, &out, pol, err);
         }
         /* asynchronous backends keep the first error of their void ops (norms, copies) */
-        if (!rc) rc = be_status(c->be, err);
+        for (int32_t p = 0; p < c->n_parts && !rc; p++) rc = be_status(c->parts[p].be, err);
         if (rc) {
             /* the chunk did not happen as far as the position goes; what it wrote into the KV and
              * the recurrent state is not to be trusted (callers fall back to a checkpoint) */
@@ -338,5 +495,23 @@ const float *eng_hidden_all(const eng_ctx *c, int32_t *n_rows)
     return c->hidden;
 }
 
-model_scratch *eng_ctx_scratch(eng_ctx *c) { return c->scratch; }
+const char *eng_ctx_where(const eng_ctx *c, char *buf, size_t cap)
+{
+    if (c->opt.device != ENG_DEVICE_CUDA) {
+        snprintf(buf, cap, "cpu");
+        return buf;
+    }
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int32_t p = 0; p < c->n_parts && n < cap; p++) {
+        if (c->n_parts == 1) n += (size_t)snprintf(buf + n, cap - n, "cuda:%d", c->parts[p].gpu);
+        else
+            n += (size_t)snprintf(buf + n, cap - n, "%scuda:%d layers %u-%u", p ? " + " : "", c->parts[p].gpu,
+                                  c->parts[p].first, c->parts[p].end - 1);
+    }
+    return buf;
+}
+
+model_scratch *eng_ctx_head_scratch(eng_ctx *c) { return c->parts[c->n_parts - 1].scratch; }
+be_backend *eng_ctx_head_backend(eng_ctx *c) { return c->parts[c->n_parts - 1].be; }
 const model *eng_ctx_prepared(const eng_ctx *c) { return c->m; }

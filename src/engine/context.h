@@ -30,9 +30,27 @@ enum eng_device {
     ENG_DEVICE_CUDA = 1, /* the CUDA backend on GPU eng_options.gpu (builds with WICK_HAVE_CUDA) */
 };
 
+/* Devices of one context in a layer split: consecutive layers per device, the activations
+ * handed from one to the next, each layer's KV and recurrent state on its device, the
+ * embedding on the first and the output head on the last (engine/placement.h balances
+ * the layers by bytes). */
+#define ENG_MAX_SPLIT 8
+enum eng_split { ENG_SPLIT_LAYER = 0, ENG_SPLIT_TENSOR = 1 };
+
+typedef struct eng_split_opts {
+    int32_t n;                    /* devices listed (0 or 1: no split) */
+    int32_t gpus[ENG_MAX_SPLIT];  /* CUDA ordinals in layer order (gpus[0] == eng_options.gpu). An
+                                     ordinal may repeat: two parts on one GPU run the hand-over
+                                     path on one card (a test aid). On the CPU device each entry is
+                                     one more CPU backend (the engine's own tests of the hand-over). */
+    int32_t mode;                 /* enum eng_split (tensor: refused, eng_split_check) */
+    uint64_t gpu_mem;             /* per-GPU cap in bytes on what wick allocates there (0: none) */
+} eng_split_opts;
+
 typedef struct eng_options {
     int32_t device;           /* enum eng_device (default CPU) */
-    int32_t gpu;              /* CUDA device ordinal (default 0) */
+    int32_t gpu;              /* CUDA device ordinal (default 0); the first of split.gpus */
+    eng_split_opts split;     /* several devices (default none) and the --gpu-mem cap */
     int32_t n_threads;        /* <= 0: physical cores (CPU device) */
     int32_t n_ctx;            /* default capacity for new sequences (positions) */
     int32_t n_ubatch;         /* tokens per forward chunk in prefill (default 512) */
@@ -43,10 +61,23 @@ typedef struct eng_options {
 /* CPU, n_threads 0, n_ctx 4096 (capped to the model's training context), n_ubatch 512, dense. */
 void eng_options_default(eng_options *o);
 
-/* Parses a --device value: "cpu", "cuda" or "cuda:N" (GPU N) into *device
- * and *gpu. WK_EINVAL naming the value for anything else; WK_EUNSUPPORTED
- * ("this wick was built without CUDA") for cuda in a build without it. */
-int eng_device_parse(const char *s, int32_t *device, int32_t *gpu, wk_error *err);
+/* Parses a --device value: "cpu", "cuda", "cuda:N" (GPU N) or "cuda:N,M,..." (a split
+ * over up to ENG_MAX_SPLIT GPUs, repeats allowed) into *device, *gpu (the first GPU)
+ * and split->n / split->gpus (1 entry without a list; the other fields are kept).
+ * WK_EINVAL naming the value for anything else; WK_EUNSUPPORTED ("this wick was built
+ * without CUDA") for cuda in a build without it. */
+int eng_device_parse(const char *s, int32_t *device, int32_t *gpu, eng_split_opts *split, wk_error *err);
+
+/* Parses a --split value ("layer" or "tensor") into split->mode. WK_EINVAL naming it. */
+int eng_split_parse(const char *s, eng_split_opts *split, wk_error *err);
+
+/* Whether this build can run split->mode over split->n devices: 0, or WK_EUNSUPPORTED
+ * with the reason (a tensor split needs NCCL and is not implemented yet; a split over
+ * several devices needs the CUDA device, or the CPU in tests). */
+int eng_split_check(int32_t device, const eng_split_opts *split, wk_error *err);
+
+/* Whether this build links NCCL (CMake found it beside the CUDA toolkit). */
+bool eng_have_nccl(void);
 
 /* "cpu" or "cuda" (for messages and reports). */
 const char *eng_device_name(int32_t device);
@@ -63,7 +94,16 @@ int eng_ctx_new(eng_ctx **out, const model *m, const eng_options *o, wk_error *e
 void eng_ctx_free(eng_ctx *c);
 
 const model *eng_ctx_model(const eng_ctx *c);
+/* The backend of the first part (the embedding; the only one without a split). */
 be_backend *eng_ctx_backend(eng_ctx *c);
+/* Parts of the context (1 without a split) and the backend holding layer il's weights
+ * and state (il >= n_layer: the last part, with the output head and the MTP block). */
+int32_t eng_ctx_parts(const eng_ctx *c);
+be_backend *eng_ctx_layer_backend(eng_ctx *c, uint32_t il);
+/* Layers [*first, *end) of part p and the GPU it runs on (CPU: 0). */
+void eng_ctx_part_layers(const eng_ctx *c, int32_t p, uint32_t *first, uint32_t *end, int32_t *gpu);
+/* "cuda:0" or, split, "cuda:0 layers 0-31 + cuda:1 layers 32-63" into buf (CPU: "cpu"). */
+const char *eng_ctx_where(const eng_ctx *c, char *buf, size_t cap);
 const eng_options *eng_ctx_options(const eng_ctx *c);
 int32_t eng_n_vocab(const eng_ctx *c);
 
@@ -160,8 +200,10 @@ const float *eng_logits_all(const eng_ctx *c, int32_t *n_rows);
 const float *eng_hidden_all(const eng_ctx *c, int32_t *n_rows);
 
 /* The context's prepared model and activation buffers, for forward passes beside the
- * main one (engine/spec_mtp.c: the MTP block shares them between steps). */
-model_scratch *eng_ctx_scratch(eng_ctx *c);
+ * main one (engine/spec_mtp.c: the MTP block shares them between steps): the buffers and
+ * backend of the last part, which holds the output head. */
+model_scratch *eng_ctx_head_scratch(eng_ctx *c);
+be_backend *eng_ctx_head_backend(eng_ctx *c);
 const model *eng_ctx_prepared(const eng_ctx *c);
 
 #endif

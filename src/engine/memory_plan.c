@@ -23,6 +23,17 @@ void eng_mem_options_default(eng_mem_options *o)
     o->n_parallel = 1;
 }
 
+void eng_mem_options_of(eng_mem_options *o, const eng_options *e)
+{
+    eng_mem_options_default(o);
+    o->device = e->device;
+    o->gpu = e->gpu;
+    o->split = e->split;
+    o->kv_type = e->kv_type;
+    if (e->n_ctx > 0) o->n_ctx = e->n_ctx;
+    if (e->n_ubatch > 0) o->n_ubatch = e->n_ubatch;
+}
+
 /* a += b and a × b that set *bad instead of wrapping */
 static int add_to(uint64_t *a, uint64_t b, int *bad)
 {
@@ -181,23 +192,56 @@ uint64_t eng_mem_default_budget(uint64_t free_bytes)
     return free_bytes > margin ? free_bytes - margin : 0;
 }
 
+bool eng_mem_gpu_budgeted(const eng_mem_options *o)
+{
+    return o->device == ENG_DEVICE_CUDA && (o->split.n > 1 || o->split.gpu_mem);
+}
+
+int32_t eng_mem_gpu_budgets(const eng_mem_options *o, uint64_t *budget, uint64_t *free_bytes)
+{
+    const int32_t n = o->split.n > 1 ? o->split.n : 1;
+    for (int32_t p = 0; p < n; p++) {
+        const int32_t gpu = n > 1 ? o->split.gpus[p] : o->gpu;
+        int32_t k = 0;
+        for (int32_t q = 0; q < n; q++) k += (n > 1 ? o->split.gpus[q] : o->gpu) == gpu;
+        uint64_t t = 0, cap = o->split.gpu_mem;
+        wk_error ignored = {0};
+        free_bytes[p] = 0;
+        if (eng_mem_free(ENG_DEVICE_CUDA, gpu, &free_bytes[p], &t, &ignored) == 0) {
+            const uint64_t b = eng_mem_default_budget(free_bytes[p]);
+            if (!cap || b < cap) cap = b;
+        }
+        budget[p] = cap / (uint64_t)k;
+    }
+    return n;
+}
+
 int eng_mem_default_context(const model *m, const eng_mem_options *o, uint64_t budget_bytes, int32_t max_ctx,
                             eng_mem_plan *out, char *why, size_t why_cap, wk_error *err)
 {
     if (max_ctx <= 0) max_ctx = 4096;
     uint64_t free_b = 0, total_b = 0;
     const bool given = budget_bytes != 0;
-    if (!given) {
+    char budget[96], fb[32], bb[32], plan[320];
+    if (!given && eng_mem_gpu_budgeted(o)) {
+        uint64_t caps[ENG_MAX_SPLIT], frees[ENG_MAX_SPLIT];
+        const int32_t n = eng_mem_gpu_budgets(o, caps, frees);
+        for (int32_t p = 0; p < n; p++) budget_bytes += caps[p];
+        if (!budget_bytes)
+            return wk_fail(err, WK_EIO, "cuda:%d: cannot read the GPU's free memory (no such device or no driver)",
+                           o->gpu);
+        snprintf(budget, sizeof budget, "%d GPU entr%s%s (budget %s)", n, n == 1 ? "y" : "ies",
+                 o->split.gpu_mem ? " under --gpu-mem" : "", wk_format_bytes(bb, sizeof bb, budget_bytes));
+    } else if (!given) {
         int rc = eng_mem_free(o->device, o->gpu, &free_b, &total_b, err);
         if (rc) return rc;
         budget_bytes = eng_mem_default_budget(free_b);
-    }
-    int rc = eng_mem_fit_context(m, o, budget_bytes, max_ctx, out, err);
-    char budget[64], fb[32], bb[32], plan[320];
-    if (given) snprintf(budget, sizeof budget, "--mem %s", wk_format_bytes(bb, sizeof bb, budget_bytes));
-    else
         snprintf(budget, sizeof budget, "%s free (budget %s)", wk_format_bytes(fb, sizeof fb, free_b),
                  wk_format_bytes(bb, sizeof bb, budget_bytes));
+    } else {
+        snprintf(budget, sizeof budget, "--mem %s", wk_format_bytes(bb, sizeof bb, budget_bytes));
+    }
+    int rc = eng_mem_fit_context(m, o, budget_bytes, max_ctx, out, err);
     if (rc) {
         if (!given) wk_fail_prefix(err, "%s", budget); /* the fit's message names the budget, not where it came from */
         return rc;

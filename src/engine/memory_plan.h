@@ -16,6 +16,7 @@
 #ifndef WICK_ENGINE_MEMORY_PLAN_H
 #define WICK_ENGINE_MEMORY_PLAN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -32,10 +33,13 @@ typedef struct eng_mem_options {
     int32_t n_parallel;   /* sequences (<= 0: 1) */
     uint64_t ckpt_bytes;  /* prefix cache budget (0: no cache) */
     uint64_t aux_bytes;   /* auxiliary tables mapped beside the model */
+    eng_split_opts split; /* CUDA: the GPUs of a layer split (engine/placement.h) and --gpu-mem */
 } eng_mem_options;
 
 /* Fills o with the CPU, F16 KV, n_ctx 4096, n_ubatch 512, one sequence, no cache. */
 void eng_mem_options_default(eng_mem_options *o);
+/* The defaults with a context's device, GPUs, KV type, context and chunk (e's). */
+void eng_mem_options_of(eng_mem_options *o, const eng_options *e);
 
 typedef struct eng_mem_plan {
     int32_t n_ctx;
@@ -74,6 +78,16 @@ int eng_mem_fit_context(const model *m, const eng_mem_options *o, uint64_t budge
  * (util/sysinfo) or the free memory of CUDA GPU `gpu`, and its total. */
 int eng_mem_free(int32_t device, int32_t gpu, uint64_t *free_bytes, uint64_t *total_bytes, wk_error *err);
 
+/* Per entry of o's GPU list (CUDA; one entry without a split): what it may hold, the
+ * smaller of --gpu-mem (o->split.gpu_mem, 0: none) and its GPU's free memory less the
+ * margin (eng_mem_default_budget), shared by the entries that list the same GPU (cuda:0,0:
+ * half each); 0 when neither is known. free_bytes[d]: the free memory read (0: not
+ * readable). Returns the number of entries. */
+int32_t eng_mem_gpu_budgets(const eng_mem_options *o, uint64_t *budget, uint64_t *free_bytes);
+
+/* Whether the plan's budget comes from the GPUs' entries (a split, or --gpu-mem on CUDA). */
+bool eng_mem_gpu_budgeted(const eng_mem_options *o);
+
 /* The default budget out of free bytes: free minus a margin of 10 % or
  * 512 MiB, whichever is larger (the OS, page cache for the rest, HTTP
  * buffers, a CUDA context); 0 when free is below the margin. */
@@ -85,7 +99,9 @@ uint64_t eng_mem_default_budget(uint64_t free_bytes);
 void eng_mem_plan_describe(const eng_mem_plan *p, int32_t kv_type, char *buf, size_t cap);
 
 /* The serving default: max_ctx (the trained context; <= 0: 4096) reduced to
- * what fits budget_bytes (0: eng_mem_default_budget of eng_mem_free). *why
+ * what fits budget_bytes (0: eng_mem_default_budget of eng_mem_free; with
+ * eng_mem_gpu_budgeted the sum of eng_mem_gpu_budgets: each GPU's own fit is
+ * the placement's, engine/placement.h). *why
  * (may be NULL, why_cap bytes) receives the choice with its arithmetic:
  * "context 32768 tokens: trained 262144, fits 22.1 GiB free (budget 19.9
  * GiB): weights … = …". Errors as eng_mem_fit_context and eng_mem_free. */

@@ -7,6 +7,41 @@
 #include "engine/engine_impl.h"
 #include "util/checked.h"
 #include "util/sysmem.h"
+#include "util/units.h"
+
+/* Bytes part p of a context keeps for a sequence of per_cache units per K or V cache. */
+static uint64_t part_need(const eng_ctx *c, int32_t p, size_t per_cache, size_t rec_per_layer, uint32_t *n_attn,
+                          uint32_t *n_rec)
+{
+    *n_attn = *n_rec = 0;
+    for (uint32_t il = c->parts[p].first; il < c->parts[p].end; il++) {
+        *n_attn += c->m->layers[il].attn_slot >= 0;
+        *n_rec += c->m->layers[il].rec_slot >= 0;
+    }
+    return wk_sat_add(wk_sat_mul3(per_cache, 2 * sizeof(uint16_t), *n_attn), wk_sat_mul3(rec_per_layer, sizeof(float), *n_rec));
+}
+
+/* --gpu-mem: the sequence's state must fit beside what each GPU already holds. */
+static int check_gpu_mem(const eng_ctx *c, const uint64_t *need, int32_t n_ctx, wk_error *err)
+{
+    const uint64_t cap = c->opt.split.gpu_mem;
+    if (!cap) return 0;
+    for (int32_t p = 0; p < c->n_parts; p++) {
+        uint64_t more = 0;
+        for (int32_t q = 0; q < c->n_parts; q++)
+            if (c->parts[q].gpu == c->parts[p].gpu) more = wk_sat_add(more, need[q]);
+        const uint64_t held = eng_gpu_held(c, c->parts[p].gpu);
+        if (wk_sat_add(held, more) <= cap) continue;
+        char name[32], h[32], m[32], t[32], cb[32];
+        return wk_fail(err, WK_ENOMEM,
+                       "sequence of %d positions: %s holds %s (weights, scratch, other sequences) and its KV and "
+                       "recurrent state need %s more = %s, over --gpu-mem %s",
+                       n_ctx, eng_part_name(c, p, name, sizeof name), wk_format_bytes(h, sizeof h, held),
+                       wk_format_bytes(m, sizeof m, more), wk_format_bytes(t, sizeof t, wk_sat_add(held, more)),
+                       wk_format_bytes(cb, sizeof cb, cap));
+    }
+    return 0;
+}
 
 int eng_seq_new(eng_seq **out, eng_ctx *c, int32_t n_ctx, wk_error *err)
 {
@@ -31,34 +66,50 @@ int eng_seq_new(eng_seq **out, eng_ctx *c, int32_t n_ctx, wk_error *err)
         int rc = wk_ram_check(wk_sat_add(kv_bytes, rec_bytes), what, err);
         if (rc) return rc;
     }
+    uint64_t need[ENG_MAX_SPLIT];
+    uint32_t n_attn[ENG_MAX_SPLIT], n_rec[ENG_MAX_SPLIT];
+    for (int32_t p = 0; p < c->n_parts; p++) need[p] = part_need(c, p, per_cache, conv + ssm, &n_attn[p], &n_rec[p]);
+    int rc = check_gpu_mem(c, need, n_ctx, err);
+    if (rc) return rc;
     eng_seq *s = calloc(1, sizeof *s);
     if (!s) return wk_fail(err, WK_ENOMEM, "sequence: out of memory");
     s->ctx = c;
     s->layers = calloc(hp->n_layer ? hp->n_layer : 1, sizeof *s->layers);
     s->tokens = malloc(sizeof(int32_t) * (size_t)n_ctx);
     if (!s->layers || !s->tokens) goto oom;
-    if (hp->n_attn_layers) {
-        s->kv_bytes = 2 * per_cache * hp->n_attn_layers * sizeof(uint16_t);
-        s->kv_mem = be_alloc(c->be, s->kv_bytes);
-        if (!s->kv_mem) goto oom;
-    }
-    s->rec_floats = (conv + ssm) * hp->n_rec_layers;
-    if (s->rec_floats) {
-        s->rec_mem = be_alloc(c->be, s->rec_floats * sizeof(float));
-        if (!s->rec_mem) goto oom;
-    }
-    for (uint32_t il = 0; il < hp->n_layer; il++) {
-        const model_layer *ly = &m->layers[il];
-        model_layer_state *ls = &s->layers[il];
-        if (ly->attn_slot >= 0) {
-            ls->k = s->kv_mem + (size_t)2 * ly->attn_slot * per_cache;
-            ls->v = ls->k + per_cache;
-            ls->kv_head_stride = head_stride;
-            ls->kv_type = kv_type;
+    for (int32_t p = 0; p < c->n_parts; p++) {
+        eng_seq_part *sp = &s->parts[p];
+        be_backend *be = c->parts[p].be;
+        if (n_attn[p]) {
+            sp->kv_bytes = 2 * per_cache * n_attn[p] * sizeof(uint16_t);
+            sp->kv_mem = be_alloc(be, sp->kv_bytes);
+            if (!sp->kv_mem) goto oom;
+            s->kv_bytes += sp->kv_bytes;
         }
-        if (ly->rec_slot >= 0) {
-            ls->conv = s->rec_mem + (size_t)ly->rec_slot * (conv + ssm);
-            ls->ssm = ls->conv + conv;
+        sp->rec_floats = (conv + ssm) * n_rec[p];
+        if (sp->rec_floats) {
+            sp->rec_mem = be_alloc(be, sp->rec_floats * sizeof(float));
+            if (!sp->rec_mem) goto oom;
+            s->rec_floats += sp->rec_floats;
+        }
+        c->parts[p].held_bytes += need[p];
+        /* slots count layers in order: the part's first attention / recurrent layer is its slot 0 */
+        int32_t attn0 = -1, rec0 = -1;
+        for (uint32_t il = c->parts[p].first; il < c->parts[p].end; il++) {
+            const model_layer *ly = &m->layers[il];
+            model_layer_state *ls = &s->layers[il];
+            if (ly->attn_slot >= 0) {
+                if (attn0 < 0) attn0 = ly->attn_slot;
+                ls->k = sp->kv_mem + (size_t)2 * (size_t)(ly->attn_slot - attn0) * per_cache;
+                ls->v = ls->k + per_cache;
+                ls->kv_head_stride = head_stride;
+                ls->kv_type = kv_type;
+            }
+            if (ly->rec_slot >= 0) {
+                if (rec0 < 0) rec0 = ly->rec_slot;
+                ls->conv = sp->rec_mem + (size_t)(ly->rec_slot - rec0) * (conv + ssm);
+                ls->ssm = ls->conv + conv;
+            }
         }
     }
     s->st.layers = s->layers;
@@ -75,8 +126,15 @@ oom:
 void eng_seq_free(eng_seq *s)
 {
     if (!s) return;
-    if (s->kv_mem) be_release(s->ctx->be, s->kv_mem);
-    if (s->rec_mem) be_release(s->ctx->be, s->rec_mem);
+    for (int32_t p = 0; p < s->ctx->n_parts; p++) {
+        eng_seq_part *sp = &s->parts[p];
+        be_backend *be = s->ctx->parts[p].be;
+        if (sp->kv_mem) be_release(be, sp->kv_mem);
+        if (sp->rec_mem) be_release(be, sp->rec_mem);
+        const uint64_t had = sp->kv_bytes + sp->rec_floats * sizeof(float);
+        eng_part *part = &s->ctx->parts[p];
+        part->held_bytes = part->held_bytes > had ? part->held_bytes - had : 0;
+    }
     free(s->layers);
     free(s->tokens);
     free(s);
@@ -102,21 +160,25 @@ uint64_t eng_seq_prefix_hash(const eng_seq *s, int32_t n)
     return XXH3_64bits(s->tokens, sizeof(int32_t) * (size_t)n);
 }
 
-/* Zeroes the recurrent state (a fresh sequence starts from zeros). */
+/* Zeroes the recurrent state (a fresh sequence starts from zeros), part by part. */
 static void zero_recurrent(eng_seq *s)
 {
-    if (!s->rec_floats) return;
-    /* recurrent state is small next to the KV; one host buffer of zeros per call is fine */
-    float *z = calloc(s->rec_floats, sizeof(float));
-    if (z) {
-        be_from_host(s->ctx->be, s->rec_mem, z, s->rec_floats * sizeof(float));
-        free(z);
-    } else {
-        /* no memory for one buffer: zero through a small one (rec_mem may be GPU memory) */
-        float zb[1024] = {0};
-        for (size_t i = 0; i < s->rec_floats; i += 1024) {
-            size_t n = s->rec_floats - i < 1024 ? s->rec_floats - i : 1024;
-            be_from_host(s->ctx->be, s->rec_mem + i, zb, n * sizeof(float));
+    for (int32_t p = 0; p < s->ctx->n_parts; p++) {
+        const eng_seq_part *sp = &s->parts[p];
+        be_backend *be = s->ctx->parts[p].be;
+        if (!sp->rec_floats) continue;
+        /* recurrent state is small next to the KV; one host buffer of zeros per call is fine */
+        float *z = calloc(sp->rec_floats, sizeof(float));
+        if (z) {
+            be_from_host(be, sp->rec_mem, z, sp->rec_floats * sizeof(float));
+            free(z);
+        } else {
+            /* no memory for one buffer: zero through a small one (rec_mem may be GPU memory) */
+            float zb[1024] = {0};
+            for (size_t i = 0; i < sp->rec_floats; i += 1024) {
+                size_t n = sp->rec_floats - i < 1024 ? sp->rec_floats - i : 1024;
+                be_from_host(be, sp->rec_mem + i, zb, n * sizeof(float));
+            }
         }
     }
 }
@@ -136,7 +198,6 @@ int eng_seq_copy_prefix(eng_seq *dst, const eng_seq *src, int32_t n, wk_error *e
                        src->st.n_past, dst->st.n_ctx);
     eng_seq_clear(dst);
     const model *m = src->ctx->m;
-    be_backend *be = src->ctx->be;
     size_t dmax = m->hp.d_k > m->hp.d_v ? m->hp.d_k : m->hp.d_v;
     size_t row_units = be_kv_row_units(src->ctx->opt.kv_type, dmax);
     /* one head's rows at a time: a few MB even for long prefixes of wide heads */
@@ -145,6 +206,7 @@ int eng_seq_copy_prefix(eng_seq *dst, const eng_seq *src, int32_t n, wk_error *e
     for (uint32_t il = 0; il < m->hp.n_layer && n; il++) {
         const model_layer_state *ls = &src->layers[il], *ld = &dst->layers[il];
         if (!ls->k) continue;
+        be_backend *be = eng_ctx_layer_backend(src->ctx, il);
         for (int kv = 0; kv < 2; kv++) {
             size_t bytes = sizeof(uint16_t) * (size_t)n * be_kv_row_units(ls->kv_type, kv ? m->hp.d_v : m->hp.d_k);
             for (uint32_t g = 0; g < m->hp.n_head_kv; g++) {
@@ -178,6 +240,26 @@ int kv_truncate(eng_seq *s, int32_t n_pos, wk_error *err)
     return 0;
 }
 
+/* The recurrent state to and from host memory laid out as the parts' blocks end to end:
+ * the same bytes as an unsplit context's, so a snapshot fits either. */
+static void state_to_host(const eng_seq *s, float *dst)
+{
+    for (int32_t p = 0; p < s->ctx->n_parts; p++) {
+        const eng_seq_part *sp = &s->parts[p];
+        if (sp->rec_floats) be_to_host(s->ctx->parts[p].be, dst, sp->rec_mem, sp->rec_floats * sizeof(float));
+        dst += sp->rec_floats;
+    }
+}
+
+static void state_from_host(eng_seq *s, const float *src)
+{
+    for (int32_t p = 0; p < s->ctx->n_parts; p++) {
+        const eng_seq_part *sp = &s->parts[p];
+        if (sp->rec_floats) be_from_host(s->ctx->parts[p].be, sp->rec_mem, src, sp->rec_floats * sizeof(float));
+        src += sp->rec_floats;
+    }
+}
+
 size_t eng_snapshot_bytes(const eng_seq *s) { return s->rec_floats * sizeof(float); }
 
 int seq_snapshot(const eng_seq *s, eng_snapshot *snap, wk_error *err)
@@ -193,7 +275,7 @@ int seq_snapshot(const eng_seq *s, eng_snapshot *snap, wk_error *err)
         }
         snap->state_bytes = bytes;
     }
-    if (bytes) be_to_host(s->ctx->be, snap->state, s->rec_mem, bytes);
+    if (bytes) state_to_host(s, snap->state);
     snap->pos = s->st.n_past;
     snap->prefix_hash = eng_seq_prefix_hash(s, s->st.n_past);
     snap->policy_fp = s->policy_fp;
@@ -216,7 +298,7 @@ int seq_restore(eng_seq *s, const eng_snapshot *snap, wk_error *err)
     if (snap->state_bytes != eng_snapshot_bytes(s))
         return wk_fail(err, WK_EINVAL, "restore: snapshot holds %zu bytes of state, the sequence needs %zu",
                        snap->state_bytes, eng_snapshot_bytes(s));
-    if (snap->state_bytes) be_from_host(s->ctx->be, s->rec_mem, snap->state, snap->state_bytes);
+    if (snap->state_bytes) state_from_host(s, snap->state);
     seq_note_high_water(s);
     s->st.n_past = snap->pos;
     return 0;

@@ -46,9 +46,10 @@ typedef struct eng_seq_mark {
     const eng_seq *seq;  /* the sequence it was taken of */
     int32_t pos;
     uint64_t tail_hash;  /* hash of the last tokens before pos: a stale mark is refused */
-    be_backend *be;
-    void *state;         /* backend memory, state_bytes (NULL for pure-attention models) */
-    size_t state_bytes;
+    /* per part of the context (a layer split: each part's state stays on its device) */
+    be_backend *be[ENG_MAX_SPLIT];
+    void *state[ENG_MAX_SPLIT];  /* backend memory, state_bytes[p] (NULL: no recurrent layers there) */
+    size_t state_bytes[ENG_MAX_SPLIT];
 } eng_seq_mark;
 
 /* Records the sequence's position and copies its recurrent state into the mark

@@ -21,6 +21,7 @@ int eng_drafter_new(eng_drafter **out, const model *draft, const eng_options *o,
     eng_options opt = *o;
     opt.n_ctx = n_ctx;
     memset(&opt.policy, 0, sizeof opt.policy); /* a draft attends densely: only its guesses depend on it */
+    opt.split.n = 1; /* a small draft model is not split: it runs on the first GPU of the target's list */
     int rc = eng_ctx_new(&d->ctx, draft, &opt, err);
     if (!rc) rc = eng_seq_new(&d->seq, d->ctx, n_ctx, err);
     if (rc) {

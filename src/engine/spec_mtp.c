@@ -37,9 +37,9 @@ int eng_mtp_new(eng_mtp **out, eng_ctx *c, int32_t n_ctx, wk_error *err)
     const model_hparams *hp = &m->hp;
     t->c = c;
     t->m = m;
-    t->be = eng_ctx_backend(c);
+    t->be = eng_ctx_head_backend(c); /* the block reads the output head: it runs where the head is */
     t->cap = n_ctx + ENG_SPEC_MAX_DRAFT; /* a proposal runs up to k positions past the context */
-    t->ub = model_scratch_max_tokens(eng_ctx_scratch(c));
+    t->ub = model_scratch_max_tokens(eng_ctx_head_scratch(c));
     const int kv_type = eng_ctx_options(c)->kv_type;
     const size_t d = hp->d_k > hp->d_v ? hp->d_k : hp->d_v;
     const size_t head_stride = (size_t)t->cap * be_kv_row_units(kv_type, d);
@@ -119,7 +119,7 @@ static int run_block(eng_mtp *t, const int32_t *tokens, int32_t pos0, int32_t n,
                      wk_error *err)
 {
     model_rows out = {.mode = mode, .logits = t->logits, .hidden = mode == MODEL_LOGITS_NONE ? NULL : t->out_hidden};
-    int rc = model_mtp_forward(t->m, t->be, eng_ctx_scratch(t->c), &t->kv, t->base, t->cap, pos0, tokens, t->in, n,
+    int rc = model_mtp_forward(t->m, t->be, eng_ctx_head_scratch(t->c), &t->kv, t->base, t->cap, pos0, tokens, t->in, n,
                                &out, err);
     if (!rc) rc = be_status(t->be, err);
     return rc;
@@ -185,7 +185,7 @@ int eng_mtp_propose(eng_mtp *t, const int32_t *ctx, int32_t n, int32_t k, const 
             t->pos = n;
             t->has_carry = false;
         }
-        tok = greedy ? (out->tok[i] = model_scratch_argmax(eng_ctx_scratch(t->c), NULL))
+        tok = greedy ? (out->tok[i] = model_scratch_argmax(eng_ctx_head_scratch(t->c), NULL))
                      : spec_picker_pick(&t->pick, ds, t->logits, i, out);
         if (tok < 0) break;
         out->n = i + 1;

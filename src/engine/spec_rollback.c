@@ -24,17 +24,23 @@ size_t eng_seq_mark_bytes(const eng_seq *s) { return s->rec_floats * sizeof(floa
 
 int eng_seq_mark_save(eng_seq *s, eng_seq_mark *mk, wk_error *err)
 {
-    const size_t bytes = eng_seq_mark_bytes(s);
-    be_backend *be = s->ctx->be;
-    if (mk->state && (mk->be != be || mk->state_bytes != bytes)) eng_seq_mark_free(mk);
-    if (bytes && !mk->state) {
-        mk->state = be_alloc(be, bytes);
-        if (!mk->state) return wk_fail(err, WK_ENOMEM, "speculation: out of memory for a state copy (%zu bytes)", bytes);
-        mk->be = be;
-        mk->state_bytes = bytes;
+    for (int32_t p = 0; p < s->ctx->n_parts; p++) {
+        const size_t bytes = s->parts[p].rec_floats * sizeof(float);
+        be_backend *be = s->ctx->parts[p].be;
+        if (mk->state[p] && (mk->be[p] != be || mk->state_bytes[p] != bytes)) {
+            be_release(mk->be[p], mk->state[p]);
+            mk->state[p] = NULL;
+        }
+        if (bytes && !mk->state[p]) {
+            mk->state[p] = be_alloc(be, bytes);
+            if (!mk->state[p])
+                return wk_fail(err, WK_ENOMEM, "speculation: out of memory for a state copy (%zu bytes)", bytes);
+            mk->be[p] = be;
+            mk->state_bytes[p] = bytes;
+        }
+        if (bytes && be_copy(be, mk->state[p], s->parts[p].rec_mem, bytes))
+            return wk_fail(err, WK_ENOMEM, "speculation: out of memory copying the recurrent state");
     }
-    if (bytes && be_copy(be, mk->state, s->rec_mem, bytes))
-        return wk_fail(err, WK_ENOMEM, "speculation: out of memory copying the recurrent state");
     mk->seq = s;
     mk->pos = s->st.n_past;
     mk->tail_hash = tail_hash(s, mk->pos);
@@ -51,8 +57,10 @@ int eng_seq_rewind(eng_seq *s, const eng_seq_mark *mk, int32_t to, int32_t *reac
         return wk_fail(err, WK_EINVAL, "speculation: rewind to %d outside [%d, %d]", to, mk->pos, s->st.n_past);
     if (to == s->st.n_past) return 0;
     if (s->rec_floats) {
-        if (be_copy(s->ctx->be, s->rec_mem, mk->state, mk->state_bytes))
-            return wk_fail(err, WK_ENOMEM, "speculation: out of memory restoring the recurrent state");
+        for (int32_t p = 0; p < s->ctx->n_parts; p++)
+            if (mk->state_bytes[p] &&
+                be_copy(s->ctx->parts[p].be, s->parts[p].rec_mem, mk->state[p], mk->state_bytes[p]))
+                return wk_fail(err, WK_ENOMEM, "speculation: out of memory restoring the recurrent state");
         to = mk->pos;
     }
     s->st.n_past = to;
@@ -62,6 +70,7 @@ int eng_seq_rewind(eng_seq *s, const eng_seq_mark *mk, int32_t to, int32_t *reac
 
 void eng_seq_mark_free(eng_seq_mark *mk)
 {
-    if (mk->state) be_release(mk->be, mk->state);
+    for (int32_t p = 0; p < ENG_MAX_SPLIT; p++)
+        if (mk->state[p]) be_release(mk->be[p], mk->state[p]);
     memset(mk, 0, sizeof *mk);
 }

@@ -113,9 +113,39 @@ int model_scratch_new(model_scratch **out, const model *m, be_backend *be, int32
     return 0;
 }
 
+int model_scratch_link(const model *m, model_scratch *s, model_scratch *next, uint32_t first_layer, wk_error *err)
+{
+    if (s->next || next->max_t != s->max_t)
+        return wk_fail(err, WK_EINVAL, "scratch link: already linked, or %d tokens next to %d", next->max_t, s->max_t);
+    s->handover = malloc(sizeof(float) * m->hp.n_embd * (size_t)s->max_t);
+    if (!s->handover) return wk_fail(err, WK_ENOMEM, "scratch link: out of memory");
+    s->next = next;
+    s->next_layer = first_layer;
+    return 0;
+}
+
+int model_part_enter(const model *m, be_backend **be, model_scratch **s, uint32_t il, int32_t n_t, wk_error *err)
+{
+    model_scratch *c = *s;
+    if (!c->next || il != c->next_layer) return 0;
+    model_scratch *n = c->next;
+    const size_t bytes = sizeof(float) * (size_t)n_t * m->hp.n_embd;
+    be_to_host(c->be, c->handover, c->x, bytes);
+    /* an asynchronous backend's failed op shows here, before the next part builds on it */
+    TRY(be_status(c->be, err));
+    be_from_host(n->be, n->x, c->handover, bytes);
+    memcpy(n->pos_host, c->pos_host, sizeof(int32_t) * (size_t)n_t);
+    be_from_host(n->be, n->pos, n->pos_host, sizeof(int32_t) * (size_t)n_t);
+    be_rope_cache(n->be, n->rope_cs, n->pos, n_t, &m->hp.rope);
+    *be = n->be;
+    *s = n;
+    return 0;
+}
+
 void model_scratch_free(model_scratch *s)
 {
     if (!s) return;
+    free(s->handover);
     void *ptrs[] = {s->x,      s->cur,     s->tmp,    s->q,          s->k,        s->v,
                     s->att,    s->ff_g,    s->ff_u,   s->qkv,        s->conv,     s->z,
                     s->gdn_o,  s->alpha,   s->beta,   s->router,     s->expert_ids, s->expert_w,
@@ -131,6 +161,7 @@ int32_t model_scratch_max_tokens(const model_scratch *s) { return s->max_t; }
 
 int32_t model_scratch_argmax(const model_scratch *s, float *logit)
 {
+    while (s->next) s = s->next; /* the pick is made where the output head is */
     if (logit) *logit = s->argmax_logit;
     return s->argmax;
 }

@@ -29,6 +29,7 @@ int llama_forward(const model *m, be_backend *be, model_scratch *s, model_state 
     const int32_t pos0 = st->n_past;
     TRY(model_embed(m, be, s, n_t, pos0, err));
     for (uint32_t il = 0; il < hp->n_layer; il++) {
+        TRY(model_part_enter(m, &be, &s, il, n_t, err));
         const model_layer *ly = &m->layers[il];
         be_rms_norm(be, s->cur, E, s->x, E, n_t, E, wf32(&ly->attn_norm), hp->eps);
         TRY(llama_attention(m, be, s, ly, &st->layers[il], n_t, pos0, policy, err));

@@ -367,35 +367,47 @@ static void release_layer(be_backend *be, model_layer *ly)
  * vocabulary-sized matrix, not two). */
 static bool mtp_head_shared(const model *m) { return m->mtp.head.data == m->output.data; }
 
-int model_prepare(model *dst, const model *src, be_backend *be, wk_error *err)
+/* The backend of the part that runs layer il. */
+static be_backend *part_of(be_backend *const *be, const uint32_t *first, int32_t n_parts, uint32_t il)
+{
+    int32_t p = 0;
+    while (p + 1 < n_parts && il >= first[p + 1]) p++;
+    return be[p];
+}
+
+int model_prepare(model *dst, const model *src, be_backend *const *be, const uint32_t *first, int32_t n_parts,
+                  wk_error *err)
 {
     *dst = *src;
     dst->layers = malloc(sizeof(model_layer) * (src->hp.n_layer ? src->hp.n_layer : 1));
     if (!dst->layers) return wk_fail(err, WK_ENOMEM, "out of memory");
     memcpy(dst->layers, src->layers, sizeof(model_layer) * src->hp.n_layer);
-    int rc = be_prepare_weight(be, &dst->output, err);
-    for (uint32_t il = 0; !rc && il < dst->hp.n_layer; il++) rc = prepare_layer(be, &dst->layers[il], err);
+    be_backend *head = be[n_parts - 1];
+    int rc = be_prepare_weight(head, &dst->output, err);
+    for (uint32_t il = 0; !rc && il < dst->hp.n_layer; il++)
+        rc = prepare_layer(part_of(be, first, n_parts, il), &dst->layers[il], err);
     if (!rc && dst->has_mtp) {
-        rc = prepare_layer(be, &dst->mtp.layer, err);
-        if (!rc) rc = be_prepare_weight(be, &dst->mtp.eh_proj, err);
+        rc = prepare_layer(head, &dst->mtp.layer, err);
+        if (!rc) rc = be_prepare_weight(head, &dst->mtp.eh_proj, err);
         if (!rc && mtp_head_shared(dst)) dst->mtp.head = dst->output;
-        else if (!rc) rc = be_prepare_weight(be, &dst->mtp.head, err);
+        else if (!rc) rc = be_prepare_weight(head, &dst->mtp.head, err);
     }
-    if (rc) model_release_prepared(dst, be);
+    if (rc) model_release_prepared(dst, be, first, n_parts);
     return rc;
 }
 
-void model_release_prepared(model *dst, be_backend *be)
+void model_release_prepared(model *dst, be_backend *const *be, const uint32_t *first, int32_t n_parts)
 {
     if (!dst->layers) return;
+    be_backend *head = be[n_parts - 1];
     if (dst->has_mtp) {
-        release_layer(be, &dst->mtp.layer);
-        be_release_weight(be, &dst->mtp.eh_proj);
-        if (!mtp_head_shared(dst)) be_release_weight(be, &dst->mtp.head);
+        release_layer(head, &dst->mtp.layer);
+        be_release_weight(head, &dst->mtp.eh_proj);
+        if (!mtp_head_shared(dst)) be_release_weight(head, &dst->mtp.head);
         dst->mtp.head.prep = NULL;
     }
-    be_release_weight(be, &dst->output);
-    for (uint32_t il = 0; il < dst->hp.n_layer; il++) release_layer(be, &dst->layers[il]);
+    be_release_weight(head, &dst->output);
+    for (uint32_t il = 0; il < dst->hp.n_layer; il++) release_layer(part_of(be, first, n_parts, il), &dst->layers[il]);
     free(dst->layers);
     dst->layers = NULL;
 }

@@ -138,10 +138,15 @@ int model_check_file(gguf_file *f, wk_error *err);
 
 /* A context's working copy of a model: shares the file, hyper-parameters and
  * weight data with src but owns its layer table, whose matmul weights are
- * prepared for backend be (be_prepare_weight: repacked layouts, uploads).
- * Free with model_release_prepared (never model_free); src must outlive it. */
-int model_prepare(model *dst, const model *src, be_backend *be, wk_error *err);
-void model_release_prepared(model *dst, be_backend *be);
+ * prepared (be_prepare_weight: repacked layouts, uploads) for the backend of
+ * the part that runs them: part p's backend be[p] takes layers
+ * [first[p], first[p + 1]) (first[0] = 0, first[n_parts] = n_layer), the
+ * last part also the output head and the MTP block. One part: be[0] takes all.
+ * Free with model_release_prepared with the same parts (never model_free);
+ * src must outlive it. */
+int model_prepare(model *dst, const model *src, be_backend *const *be, const uint32_t *first, int32_t n_parts,
+                  wk_error *err);
+void model_release_prepared(model *dst, be_backend *const *be, const uint32_t *first, int32_t n_parts);
 
 /* ---- sequence state, as the forward pass sees it ---------------------------- */
 
@@ -187,6 +192,11 @@ void model_scratch_free(model_scratch *s);
  * the host position buffer); 0 when max_t < 1. */
 size_t model_scratch_bytes(const model *m, int32_t max_t);
 int32_t model_scratch_max_tokens(const model_scratch *s);
+/* Layer split: from layer first_layer on, a forward pass that starts in s continues in
+ * next (another part's buffers on its own backend), the residual stream handed over
+ * through the host. Both stay their owners' (free each with model_scratch_free); next
+ * must hold as many tokens as s. WK_ENOMEM, WK_EINVAL for a second link or other sizes. */
+int model_scratch_link(const model *m, model_scratch *s, model_scratch *next, uint32_t first_layer, wk_error *err);
 /* After a MODEL_LOGITS_ARGMAX pass: the index of the last token's largest logit (NaNs skipped,
  * lowest index on ties; -1 if none) and that logit. */
 int32_t model_scratch_argmax(const model_scratch *s, float *logit);

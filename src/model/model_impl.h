@@ -33,6 +33,9 @@ struct model_scratch {
     int32_t logit_rows;
     int32_t argmax;       /* MODEL_LOGITS_ARGMAX: the pick, and its logit */
     float argmax_logit;
+    struct model_scratch *next; /* layer split: the next part's buffers (borrowed), NULL: none */
+    uint32_t next_layer;  /* the first layer next runs */
+    float *handover;      /* host [max_t][n_embd]: the residual stream on its way to next */
 };
 
 static inline bool model_arch_is_hybrid(enum model_arch a)
@@ -52,6 +55,12 @@ int model_hparams_read(const gguf_file *f, enum model_arch arch, model_hparams *
 bool model_layer_is_recurrent(const gguf_file *f, enum model_arch arch, const model_hparams *hp, uint32_t il);
 
 /* Steps every forward pass shares (forward.c). */
+
+/* Before layer il of a pass over n_t tokens: when the next part of a layer split starts
+ * there (model_scratch_link), hands the residual stream s->x over to it, makes its
+ * positions and RoPE table, and points *be and *s at it. The pass reads the same numbers
+ * as without the split. */
+int model_part_enter(const model *m, be_backend **be, model_scratch **s, uint32_t il, int32_t n_t, wk_error *err);
 
 /* Embeds s->tokens[0..n_t) into s->x and fills s->pos and s->rope_cs for
  * positions pos0... */

@@ -105,8 +105,10 @@ int qwen35_forward(const model *m, be_backend *be, model_scratch *s, model_state
 {
     const int32_t pos0 = st->n_past;
     TRY(model_embed(m, be, s, n_t, pos0, err));
-    for (uint32_t il = 0; il < m->hp.n_layer; il++)
+    for (uint32_t il = 0; il < m->hp.n_layer; il++) {
+        TRY(model_part_enter(m, &be, &s, il, n_t, err));
         TRY(qwen35_block(m, be, s, &m->layers[il], &st->layers[il], n_t, pos0, policy, err));
+    }
     return model_output(m, be, s, n_t, out, err);
 }
 

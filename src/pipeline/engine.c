@@ -27,10 +27,7 @@ void pl_config_default(pl_config *cfg)
 static int default_n_ctx(const pl_engine *pe, int32_t *n_ctx, wk_error *err)
 {
     eng_mem_options mo;
-    eng_mem_options_default(&mo);
-    mo.device = pe->cfg.eng.device;
-    mo.gpu = pe->cfg.eng.gpu;
-    mo.kv_type = pe->cfg.eng.kv_type;
+    eng_mem_options_of(&mo, &pe->cfg.eng);
     mo.ckpt_bytes = pe->cfg.cache.mem_bytes ? pe->cfg.cache.mem_bytes : CKPT_CACHE_MEM_DEFAULT;
     const uint32_t train_u = pe->m->hp.n_ctx_train;
     int32_t train = train_u > 0 && train_u <= INT32_MAX ? (int32_t)train_u : 4096;

@@ -86,7 +86,7 @@ static void forward_steps(const model *m)
 {
     wk_error err = {0};
     model prep;
-    if (model_prepare(&prep, m, g_be, &err)) {
+    if (model_prepare(&prep, m, &g_be, (uint32_t[]){0, m->hp.n_layer}, 1, &err)) {
         one_line_or_trap(&err);
         return;
     }
@@ -107,7 +107,7 @@ static void forward_steps(const model *m)
     free(logits);
     state_free(&fs);
     model_scratch_free(s);
-    model_release_prepared(&prep, g_be);
+    model_release_prepared(&prep, &g_be, (uint32_t[]){0, m->hp.n_layer}, 1);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)

@@ -21,18 +21,25 @@ static void test_device_parse_accepts_cpu_and_cuda_names(void **state)
     (void)state;
     wk_error err = {0};
     int32_t dev = -1, gpu = -1;
-    assert_int_equal(eng_device_parse("cpu", &dev, &gpu, &err), 0);
+    eng_split_opts split = {0};
+    assert_int_equal(eng_device_parse("cpu", &dev, &gpu, &split, &err), 0);
     assert_int_equal(dev, ENG_DEVICE_CPU);
     assert_int_equal(gpu, 0);
-    const char *names[] = {"cuda", "cuda:0", "cuda:3"};
-    const int32_t gpus[] = {0, 0, 3};
-    for (int i = 0; i < 3; i++) {
+    assert_int_equal(split.n, 1);
+    const char *names[] = {"cuda", "cuda:0", "cuda:3", "cuda:1,0", "cuda:0,0", "cuda:0,1,2,3,4,5,6,7"};
+    const int32_t first[] = {0, 0, 3, 1, 0, 0}, count[] = {1, 1, 1, 2, 2, 8}, second[] = {-1, -1, -1, 0, 0, 1};
+    for (int i = 0; i < 6; i++) {
         dev = gpu = -1;
-        int rc = eng_device_parse(names[i], &dev, &gpu, &err);
+        split = (eng_split_opts){.gpu_mem = 7};
+        int rc = eng_device_parse(names[i], &dev, &gpu, &split, &err);
         if (eng_have_cuda()) {
             assert_int_equal(rc, 0);
             assert_int_equal(dev, ENG_DEVICE_CUDA);
-            assert_int_equal(gpu, gpus[i]);
+            assert_int_equal(gpu, first[i]);
+            assert_int_equal(split.n, count[i]);
+            assert_int_equal(split.gpus[0], first[i]);
+            if (count[i] > 1) assert_int_equal(split.gpus[1], second[i]);
+            assert_int_equal(split.gpu_mem, 7); /* the other fields are kept */
         } else {
             assert_int_equal(rc, WK_EUNSUPPORTED);
             assert_non_null(strstr(err.msg, "built without CUDA"));
@@ -45,16 +52,37 @@ static void test_device_parse_accepts_cpu_and_cuda_names(void **state)
 static void test_device_parse_rejects_unknown_names(void **state)
 {
     (void)state;
-    const char *bad[] = {"gpu", "", "cudax", "cuda:", "cuda:-1", "cuda:1x", "CPU0"};
+    const char *bad[] = {"gpu", "", "cudax", "cuda:", "cuda:-1", "cuda:1x", "CPU0", "cuda:0,", "cuda:,1",
+                         "cuda:0,,1", "cuda:0,-1", "cuda:0,1,2,3,4,5,6,7,8", "cuda:+1", "cpu,cpu"};
+    eng_split_opts split = {0};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         wk_error err = {0};
         int32_t dev = 0, gpu = 0;
-        assert_int_equal(eng_device_parse(bad[i], &dev, &gpu, &err), WK_EINVAL);
+        assert_int_equal(eng_device_parse(bad[i], &dev, &gpu, &split, &err), WK_EINVAL);
         assert_non_null(strstr(err.msg, "--device"));
     }
     wk_error err = {0};
     int32_t dev = 0, gpu = 0;
-    assert_int_equal(eng_device_parse(NULL, &dev, &gpu, &err), WK_EINVAL);
+    assert_int_equal(eng_device_parse(NULL, &dev, &gpu, &split, &err), WK_EINVAL);
+}
+
+static void test_split_parse_and_tensor_refusal(void **state)
+{
+    (void)state;
+    wk_error err = {0};
+    eng_split_opts split = {0};
+    assert_int_equal(eng_split_parse("tensor", &split, &err), 0);
+    assert_int_equal(split.mode, ENG_SPLIT_TENSOR);
+    assert_int_equal(eng_split_parse("layer", &split, &err), 0);
+    assert_int_equal(split.mode, ENG_SPLIT_LAYER);
+    assert_int_equal(eng_split_parse("rows", &split, &err), WK_EINVAL);
+    assert_non_null(strstr(err.msg, "rows"));
+    assert_int_equal(eng_split_check(ENG_DEVICE_CUDA, &split, &err), 0);
+    split.mode = ENG_SPLIT_TENSOR;
+    split.n = 2;
+    assert_int_equal(eng_split_check(ENG_DEVICE_CUDA, &split, &err), WK_EUNSUPPORTED);
+    /* the reason says what this build lacks, or that the code does not exist yet */
+    assert_non_null(strstr(err.msg, eng_have_nccl() ? "not implemented" : "without NCCL"));
 }
 
 static void test_cuda_context_is_refused_or_made(void **state)
@@ -132,6 +160,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_device_parse_accepts_cpu_and_cuda_names),
         cmocka_unit_test(test_device_parse_rejects_unknown_names),
+        cmocka_unit_test(test_split_parse_and_tensor_refusal),
         cmocka_unit_test(test_cuda_context_is_refused_or_made),
         cmocka_unit_test(test_staged_positions_give_the_logits_of_one_batch),
     };

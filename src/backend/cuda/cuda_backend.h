@@ -32,6 +32,10 @@ int be_cuda_status(be_backend *be, wk_error *err);
 /* Number of CUDA devices visible (0 when there is no driver or device). */
 int be_cuda_device_count(void);
 
+/* NCCL's version code (major * 10000 + minor * 100 + patch, e.g. 22809) when this
+ * build links NCCL (WICK_HAVE_NCCL), else 0. */
+int be_cuda_nccl_version(void);
+
 /* Free and total memory of GPU `device` (cudaMemGetInfo; this creates the
  * device's primary context if there is none) and its name (may be NULL).
  * Returns 0, or -1 when there is no such device or the driver does not answer. */
