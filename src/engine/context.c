@@ -16,6 +16,7 @@ void eng_options_default(eng_options *o)
     o->n_threads = 0;
     o->n_ctx = 4096;
     o->n_ubatch = 512;
+    o->n_seq = 1;
     o->device = ENG_DEVICE_CPU;
     o->gpu = 0;
 }
@@ -79,6 +80,8 @@ int eng_ctx_new(eng_ctx **out, const model *m, const eng_options *o, wk_error *e
     if (opt.n_ctx <= 0) opt.n_ctx = 4096;
     if (opt.n_ubatch <= 0) opt.n_ubatch = 512;
     if (opt.n_ubatch > opt.n_ctx) opt.n_ubatch = opt.n_ctx;
+    if (opt.n_seq <= 0) opt.n_seq = 1;
+    if (opt.n_seq > ENG_MAX_SEQ) return wk_fail(err, WK_EINVAL, "context: %d sequences per step (at most %d)", opt.n_seq, ENG_MAX_SEQ);
     eng_ctx *c = calloc(1, sizeof *c);
     if (!c) return wk_fail(err, WK_ENOMEM, "context: out of memory");
     c->src = m;
@@ -113,7 +116,7 @@ int eng_ctx_new(eng_ctx **out, const model *m, const eng_options *o, wk_error *e
     rc = model_prepare(&c->prepared, m, c->be, err);
     if (rc) goto fail;
     c->m = &c->prepared;
-    rc = model_scratch_new(&c->scratch, m, c->be, opt.n_ubatch, err);
+    rc = model_scratch_new(&c->scratch, m, c->be, opt.n_ubatch + opt.n_seq - 1, err);
     if (rc) goto fail;
     c->logits = calloc(m->hp.n_vocab, sizeof(float));
     if (!c->logits) {
@@ -169,11 +172,8 @@ static bool cancelled(const eng_prefill_opts *o)
     return o->cancel && o->cancel(o->user);
 }
 
-/* The request-level policy resolved for the forward chunk at [pos, pos + nt)
- * of a prompt spanning [span0, span1): NULL (dense) when every query of the
- * chunk is in the dense tail, else the call-level policy (backend.h) whose
- * dense_tail counts the chunk's queries inside the tail. */
-static const be_attn_policy *chunk_policy(const be_attn_policy *p, int32_t span0, int32_t span1, int32_t pos,
+/* The call-level policy's dense_tail counts the chunk's queries inside the tail. */
+const be_attn_policy *eng_chunk_policy(const be_attn_policy *p, int32_t span0, int32_t span1, int32_t pos,
                                           int32_t nt, be_attn_policy *out)
 {
     if (!p->approx) return NULL;
@@ -255,7 +255,7 @@ static int prefill_run(eng_ctx *c, eng_seq *s, const int32_t *tokens, int32_t n,
         };
         int32_t pos = s->st.n_past;
         be_attn_policy call_policy;
-        const be_attn_policy *pol = decode ? NULL : chunk_policy(&c->opt.policy, span0, span1, pos, nt, &call_policy);
+        const be_attn_policy *pol = decode ? NULL : eng_chunk_policy(&c->opt.policy, span0, span1, pos, nt, &call_policy);
         /* single-token decode steps may be recorded and replayed by the backend (CUDA graphs) */
         const bool step = decode && nt == 1;
         if (step) be_step_begin(c->be, s, pos);

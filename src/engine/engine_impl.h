@@ -32,7 +32,14 @@ struct eng_seq {
     int32_t high_water;      /* most positions ever held (pages of KV written so far) */
     size_t kv_bytes;         /* the KV allocation */
     uint64_t policy_fp;
+    float *logits;           /* host [n_vocab]: eng_step's logits of this sequence, NULL until asked */
 };
+
+/* The request-level policy p resolved for the forward chunk at [pos, pos + nt) of a
+ * prompt spanning [span0, span1): NULL (dense) when every query of the chunk is in the
+ * dense tail, else *out, the call-level policy (backend.h). */
+const be_attn_policy *eng_chunk_policy(const be_attn_policy *p, int32_t span0, int32_t span1, int32_t pos,
+                                       int32_t nt, be_attn_policy *out);
 
 /* Before the position goes down (clear, truncate, restore): remember how far it got. */
 static inline void seq_note_high_water(eng_seq *s)

@@ -87,7 +87,8 @@ int eng_mem_plan_compute(const model *m, const eng_mem_options *o, eng_mem_plan 
     out->ids_bytes = mul((uint64_t)o->n_ctx * sizeof(int32_t), n_seq, &bad);
     out->state_bytes = mul(state, n_seq, &bad);
     out->ckpt_bytes = o->ckpt_bytes;
-    out->scratch_bytes = (uint64_t)model_scratch_bytes(m, ub) + (uint64_t)m->hp.n_vocab * sizeof(float);
+    /* a step holds a chunk and one token of every other sequence (eng_options.n_seq) */
+    out->scratch_bytes = (uint64_t)model_scratch_bytes(m, ub + (int32_t)n_seq - 1) + (uint64_t)m->hp.n_vocab * sizeof(float);
     uint64_t t = 0;
     add_to(&t, out->weight_bytes, &bad);
     add_to(&t, out->aux_bytes, &bad);

@@ -78,6 +78,7 @@ void eng_seq_free(eng_seq *s)
     if (s->kv_mem) be_release(s->ctx->be, s->kv_mem);
     if (s->rec_mem) be_release(s->ctx->be, s->rec_mem);
     free(s->layers);
+    free(s->logits);
     free(s->tokens);
     free(s);
 }
