@@ -265,6 +265,8 @@ static void check_memory(const cli_ready_input *in, const model *m, uint64_t aux
     o.device = in->device;
     o.gpu = in->gpu;
     o.kv_type = in->kv_type;
+    o.n_parallel = in->n_parallel;
+    if (in->n_ubatch > 0) o.n_ubatch = in->n_ubatch;
     o.ckpt_bytes = in->cache_bytes;
     o.aux_bytes = aux_bytes;
     r->kv_type = in->kv_type;
@@ -485,14 +487,15 @@ int cli_ready_option(int opt, const char *arg, cli_ready_opts *o, const char *cm
 }
 
 bool cli_ready_serve(const cli_ready_opts *o, const char *config_path, const char *model_path, const char *host,
-                     int port, int32_t n_ctx, int32_t kv_type, int32_t device, int32_t gpu, uint64_t cache_bytes,
-                     const char *chat_template, int *exit_code)
+                     int port, const eng_options *eng, uint64_t cache_bytes, const char *chat_template,
+                     int *exit_code)
 {
+    const int32_t n_ctx = eng->n_ctx, kv_type = eng->kv_type, device = eng->device, gpu = eng->gpu;
     cli_ready_input in = {.model_path = model_path, .draft_path = o->draft, .n_aux = o->n_aux,
                           .manifest_path = o->manifest, .config_path = config_path && *config_path ? config_path : NULL,
                           .chat_template = chat_template, .host = host, .port = port, .n_ctx = n_ctx,
                           .kv_type = kv_type, .device = device, .gpu = gpu, .mem_budget = o->mem_bytes,
-                          .cache_bytes = cache_bytes};
+                          .cache_bytes = cache_bytes, .n_parallel = eng->n_seq, .n_ubatch = eng->n_ubatch};
     for (int i = 0; i < o->n_aux; i++) in.aux_paths[i] = o->aux[i];
     cli_ready_report r;
     cli_ready_run(&in, &r);

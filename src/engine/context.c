@@ -6,6 +6,7 @@
 
 #include "engine/engine_impl.h"
 #include "engine/memory_plan.h"
+#include "util/argmax.h"
 #ifdef WICK_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif
@@ -213,6 +214,26 @@ typedef struct run_rows {
     bool hidden;     /* every row's final-normed hidden state into c->hidden (one chunk) */
 } run_rows;
 
+/* One chunk through model_forward_rows; single-token decode steps may be recorded and
+ * replayed by the backend (CUDA graphs). */
+static int forward_alone(eng_ctx *c, eng_seq *s, const int32_t *tokens, int32_t nt, const model_rows *out,
+                         const be_attn_policy *pol, bool decode, wk_error *err)
+{
+    const int32_t pos = s->st.n_past;
+    const bool step = decode && nt == 1;
+    if (step) be_step_begin(c->be, s, pos);
+    int rc = model_forward_rows(c->m, c->be, c->scratch, &s->st, tokens, nt, out, pol, err);
+    if (c->fail_after > 0 && --c->fail_after == 0 && !rc)
+        rc = wk_fail(err, WK_EIO, "injected failure (eng_ctx_fail_after) at position %d", pos);
+    if (step && be_step_end(c->be, rc) > 0) { /* the recording could not run it: op by op */
+        s->st.n_past = pos;
+        rc = model_forward_rows(c->m, c->be, c->scratch, &s->st, tokens, nt, out, pol, err);
+    }
+    /* asynchronous backends keep the first error of their void ops (norms, copies) */
+    if (!rc) rc = be_status(c->be, err);
+    return rc;
+}
+
 static int prefill_run(eng_ctx *c, eng_seq *s, const int32_t *tokens, int32_t n, const eng_prefill_opts *opts,
                        const run_rows *rr, wk_error *err)
 {
@@ -238,6 +259,8 @@ static int prefill_run(eng_ctx *c, eng_seq *s, const int32_t *tokens, int32_t n,
     c->logits_all_rows = 0;
     c->hidden_rows = 0;
     if (s->st.n_past == 0) s->policy_fp = c->policy_fp;
+    /* a joined sequence's chunks meet the others' in the scheduler's steps (sched.h) */
+    const bool batched = c->sched && c->opt.n_seq > 1 && s->sched_joined && !all && !rr->hidden && !hook;
     int32_t span0 = s->st.n_past, span1 = s->st.n_past + n;
     if (opts && opts->span_end > 0) {
         span0 = opts->span_start;
@@ -256,18 +279,14 @@ static int prefill_run(eng_ctx *c, eng_seq *s, const int32_t *tokens, int32_t n,
         int32_t pos = s->st.n_past;
         be_attn_policy call_policy;
         const be_attn_policy *pol = decode ? NULL : eng_chunk_policy(&c->opt.policy, span0, span1, pos, nt, &call_policy);
-        /* single-token decode steps may be recorded and replayed by the backend (CUDA graphs) */
-        const bool step = decode && nt == 1;
-        if (step) be_step_begin(c->be, s, pos);
-        rc = model_forward_rows(c->m, c->be, c->scratch, &s->st, tokens + done, nt, &out, pol, err);
-        if (c->fail_after > 0 && --c->fail_after == 0 && !rc)
-            rc = wk_fail(err, WK_EIO, "injected failure (eng_ctx_fail_after) at position %d", pos);
-        if (step && be_step_end(c->be, rc) > 0) { /* the recording could not run it: op by op */
-            s->st.n_past = pos;
-            rc = model_forward_rows(c->m, c->be, c->scratch, &s->st, tokens + done, nt, &out, pol, err);
+        if (batched) {
+            const eng_step_item item = {.seq = s, .tokens = tokens + done, .n = nt, .prefill = !decode,
+                                        .span_start = span0, .span_end = span1, .logits = last};
+            rc = eng_sched_forward(c->sched, &item, err);
+            if (!rc && last) memcpy(c->logits, s->logits, sizeof(float) * V);
+        } else {
+            rc = forward_alone(c, s, tokens + done, nt, &out, pol, decode, err);
         }
-        /* asynchronous backends keep the first error of their void ops (norms, copies) */
-        if (!rc) rc = be_status(c->be, err);
         if (rc) {
             /* the chunk did not happen as far as the position goes; what it wrote into the KV and
              * the recurrent state is not to be trusted (callers fall back to a checkpoint) */
@@ -283,7 +302,8 @@ static int prefill_run(eng_ctx *c, eng_seq *s, const int32_t *tokens, int32_t n,
     }
     if (greedy) {
         float logit;
-        *greedy = model_scratch_argmax(c->scratch, &logit);
+        *greedy = batched ? wk_argmax_f32(c->logits, (int32_t)V) : model_scratch_argmax(c->scratch, &logit);
+        if (batched) logit = *greedy >= 0 ? c->logits[*greedy] : 0.0f;
         if (*greedy >= 0 && logit == -INFINITY) *greedy = -1; /* as eng_sampler_sample */
     }
     if (all) memcpy(c->logits, c->logits_all + (size_t)(n - 1 - first) * V, sizeof(float) * V);

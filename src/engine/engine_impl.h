@@ -19,6 +19,7 @@ struct eng_ctx {
     int32_t hidden_rows, hidden_cap;
     uint64_t policy_fp;
     int32_t fail_after;      /* eng_ctx_fail_after: forward calls left before an injected failure, 0 = off */
+    struct eng_sched *sched; /* the step scheduler attached to it (sched.h), or NULL */
 };
 
 struct eng_seq {
@@ -33,7 +34,13 @@ struct eng_seq {
     size_t kv_bytes;         /* the KV allocation */
     uint64_t policy_fp;
     float *logits;           /* host [n_vocab]: eng_step's logits of this sequence, NULL until asked */
+    bool sched_joined;       /* its forwards go through the scheduler (eng_sched_join) */
+    uint64_t sched_ticket;   /* its join order */
 };
+
+/* sched.c: a joined sequence's forward (one eng_step item), run in the next step that
+ * takes it; called with the scheduler's lock held, which it lets go while it waits. */
+int eng_sched_forward(struct eng_sched *s, const eng_step_item *item, wk_error *err);
 
 /* The request-level policy p resolved for the forward chunk at [pos, pos + nt) of a
  * prompt spanning [span0, span1): NULL (dense) when every query of the chunk is in the

@@ -78,6 +78,7 @@ int eng_mem_plan_compute(const model *m, const eng_mem_options *o, eng_mem_plan 
     if (ub > o->n_ctx) ub = o->n_ctx; /* eng_ctx_new clamps the same way */
     int bad = 0;
     out->n_ctx = o->n_ctx;
+    out->n_seq = (int32_t)n_seq;
     out->weight_bytes = weight_bytes(m, &bad);
     out->aux_bytes = o->aux_bytes;
     out->kv_bytes_per_token = eng_mem_kv_bytes_per_token(m, o->kv_type);
@@ -119,6 +120,7 @@ void eng_mem_plan_describe(const eng_mem_plan *p, int32_t kv_type, char *buf, si
     if (n < cap)
         n += (size_t)snprintf(buf + n, cap - n, " + KV %s at %s", wk_format_bytes(kv, sizeof kv, p->kv_bytes + p->ids_bytes),
                               kv_type == BE_KV_Q8_0 ? "q8_0" : "f16");
+    if (p->n_seq > 1 && n < cap) n += (size_t)snprintf(buf + n, cap - n, " for %d sequences", p->n_seq);
     if (p->state_bytes && n < cap)
         n += (size_t)snprintf(buf + n, cap - n, " + state %s", wk_format_bytes(st, sizeof st, p->state_bytes));
     if (p->ckpt_bytes && n < cap)

@@ -39,6 +39,7 @@ void eng_mem_options_default(eng_mem_options *o);
 
 typedef struct eng_mem_plan {
     int32_t n_ctx;
+    int32_t n_seq;                /* sequences counted (kv, ids, state) */
     uint64_t weight_bytes;
     uint64_t aux_bytes;
     uint64_t kv_bytes_per_token;  /* one sequence */
