@@ -172,6 +172,7 @@ static choice slot_usable(ckpt_cache *c, int si, const int32_t *ids, int32_t n, 
     for (int i = s->n_ck - 1; i >= 0; i--) {
         ckpt *k = &s->ck[i];
         if (k->snap.pos > limit || k->snap.pos <= 0) continue;
+        if (!k->complete) continue; /* pending in a prefill in progress on this slot */
         wk_error verr = {0};
         if (ckpt_validate(k, ids, n, c->m->model_id, fp, &verr)) {
             /* the prefix matched token by token, so this is a stale or foreign checkpoint */

@@ -282,7 +282,7 @@ static int prefill_run(eng_ctx *c, eng_seq *s, const int32_t *tokens, int32_t n,
         if (batched) {
             const eng_step_item item = {.seq = s, .tokens = tokens + done, .n = nt, .prefill = !decode,
                                         .span_start = span0, .span_end = span1, .logits = last};
-            rc = eng_sched_forward(c->sched, &item, err);
+            rc = eng_sched_forward(c->sched, &item, opts ? opts->cancel_flag : NULL, err);
             if (!rc && last) memcpy(c->logits, s->logits, sizeof(float) * V);
         } else {
             rc = forward_alone(c, s, tokens + done, nt, &out, pol, decode, err);

@@ -39,8 +39,9 @@ struct eng_seq {
 };
 
 /* sched.c: a joined sequence's forward (one eng_step item), run in the next step that
- * takes it; called with the scheduler's lock held, which it lets go while it waits. */
-int eng_sched_forward(struct eng_sched *s, const eng_step_item *item, wk_error *err);
+ * takes it; called with the scheduler's lock held, which it lets go while it waits.
+ * WK_ECANCELLED (nothing run) when *cancel turns true before a step took it. */
+int eng_sched_forward(struct eng_sched *s, const eng_step_item *item, const atomic_bool *cancel, wk_error *err);
 
 /* The request-level policy p resolved for the forward chunk at [pos, pos + nt) of a
  * prompt spanning [span0, span1): NULL (dense) when every query of the chunk is in the

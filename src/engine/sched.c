@@ -3,10 +3,14 @@
 #include "engine/sched.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "engine/engine_impl.h"
+#include "util/log.h"
+#include "util/timeutil.h"
 
 /* A forward waiting for its step. */
 typedef struct pending {
@@ -14,6 +18,7 @@ typedef struct pending {
     int rc;
     wk_error *err;
     bool served;
+    bool armed; /* its thread has looked since the last step (and at its cancel flag) */
 } pending;
 
 struct eng_sched {
@@ -21,9 +26,11 @@ struct eng_sched {
     pthread_mutex_t lock;
     pthread_cond_t stepped; /* a step ran: the waiters look whether theirs was in it */
     int members;
+    atomic_int entering;    /* threads waiting for the lock: steps wait for them (a new request joins) */
     uint64_t next_ticket;   /* join order: the oldest prompt chunk goes first */
     pending *wait[ENG_MAX_SEQ];
     int n_wait;
+    uint64_t steps, forwards;
 };
 
 int eng_sched_new(eng_sched **out, eng_ctx *c, wk_error *err)
@@ -48,9 +55,39 @@ void eng_sched_free(eng_sched *s)
     free(s);
 }
 
-void eng_sched_lock(eng_sched *s) { pthread_mutex_lock(&s->lock); }
-void eng_sched_unlock(eng_sched *s) { pthread_mutex_unlock(&s->lock); }
+/* A thread that wants the lock is counted while it waits for it: the joined threads
+ * hold back their next step (letting go of the lock while they wait) until it is in,
+ * or a thread that steps all the time would never let a new request join. */
+void eng_sched_lock(eng_sched *s)
+{
+    atomic_fetch_add(&s->entering, 1);
+    pthread_mutex_lock(&s->lock);
+    atomic_fetch_sub(&s->entering, 1);
+}
+
+void eng_sched_unlock(eng_sched *s)
+{
+    pthread_cond_broadcast(&s->stepped); /* waiters look again: the step may be due now */
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* Every joined sequence waits for a step, each has looked since the last one (a
+ * prompt left out of a step gets the lock between steps, to see its cancel flag), and
+ * nobody waits to come in. */
+static bool step_due(const eng_sched *s)
+{
+    if (s->n_wait == 0 || s->n_wait != s->members || atomic_load(&s->entering) != 0) return false;
+    for (int i = 0; i < s->n_wait; i++)
+        if (!s->wait[i]->armed) return false;
+    return true;
+}
 int eng_sched_members(const eng_sched *s) { return s->members; }
+
+void eng_sched_stats(const eng_sched *s, uint64_t *steps, uint64_t *forwards)
+{
+    *steps = s->steps;
+    *forwards = s->forwards;
+}
 
 /* One step over the waiting forwards: every decode, the oldest prompt chunk. */
 static void run_step(eng_sched *s)
@@ -71,7 +108,13 @@ static void run_step(eng_sched *s)
         items[n++] = *s->wait[prompt]->item;
     }
     wk_error err = {0};
+    const double t0 = wk_now_ms();
     int rc = eng_step(s->c, items, n, &err);
+    s->steps++;
+    s->forwards += (uint64_t)n;
+    WK_DEBUG("step: %d sequences, %d rows (prompt chunk %d), %.1f ms", n,
+             n - (prompt >= 0) + (prompt >= 0 ? items[n - 1].n : 0), prompt >= 0 ? items[n - 1].n : 0,
+             wk_now_ms() - t0);
     for (int j = 0; j < n; j++) {
         pending *p = s->wait[who[j]];
         p->rc = rc;
@@ -80,7 +123,10 @@ static void run_step(eng_sched *s)
     }
     int k = 0;
     for (int i = 0; i < s->n_wait; i++)
-        if (!s->wait[i]->served) s->wait[k++] = s->wait[i];
+        if (!s->wait[i]->served) {
+            s->wait[i]->armed = false;
+            s->wait[k++] = s->wait[i];
+        }
     s->n_wait = k;
     pthread_cond_broadcast(&s->stepped);
 }
@@ -97,14 +143,44 @@ void eng_sched_leave(eng_sched *s, eng_seq *seq)
     if (!seq->sched_joined) return;
     seq->sched_joined = false;
     s->members--;
-    if (s->n_wait > 0 && s->n_wait == s->members) run_step(s);
+    if (step_due(s)) run_step(s);
 }
 
-int eng_sched_forward(eng_sched *s, const eng_step_item *item, wk_error *err)
+/* How often a prompt chunk waiting behind another prompt looks at its cancel flag. */
+#define CANCEL_POLL_MS 20
+
+static void drop_waiter(eng_sched *s, const pending *p)
 {
-    pending p = {item, 0, err, false};
+    for (int i = 0; i < s->n_wait; i++)
+        if (s->wait[i] == p) {
+            memmove(&s->wait[i], &s->wait[i + 1], sizeof s->wait[0] * (size_t)(s->n_wait - i - 1));
+            s->n_wait--;
+            return;
+        }
+}
+
+int eng_sched_forward(eng_sched *s, const eng_step_item *item, const atomic_bool *cancel, wk_error *err)
+{
+    pending p = {item, 0, err, false, true};
     s->wait[s->n_wait++] = &p;
-    if (s->n_wait == s->members) run_step(s);
-    while (!p.served) pthread_cond_wait(&s->stepped, &s->lock);
-    return p.rc;
+    for (;;) {
+        if (p.served) return p.rc;
+        if (cancel && atomic_load(cancel)) {
+            drop_waiter(s, &p);
+            return wk_fail(err, WK_ECANCELLED, "cancelled while waiting for a step");
+        }
+        p.armed = true;
+        if (step_due(s)) {
+            run_step(s);
+            continue;
+        }
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        t.tv_nsec += CANCEL_POLL_MS * 1000000L;
+        if (t.tv_nsec >= 1000000000L) {
+            t.tv_sec++;
+            t.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&s->stepped, &s->lock, &t);
+    }
 }

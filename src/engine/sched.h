@@ -40,4 +40,7 @@ void eng_sched_leave(eng_sched *s, eng_seq *seq);
 /* Joined sequences (the requests in their prefill or decode phase). */
 int eng_sched_members(const eng_sched *s);
 
+/* Steps run so far and the forwards they held (forwards / steps: the batch size). */
+void eng_sched_stats(const eng_sched *s, uint64_t *steps, uint64_t *forwards);
+
 #endif
