@@ -81,6 +81,7 @@ static bool step_due(const eng_sched *s)
         if (!s->wait[i]->armed) return false;
     return true;
 }
+
 int eng_sched_members(const eng_sched *s) { return s->members; }
 
 void eng_sched_stats(const eng_sched *s, uint64_t *steps, uint64_t *forwards)
@@ -89,32 +90,49 @@ void eng_sched_stats(const eng_sched *s, uint64_t *steps, uint64_t *forwards)
     *forwards = s->forwards;
 }
 
-/* One step over the waiting forwards: every decode, the oldest prompt chunk. */
+/* The waiting prompt chunk that joined first among those not yet taken, or -1. */
+static int oldest_prompt(const eng_sched *s, const bool *taken)
+{
+    int best = -1;
+    for (int i = 0; i < s->n_wait; i++) {
+        const eng_step_item *it = s->wait[i]->item;
+        if (taken[i] || !it->prefill) continue;
+        if (best < 0 || it->seq->sched_ticket < s->wait[best]->item->seq->sched_ticket) best = i;
+    }
+    return best;
+}
+
+/* One step over the waiting forwards: every decode, then prompt chunks oldest first
+ * while they fit n_ubatch tokens together (the first always: one chunk is at most that). */
 static void run_step(eng_sched *s)
 {
     eng_step_item items[ENG_MAX_SEQ] = {{0}};
-    int who[ENG_MAX_SEQ], n = 0, prompt = -1;
-    for (int i = 0; i < s->n_wait; i++) {
-        const eng_step_item *it = s->wait[i]->item;
-        if (!it->prefill) {
+    bool taken[ENG_MAX_SEQ] = {0};
+    int who[ENG_MAX_SEQ], n = 0, n_prompt = 0;
+    for (int i = 0; i < s->n_wait; i++)
+        if (!s->wait[i]->item->prefill) {
+            taken[i] = true;
             who[n] = i;
-            items[n++] = *it;
-        } else if (prompt < 0 || it->seq->sched_ticket < s->wait[prompt]->item->seq->sched_ticket) {
-            prompt = i;
+            items[n++] = *s->wait[i]->item;
         }
-    }
-    if (prompt >= 0) {
-        who[n] = prompt;
-        items[n++] = *s->wait[prompt]->item;
+    const int32_t budget = eng_ctx_options(s->c)->n_ubatch;
+    for (int32_t rows = 0;;) {
+        int i = oldest_prompt(s, taken);
+        if (i < 0 || (n_prompt > 0 && rows + s->wait[i]->item->n > budget)) break;
+        rows += s->wait[i]->item->n;
+        taken[i] = true;
+        who[n] = i;
+        items[n++] = *s->wait[i]->item;
+        n_prompt++;
     }
     wk_error err = {0};
     const double t0 = wk_now_ms();
     int rc = eng_step(s->c, items, n, &err);
     s->steps++;
     s->forwards += (uint64_t)n;
-    WK_DEBUG("step: %d sequences, %d rows (prompt chunk %d), %.1f ms", n,
-             n - (prompt >= 0) + (prompt >= 0 ? items[n - 1].n : 0), prompt >= 0 ? items[n - 1].n : 0,
-             wk_now_ms() - t0);
+    int32_t rows = 0;
+    for (int j = 0; j < n; j++) rows += items[j].n;
+    WK_DEBUG("step: %d sequences (%d prompt chunks), %d rows, %.1f ms", n, n_prompt, rows, wk_now_ms() - t0);
     for (int j = 0; j < n; j++) {
         pending *p = s->wait[who[j]];
         p->rc = rc;

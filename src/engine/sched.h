@@ -7,9 +7,10 @@
  * lets go only while it waits for a step. A sequence that joined (eng_sched_join)
  * has its eng_prefill / eng_decode chunks go through the scheduler: a step runs
  * once every joined sequence waits for one (or left), and holds the decode tokens
- * of all of them plus the chunk of at most one prompt, the one whose sequence
- * joined first (FIFO admission: a long cold prompt delays the others' streams by
- * one chunk per step, never by its whole prefill). Forwards of sequences that did
+ * of all of them plus prompt chunks of at most n_ubatch tokens together, taken in
+ * the order their sequences joined (FIFO admission: the oldest prompt's chunk
+ * always, younger short ones beside it while they fit; a long cold prompt delays
+ * the others' streams by one chunk per step, never by its whole prefill). Forwards of sequences that did
  * not join, and calls that want more than the last row's logits (every row, hidden
  * states), run at once on their own, under the lock.
  *

@@ -148,26 +148,29 @@ int32_t model_scratch_argmax(const model_scratch *s, float *logit)
 
 /* ---- batches ------------------------------------------------------------------- */
 
-void model_batch_groups(model_batch *b, int32_t exact_rows)
+void model_batch_groups(model_batch *b, const be_backend *be)
 {
+    const int32_t exact_rows = be->ops->exact_rows;
+    const bool as_one = exact_rows > 0 && be_has_rows_as_one(be);
     b->n_grp = 0;
     if (exact_rows <= 0) {
-        b->grp[b->n_grp++] = (model_grp){0, b->n_t};
+        b->grp[b->n_grp++] = (model_grp){0, b->n_t, false};
         return;
     }
-    model_grp open = {0, 0}; /* small sequences' rows being packed */
+    const int32_t cap = as_one ? b->n_t : exact_rows;
+    model_grp open = {0, 0, as_one}; /* small sequences' rows being packed */
     for (int32_t i = 0; i < b->n_seg; i++) {
         const model_seg *g = &b->seg[i];
         if (g->n_t > exact_rows) {
             if (open.n) b->grp[b->n_grp++] = open;
-            b->grp[b->n_grp++] = (model_grp){g->row0, g->n_t};
-            open = (model_grp){g->row0 + g->n_t, 0};
+            b->grp[b->n_grp++] = (model_grp){g->row0, g->n_t, false};
+            open = (model_grp){g->row0 + g->n_t, 0, as_one};
             continue;
         }
         for (int32_t r = 0; r < g->n_t; r++) {
-            if (open.n == exact_rows) {
+            if (open.n == cap) {
                 b->grp[b->n_grp++] = open;
-                open = (model_grp){open.row0 + open.n, 0};
+                open = (model_grp){open.row0 + open.n, 0, as_one};
             }
             open.n++;
         }
@@ -180,7 +183,10 @@ int model_mm(be_backend *be, const model_batch *b, const be_weight *w, const flo
     const size_t K = (size_t)w->ne[0], M = (size_t)w->ne[1];
     for (int32_t i = 0; i < b->n_grp; i++) {
         const model_grp g = b->grp[i];
-        TRY(be_matmul(be, w, x + (size_t)g.row0 * K, g.n, y + (size_t)g.row0 * M, err));
+        be_rows_as_one(be, g.as_one);
+        int rc = be_matmul(be, w, x + (size_t)g.row0 * K, g.n, y + (size_t)g.row0 * M, err);
+        be_rows_as_one(be, false);
+        if (rc) return rc;
     }
     return 0;
 }
@@ -195,7 +201,10 @@ int model_mm_multi(be_backend *be, const model_batch *b, const be_weight *const 
         const model_grp g = b->grp[i];
         float *yg[MAX_W];
         for (int j = 0; j < n; j++) yg[j] = y[j] + (size_t)g.row0 * (size_t)w[j]->ne[1];
-        TRY(be_matmul_multi(be, w, n, x + (size_t)g.row0 * K, g.n, yg, err));
+        be_rows_as_one(be, g.as_one);
+        int rc = be_matmul_multi(be, w, n, x + (size_t)g.row0 * K, g.n, yg, err);
+        be_rows_as_one(be, false);
+        if (rc) return rc;
     }
     return 0;
 }
@@ -332,14 +341,15 @@ int model_output(const model *m, be_backend *be, model_scratch *s, int32_t n_t, 
 
 /* The output step of a batch of several sequences: ALL as each alone; the last rows of
  * the LAST ones share the LM head's read, in blocks whose rows come out as alone
- * (at most exact_rows of them when the backend promises that). */
+ * (be_rows_as_one, else at most exact_rows of them when the backend promises that). */
 static int output_batch(const model *m, be_backend *be, model_scratch *s, const model_batch_seq *seqs,
                         const model_batch *b, wk_error *err)
 {
     const model_hparams *hp = &m->hp;
     const size_t E = hp->n_embd, V = hp->n_vocab;
     const int32_t exact = be->ops->exact_rows;
-    const int32_t block = exact > 0 && exact < s->logit_rows ? exact : s->logit_rows;
+    const bool as_one = exact > 0 && be_has_rows_as_one(be);
+    const int32_t block = exact > 0 && !as_one && exact < s->logit_rows ? exact : s->logit_rows;
     for (int32_t i = 0; i < b->n_seg; i++)
         if (seqs[i].mode == MODEL_LOGITS_ALL) {
             const model_rows out = {.mode = MODEL_LOGITS_ALL, .logits = seqs[i].logits};
@@ -357,7 +367,10 @@ static int output_batch(const model *m, be_backend *be, model_scratch *s, const 
             who[nr++] = i;
         }
         if (nr == 0 || (nr < block && i < b->n_seg)) continue;
-        TRY(be_matmul(be, &m->output, s->cur, nr, s->logits, err));
+        be_rows_as_one(be, as_one);
+        int rc = be_matmul(be, &m->output, s->cur, nr, s->logits, err);
+        be_rows_as_one(be, false);
+        if (rc) return rc;
         if (m->output_bias.data) be_add_bias(be, s->logits, wf32(&m->output_bias), nr, m->output.ne[1]);
         for (int32_t r = 0; r < nr; r++)
             be_to_host(be, seqs[who[r]].logits, s->logits + (size_t)r * V, V * sizeof(float));
@@ -408,7 +421,7 @@ int model_forward_rows(const model *m, be_backend *be, model_scratch *s, model_s
     TRY(check_tokens(m, tokens, n_t, err));
     be_from_host(be, s->tokens, tokens, sizeof(int32_t) * (size_t)n_t); /* s->tokens is backend memory */
     const model_seg seg = {st->layers, 0, n_t, st->n_past, st->n_past, policy};
-    model_grp grp = {0, n_t};
+    model_grp grp = {0, n_t, false};
     const model_batch b = {n_t, 1, &seg, 1, &grp};
     TRY(forward_layers(m, be, s, &b, err));
     TRY(model_output(m, be, s, n_t, out, err));
@@ -452,7 +465,7 @@ static int check_batch(const model *m, const model_scratch *s, const model_batch
 int model_forward_batch(const model *m, be_backend *be, model_scratch *s, const model_batch_seq *seqs,
                         int32_t n_seq, wk_error *err)
 {
-    int32_t n_t;
+    int32_t n_t = 0;
     TRY(check_batch(m, s, seqs, n_seq, &n_t, err));
     for (int32_t i = 0, row = 0; i < n_seq; row += seqs[i].n_t, i++) {
         const model_batch_seq *q = &seqs[i];
@@ -461,7 +474,7 @@ int model_forward_batch(const model *m, be_backend *be, model_scratch *s, const 
     }
     be_from_host(be, s->tokens, s->tok_host, sizeof(int32_t) * (size_t)n_t);
     model_batch b = {n_t, n_seq, s->segs, 0, s->grps};
-    model_batch_groups(&b, be->ops->exact_rows);
+    model_batch_groups(&b, be);
     TRY(forward_layers(m, be, s, &b, err));
     TRY(output_batch(m, be, s, seqs, &b, err));
     for (int32_t i = 0; i < n_seq; i++) seqs[i].st->n_past += seqs[i].n_t;

@@ -231,8 +231,8 @@ typedef struct model_batch_seq {
  * once for all rows, attention and the recurrent layers run per sequence over its own
  * state. On success every st->n_past grows by its n_t and each sequence's logits are
  * what model_forward of that sequence alone gives; on the CPU bit for bit (rows are
- * grouped so that each takes the matmul kernel it takes alone, be_ops.exact_rows),
- * elsewhere up to rounding. Checked before anything runs (states untouched): WK_EINVAL
+ * grouped so that each takes the matmul kernel it takes alone: be_ops.exact_rows,
+ * be_rows_as_one), elsewhere up to rounding. Checked before anything runs (states untouched): WK_EINVAL
  * for an empty or oversized batch, a shared state, a bad token or mode; WK_ERANGE when
  * a sequence's capacity would overflow. After a failure inside the pass the states'
  * positions are unchanged and their contents not to be trusted. */

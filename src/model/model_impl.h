@@ -19,9 +19,10 @@ typedef struct model_seg {
     const be_attn_policy *policy; /* NULL: dense */
 } model_seg;
 
-/* Rows [row0, row0 + n) that take one matmul call. */
+/* Rows [row0, row0 + n) that take one matmul call; as_one: with be_rows_as_one on. */
 typedef struct model_grp {
     int32_t row0, n;
+    bool as_one;
 } model_grp;
 
 /* The rows of a forward pass: n_t in all, the sequences in row order, and the matmul
@@ -84,12 +85,12 @@ int model_hparams_read(const gguf_file *f, enum model_arch arch, model_hparams *
 bool model_layer_is_recurrent(const gguf_file *f, enum model_arch arch, const model_hparams *hp, uint32_t il);
 
 /* Splits the rows of b's sequences into matmul groups (b->grp, room for n_t groups)
- * so that every row comes out as in a forward of its sequence alone: with exact_rows
- * 0 (the backend promises nothing) one group of all rows; else a sequence of more
- * than exact_rows rows is a group of its own (what it takes alone) and the rows of the
- * others are packed into groups of at most exact_rows (rows computed as in a batch of
- * one, be_ops.exact_rows). */
-void model_batch_groups(model_batch *b, int32_t exact_rows);
+ * so that every row comes out as in a forward of its sequence alone, on be: when its
+ * exact_rows is 0 (it promises nothing) one group of all rows; else a sequence of
+ * more than exact_rows rows is a group of its own (what it takes alone), and the rows
+ * of the others (computed alone as in a batch of one) are packed into groups taken
+ * with be_rows_as_one where the backend has it, else of at most exact_rows rows. */
+void model_batch_groups(model_batch *b, const be_backend *be);
 
 /* be_matmul / be_matmul_multi over the groups of b: the same y as one call over all
  * rows, each row computed as its group's call computes it. */

@@ -32,7 +32,10 @@ int model_ffn_moe(const model *m, be_backend *be, model_scratch *s, const model_
             .out = out + r * E,
             .shared = fused_shared ? &shared : NULL,
         };
-        TRY(be_moe_ffn(be, &a, err));
+        be_rows_as_one(be, g.as_one);
+        int rc = be_moe_ffn(be, &a, err);
+        be_rows_as_one(be, false);
+        if (rc) return rc;
     }
     if (!has_shared || fused_shared) return 0;
     /* shared expert op by op: its output lands in moe_out */

@@ -120,7 +120,7 @@ int qwen35_mtp_forward(const model *m, be_backend *be, model_scratch *s, model_l
     const model_mtp *mt = &m->mtp;
     const int64_t E = hp->n_embd;
     const model_seg seg = {kv, 0, n_t, pos0, kv_pos0, NULL};
-    model_grp grp = {0, n_t};
+    model_grp grp = {0, n_t, false};
     const model_batch b = {n_t, 1, &seg, 1, &grp};
     TRY(model_embed_with(m, be, s, &mt->embd, &b, err));
     be_from_host(be, s->tmp, hidden, sizeof(float) * (size_t)n_t * (size_t)E);

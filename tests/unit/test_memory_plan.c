@@ -105,10 +105,10 @@ static void test_scratch_is_the_activation_list(void **state)
      * 2 x 64x256x4, k and v 2 x 64x64x4, ffn gate/up 2 x 64x256x4, rope
      * 64x64x4, 12 one-float-per-token buffers (the unused ssm/router/expert
      * ones at width 1, tokens, pos, shared gate) 12 x 256, logits 32 rows x
-     * 260 x 4, host arrays 64 x 48 (positions and tokens 4 bytes each, a batch's
-     * sequence 32 and matmul group 8 bytes on LP64). */
+     * 260 x 4, host arrays 64 x 52 (positions and tokens 4 bytes each, a batch's
+     * sequence 32 and matmul group 12 bytes on LP64). */
     model *m = load(dir, "models/tiny-llama-F32.gguf");
-    size_t expect = 4 * 65536 + 2 * 65536 + 2 * 16384 + 2 * 65536 + 16384 + 12 * 256 + 32 * 260 * 4 + 64 * 48;
+    size_t expect = 4 * 65536 + 2 * 65536 + 2 * 16384 + 2 * 65536 + 16384 + 12 * 256 + 32 * 260 * 4 + 64 * 52;
     assert_int_equal(model_scratch_bytes(m, 64), expect);
     assert_int_equal(model_scratch_bytes(m, 0), 0);
     eng_mem_options o;
