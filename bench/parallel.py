@@ -13,7 +13,8 @@ is prefilled beside it; reports the longest gap between two of the running strea
 tokens during that prefill (and its usual gap), for each --ubatch given.
 
 usage: bench/parallel.py --wick build/wick -m MODEL.gguf [-t 2] [--clients 1,4,8,16]
-       [--prompt 32] [--gen 128] [--stall-prompt 4096] [--stall-ubatch 512,128] [--json OUT]
+       [--prompt 32] [--gen 128] [--stall-prompt 4096] [--stall-ubatch 512,128]
+       [--serve-args '--device cuda'] [--json OUT]
 Only the standard library is used; the servers are started and stopped here."""
 import argparse
 import json
@@ -24,9 +25,12 @@ import time
 import urllib.request
 
 
+EXTRA = []  # --serve-args: more wick serve options (--device cuda)
+
+
 def start_server(wick, model, threads, parallel, ubatch, ctx):
     args = [wick, "serve", "-m", model, "--port", "0", "-t", str(threads), "--parallel", str(parallel),
-            "--ubatch", str(ubatch), "-c", str(ctx), "--cache-slots", str(parallel + 1), "--max-queue", "256"]
+            "--ubatch", str(ubatch), "-c", str(ctx), "--cache-slots", str(parallel + 1), "--max-queue", "256"] + EXTRA
     p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     log = []
     while True:
@@ -133,8 +137,10 @@ def main():
     ap.add_argument("--gen", type=int, default=128)
     ap.add_argument("--stall-prompt", type=int, default=4096)
     ap.add_argument("--stall-ubatch", default="512,128")
+    ap.add_argument("--serve-args", default="", help="more wick serve options, e.g. '--device cuda'")
     ap.add_argument("--json")
     a = ap.parse_args()
+    EXTRA.extend(a.serve_args.split())
     counts = [int(c) for c in a.clients.split(",")]
     rows = []
     for par in sorted(set(1 if c == 1 else max(counts) for c in counts)):
