@@ -262,7 +262,7 @@ static void log_startup(pl_service *svc, const pl_service_config *ec, const srv_
                 ec->parallel, eo->n_ubatch);
     const ckpt_cache_config *cache = &ec->pipeline.cache;
     int slots = cache->max_slots > 0 ? cache->max_slots : CKPT_CACHE_SLOTS_DEFAULT;
-    if (slots <= ec->parallel) slots = ec->parallel + 1; /* pl_engine_open: a slot per request in progress, + 1 */
+    if (ec->parallel > 1 && slots <= ec->parallel) slots = ec->parallel + 1; /* as pl_engine_open: one per request, + 1 */
     WK_INFO("prefix cache: slots %d, RAM %.2f GiB, %s%s", slots,
             (double)(cache->mem_bytes ? cache->mem_bytes : CKPT_CACHE_MEM_DEFAULT) / (1024.0 * 1024 * 1024),
             cache->dir ? "disk archive in " : "no disk archive", cache->dir ? cache->dir : " (--cache-dir DIR)");

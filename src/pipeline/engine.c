@@ -93,7 +93,8 @@ int pl_engine_open(pl_engine **out, const pl_config *cfg, wk_error *err)
     }
     if (!rc) rc = eng_sched_new(&pe->sched, pe->ctx, err);
     /* a slot per request in progress, and one to keep a conversation they do not use */
-    if (pe->cfg.cache.max_slots <= pe->cfg.eng.n_seq) pe->cfg.cache.max_slots = pe->cfg.eng.n_seq + 1;
+    const int slots = pe->cfg.cache.max_slots > 0 ? pe->cfg.cache.max_slots : CKPT_CACHE_SLOTS_DEFAULT;
+    if (pe->cfg.eng.n_seq > 1 && slots <= pe->cfg.eng.n_seq) pe->cfg.cache.max_slots = pe->cfg.eng.n_seq + 1;
     if (!rc) rc = ckpt_cache_new(&pe->cache, pe->ctx, &pe->cfg.cache, err);
     if (!rc) rc = pl_spec_open(pe, err);
     if (rc) {
