@@ -242,6 +242,8 @@ typedef struct be_ops {
      * does (the batched matmul kernels start above it): speculative verification then
      * sees plain decoding's numbers. 0: no such promise (equal up to rounding). */
     int32_t exact_rows;
+    /* Optional (NULL: no such mode), see be_rows_as_one. */
+    void (*rows_as_one)(be_backend *be, bool on);
 } be_ops;
 
 struct be_backend {
@@ -320,6 +322,17 @@ static inline int32_t be_argmax_on_host(be_backend *be, const float *x, int32_t 
 static inline int32_t be_argmax(be_backend *be, const float *x, int32_t n, float *host, float *max)
 {
     return be->ops->argmax ? be->ops->argmax(be, x, n, host, max) : be_argmax_on_host(be, x, n, host, max);
+}
+
+/* While on, every row of be_matmul, be_matmul_multi and be_moe_ffn comes out bit for
+ * bit as in a call of one row, whatever the number of rows (the weight still read once
+ * for all): decode tokens of several sequences in one pass, each as its own forward
+ * computes it. Off (the default) the backend picks its kernels by the row count
+ * (be_ops.exact_rows). Backends without the mode ignore it (be_has_rows_as_one). */
+static inline bool be_has_rows_as_one(const be_backend *be) { return be->ops->rows_as_one != NULL; }
+static inline void be_rows_as_one(be_backend *be, bool on)
+{
+    if (be->ops->rows_as_one) be->ops->rows_as_one(be, on);
 }
 
 /* Prepares a 2-D weight for repeated matmuls (e.g. a repacked copy for the

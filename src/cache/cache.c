@@ -38,7 +38,6 @@ int ckpt_cache_new(ckpt_cache **out, eng_ctx *ctx, const ckpt_cache_config *cfg,
     if (cfg && cfg->dir && *cfg->dir) snprintf(c->dir, sizeof c->dir, "%s", cfg->dir);
     c->recurrent = c->m->hp.n_rec_layers > 0;
     c->n_ctx = eng_ctx_options(ctx)->n_ctx;
-    c->active = -1;
     c->next_conv = ((uint64_t)(wk_now_ms() * 1000.0) << 16) ^ (uint64_t)(uintptr_t)c;
     c->slots = calloc((size_t)c->cfg.max_slots, sizeof *c->slots);
     int rc = c->slots ? pidx_new(&c->ix, err) : wk_fail(err, WK_ENOMEM, "cache: out of memory");
@@ -88,7 +87,6 @@ void ckpt_cache_free(ckpt_cache *c)
     free(c->slots);
     cache_disk_free(c);
     pidx_free(c->ix);
-    free(c->marks);
     free(c);
 }
 
@@ -174,6 +172,7 @@ static choice slot_usable(ckpt_cache *c, int si, const int32_t *ids, int32_t n, 
     for (int i = s->n_ck - 1; i >= 0; i--) {
         ckpt *k = &s->ck[i];
         if (k->snap.pos > limit || k->snap.pos <= 0) continue;
+        if (!k->complete) continue; /* pending in a prefill in progress on this slot */
         wk_error verr = {0};
         if (ckpt_validate(k, ids, n, c->m->model_id, fp, &verr)) {
             /* the prefix matched token by token, so this is a stale or foreign checkpoint */
@@ -197,13 +196,13 @@ static bool better(const choice *a, const choice *b)
     return a->match > b->match;
 }
 
-/* Free slot if any, else the least recently used one; never `keep` (-1
- * when keep is the only slot). */
+/* Free slot if any, else the least recently used one; never `keep` nor a busy
+ * one (-1 when none is left). */
 static int pick_victim(ckpt_cache *c, int keep)
 {
     int best = -1;
     for (int i = 0; i < c->cfg.max_slots; i++) {
-        if (i == keep) continue;
+        if (i == keep || c->slots[i].busy) continue;
         if (!c->slots[i].seq) return i;
         if (best < 0 || c->slots[i].last_used_ms < c->slots[best].last_used_ms) best = i;
     }
@@ -260,14 +259,15 @@ static int copy_prefix(ckpt_cache *c, int dst, const choice *best)
     return rc;
 }
 
-/* Marks worth a checkpoint in (start, n): essential boundaries always, the
- * others when min_step tokens past the previous checkpoint. */
-static int plan_marks(ckpt_cache *c, const ckpt_mark *marks, int n_marks, int32_t start, int32_t n)
+/* Marks worth a checkpoint in (start, n) into the plan: essential boundaries always,
+ * the others when min_step tokens past the previous checkpoint. */
+static int plan_marks(const ckpt_cache *c, ckpt_plan *plan, const ckpt_mark *marks, int n_marks, int32_t start,
+                      int32_t n)
 {
-    free(c->marks);
-    c->marks = calloc((size_t)n_marks + 1, sizeof *c->marks);
-    c->n_marks = 0;
-    if (!c->marks) return WK_ENOMEM;
+    free(plan->marks);
+    plan->marks = calloc((size_t)n_marks + 1, sizeof *plan->marks);
+    plan->n_marks = 0;
+    if (!plan->marks) return WK_ENOMEM;
     int32_t last_user = -1;
     for (int i = 0; i < n_marks; i++)
         if (marks[i].kind == CKPT_LAST_USER_START) last_user = marks[i].pos;
@@ -281,14 +281,14 @@ static int plan_marks(ckpt_cache *c, const ckpt_mark *marks, int n_marks, int32_
                          (last_user >= 0 && mk->pos > last_user &&
                           (mk->kind == CKPT_TOOL_RESULT || mk->kind == CKPT_ASSISTANT_START));
         if (!essential && mk->pos - prev < c->cfg.min_step) continue;
-        if (c->n_marks && c->marks[c->n_marks - 1].pos == mk->pos) {
-            if (mk->kind > c->marks[c->n_marks - 1].kind) c->marks[c->n_marks - 1].kind = mk->kind;
+        if (plan->n_marks && plan->marks[plan->n_marks - 1].pos == mk->pos) {
+            if (mk->kind > plan->marks[plan->n_marks - 1].kind) plan->marks[plan->n_marks - 1].kind = mk->kind;
             continue;
         }
-        c->marks[c->n_marks++] = *mk;
+        plan->marks[plan->n_marks++] = *mk;
         prev = mk->pos;
     }
-    c->marks[c->n_marks++] = (ckpt_mark){n, CKPT_PROMPT_END};
+    plan->marks[plan->n_marks++] = (ckpt_mark){n, CKPT_PROMPT_END};
     return 0;
 }
 
@@ -306,7 +306,7 @@ static int slot_with_sequence(ckpt_cache *c, int si, int keep, wk_error *err)
     }
     int lru = -1;
     for (int i = 0; i < c->cfg.max_slots; i++)
-        if (i != keep && c->slots[i].seq && (lru < 0 || c->slots[i].last_used_ms < c->slots[lru].last_used_ms)) lru = i;
+        if (i != keep && c->slots[i].seq && !c->slots[i].busy && (lru < 0 || c->slots[i].last_used_ms < c->slots[lru].last_used_ms)) lru = i;
     if (lru < 0) {
         wk_fail(err, rc, "%s", aerr.msg);
         return -1;
@@ -322,7 +322,6 @@ int ckpt_cache_begin(ckpt_cache *c, const int32_t *ids, int32_t n, const ckpt_ma
     plan->n_prompt = n;
     plan->ckpt_kind = -1;
     plan->ckpt_pos = -1;
-    c->active = -1;
     choice best = {-1, -1, 0, 0, -1, -1};
     if (!fresh && n > 0) {
         pidx_hit hits[64];
@@ -338,10 +337,14 @@ int ckpt_cache_begin(ckpt_cache *c, const int32_t *ids, int32_t n, const ckpt_ma
     /* Where the request runs: the matching slot itself, or (cold, from the
      * archive, or when cutting the match would cost more than it gives) a
      * free or least-recently-used one, seeded with a copy of the shared prefix. */
-    bool in_place = best.start > 0 && best.slot >= 0 && !cut_costs_more_than_it_gives(c, &best);
+    /* a slot another request works on is only ever copied from */
+    bool in_place = best.start > 0 && best.slot >= 0 && !c->slots[best.slot].busy &&
+                    !cut_costs_more_than_it_gives(c, &best);
     bool copy = best.start > 0 && best.slot >= 0 && !in_place;
     int si = in_place ? best.slot : pick_victim(c, copy ? best.slot : -1);
     if (si < 0) { /* one slot only: the cut is the lesser evil */
+        if (best.slot < 0 || c->slots[best.slot].busy)
+            return wk_fail(err, WK_EBUSY, "cache: every slot is in use by a request in progress");
         si = best.slot;
         in_place = true;
         copy = false;
@@ -406,7 +409,7 @@ int ckpt_cache_begin(ckpt_cache *c, const int32_t *ids, int32_t n, const ckpt_ma
     s->live_ok = false;
     s->last_used_ms = wk_now_ms();
     pidx_put(c->ix, si, eng_seq_tokens(s->seq), eng_seq_pos(s->seq), &rerr);
-    c->active = si;
+    s->busy = true;
     plan->seq = s->seq;
     plan->slot = si;
     plan->match = best.match < n ? best.match : n;
@@ -422,7 +425,7 @@ int ckpt_cache_begin(ckpt_cache *c, const int32_t *ids, int32_t n, const ckpt_ma
     }
     c->st.replayed_tokens += (uint64_t)plan->replayed;
     plan->confirmed_pos = best.start;
-    int rc = plan_marks(c, marks, marks ? n_marks : 0, best.start, n);
+    int rc = plan_marks(c, plan, marks, marks ? n_marks : 0, best.start, n);
     if (rc) return wk_fail(err, rc, "cache: out of memory");
     return 0;
 }
@@ -464,8 +467,8 @@ int ckpt_cache_prefill(ckpt_cache *c, ckpt_plan *plan, const int32_t *ids, int32
     po.span_end = n;
     int32_t cur = plan->start;
     uint64_t fp = eng_seq_policy_fp(s->seq);
-    for (int i = 0; i < c->n_marks; i++) {
-        int32_t p = c->marks[i].pos;
+    for (int i = 0; i < plan->n_marks; i++) {
+        int32_t p = plan->marks[i].pos;
         /* pure-attention models need no stops: one prefill, bookkeeping after */
         if (!c->recurrent && p < n) continue;
         if (p <= cur) continue;
@@ -475,7 +478,7 @@ int ckpt_cache_prefill(ckpt_cache *c, ckpt_plan *plan, const int32_t *ids, int32
         cur = p;
         if (c->recurrent) {
             ckpt k = {0};
-            if (ckpt_take(&k, s->seq, c->marks[i].kind, err) == 0) {
+            if (ckpt_take(&k, s->seq, plan->marks[i].kind, err) == 0) {
                 if (slot_add_ckpt(s, &k) == 0) plan->n_pending++;
                 else ckpt_free(&k);
             }
@@ -487,9 +490,9 @@ int ckpt_cache_prefill(ckpt_cache *c, ckpt_plan *plan, const int32_t *ids, int32
         if (rc) return rc;
     }
     if (!c->recurrent)
-        for (int i = 0; i < c->n_marks; i++) {
+        for (int i = 0; i < plan->n_marks; i++) {
             ckpt k;
-            fill_position_ckpt(c, &k, ids, c->marks[i].pos, c->marks[i].kind, fp);
+            fill_position_ckpt(c, &k, ids, plan->marks[i].pos, plan->marks[i].kind, fp);
             if (slot_add_ckpt(s, &k) == 0) plan->n_pending++;
         }
     /* The whole prompt went through: its checkpoints are now confirmed. */
@@ -569,5 +572,13 @@ void ckpt_cache_end(ckpt_cache *c, ckpt_plan *plan, bool ok)
     cache_trim_slot(c, s);
     cache_enforce_budget(c);
     if (ok) cache_disk_mark_dirty(c, plan->slot);
-    c->active = -1;
+    s->busy = false;
+    ckpt_cache_plan_free(plan);
+}
+
+void ckpt_cache_plan_free(ckpt_plan *plan)
+{
+    free(plan->marks);
+    plan->marks = NULL;
+    plan->n_marks = 0;
 }

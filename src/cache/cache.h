@@ -2,7 +2,9 @@
  * eng_seq with its KV) plus its checkpoints, a token-granular prefix index
  * over them, a RAM budget with eviction, and an optional disk archive.
  *
- * One request goes through it like this (engine thread only):
+ * A request goes through it like this (engine thread only; several may be in
+ * progress at once, each on its own slot: a slot in use is never cut, cleared or
+ * evicted, only copied from):
  *   ckpt_cache_begin()    picks the slot with the longest usable prefix,
  *                         restores it from the nearest valid checkpoint at or
  *                         before the match (pure-attention: cuts the KV at
@@ -79,6 +81,8 @@ typedef struct ckpt_plan {
     int32_t n_generated;   /* tokens decoded so far */
     /* internal */
     int n_pending;         /* checkpoints of this request not yet confirmed */
+    ckpt_mark *marks;      /* where its prefill takes checkpoints (owned until ckpt_cache_end) */
+    int n_marks;
     int32_t confirmed_pos; /* where to fall back for pure-attention models */
 } ckpt_plan;
 
@@ -124,8 +128,12 @@ int32_t ckpt_cache_decode_room(const ckpt_cache *c, const ckpt_plan *plan);
  * checkpoint. */
 void ckpt_cache_end(ckpt_cache *c, ckpt_plan *plan, bool ok);
 
+/* Frees what a plan holds when ckpt_cache_begin succeeded but ckpt_cache_end will not
+ * be called (ckpt_cache_end does it). */
+void ckpt_cache_plan_free(ckpt_plan *plan);
+
 /* Drops every slot and checkpoint in RAM (what the archive does not hold
- * yet is written to it first). */
+ * yet is written to it first). Only while no request is in progress. */
 void ckpt_cache_clear(ckpt_cache *c);
 
 /* Sequences of n_ctx positions from now on (the slots are dropped as by

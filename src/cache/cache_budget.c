@@ -23,8 +23,8 @@ size_t cache_ram_bytes(const ckpt_cache *c)
     return b;
 }
 
-/* What counts against the budget: the working sequence of the request in
- * progress is not cache, its checkpoints are. An idle slot counts the KV
+/* What counts against the budget: the working sequences of the requests in
+ * progress are not cache, their checkpoints are. An idle slot counts the KV
  * memory it holds (on the CPU the pages its positions wrote, not the whole
  * context it could hold). */
 static size_t budget_bytes(const ckpt_cache *c)
@@ -32,7 +32,7 @@ static size_t budget_bytes(const ckpt_cache *c)
     size_t b = 0;
     for (int i = 0; i < c->cfg.max_slots; i++) {
         if (!c->slots[i].seq) continue;
-        if (i != c->active) b += eng_seq_kv_bytes_held(c->slots[i].seq);
+        if (!c->slots[i].busy) b += eng_seq_kv_bytes_held(c->slots[i].seq);
         b += ckpt_state_total(&c->slots[i]);
     }
     return b;
@@ -64,14 +64,15 @@ void cache_enforce_budget(ckpt_cache *c)
 {
     const size_t budget = c->cfg.mem_bytes;
     while (budget_bytes(c) > budget) {
-        /* 1. checkpoints, longest-idle conversation first (the active one last) */
+        /* 1. checkpoints, longest-idle conversation first (the busy ones last) */
         int vs = -1, vi = -1;
         for (int i = 0; i < c->cfg.max_slots; i++) {
             cache_slot *s = &c->slots[i];
             if (!s->seq) continue;
             int k = least_valuable(s, true);
             if (k < 0) continue;
-            bool older = vs < 0 || (i != c->active && (vs == c->active || s->last_used_ms < c->slots[vs].last_used_ms));
+            const cache_slot *v = vs >= 0 ? &c->slots[vs] : NULL;
+            bool older = !v || (!s->busy && (v->busy || s->last_used_ms < v->last_used_ms));
             if (older) {
                 vs = i;
                 vi = k;
@@ -89,10 +90,10 @@ void cache_enforce_budget(ckpt_cache *c)
         /* 2. whole idle slots, longest idle first */
         int victim = -1;
         for (int i = 0; i < c->cfg.max_slots; i++) {
-            if (!c->slots[i].seq || i == c->active) continue;
+            if (!c->slots[i].seq || c->slots[i].busy) continue;
             if (victim < 0 || c->slots[i].last_used_ms < c->slots[victim].last_used_ms) victim = i;
         }
-        if (victim < 0) break; /* only the working sequence is left */
+        if (victim < 0) break; /* only the working sequences are left */
         WK_DEBUG("cache: evicting slot %d (%d tokens)", victim, eng_seq_pos(c->slots[victim].seq));
         slot_release(c, victim);
         c->st.evictions++;

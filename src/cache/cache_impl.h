@@ -17,6 +17,7 @@ typedef struct cache_slot {
     int n_ck, cap_ck;
     bool live_ok;          /* the live state is confirmed (a request ended here) */
     bool dirty;            /* holds state the disk archive does not have yet */
+    bool busy;             /* a request in progress works on it (between begin and end) */
     double last_used_ms;
     uint64_t conv;         /* conversation id (archive file name) */
 } cache_slot;
@@ -44,9 +45,6 @@ struct ckpt_cache {
     int32_t n_ctx;
     cache_slot *slots;     /* [cfg.max_slots] */
     pidx *ix;
-    int active;            /* slot of the request in progress, -1 */
-    ckpt_mark *marks;      /* checkpoint positions of the request in progress */
-    int n_marks;
     uint64_t next_conv;
     ckpt_archive_writer *writer; /* archiving in progress (its tag: the slot), or NULL */
     disk_entry *disk;

@@ -68,8 +68,8 @@ json_t *ckpt_cache_json(const ckpt_cache *c)
         json_object_set_new(so, "conversation", conv_json(s->conv));
         json_object_set_new(so, "tokens", json_integer(eng_seq_pos(s->seq)));
         json_object_set_new(so, "kv_bytes", json_integer((json_int_t)eng_seq_kv_bytes_held(s->seq)));
-        json_object_set_new(so, "active", json_boolean(i == c->active));
-        json_object_set_new(so, "idle_s", json_real(i == c->active ? 0.0 : (now - s->last_used_ms) / 1000.0));
+        json_object_set_new(so, "active", json_boolean(s->busy));
+        json_object_set_new(so, "idle_s", json_real(s->busy ? 0.0 : (now - s->last_used_ms) / 1000.0));
         json_t *cks = json_array();
         for (int k = 0; k < s->n_ck; k++)
             json_array_append_new(cks, ckpt_json(s->ck[k].snap.pos, s->ck[k].kind, ckpt_bytes(&s->ck[k]), "ram"));

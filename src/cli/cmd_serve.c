@@ -41,8 +41,8 @@ static void usage(FILE *out)
             "Serves the OpenAI API (POST /v1/chat/completions, /v1/completions, /v1/responses),\n"
             "the Anthropic Messages API (POST /v1/messages, /v1/messages/count_tokens),\n"
             "POST /v1/tokenize, /v1/detokenize, GET /v1/models, /health, /metrics and a\n"
-            "live monitor page at /monitor. One engine thread runs requests one at a time;\n"
-            "the others wait in a bounded queue (HTTP 429 when it is full).\n\n"
+            "live monitor page at /monitor. Up to --parallel requests run at once; the others\n"
+            "wait in a bounded queue (HTTP 429 when it is full).\n\n"
             "options:\n"
             "  -m, --model FILE        GGUF model to serve (default: wick's own small code model,\n"
             "                          " DEFAULT_MODEL ", see docs/models.md)\n"
@@ -71,7 +71,15 @@ static void usage(FILE *out)
             "                          to what fits --mem; printed at startup with the arithmetic)\n"
             "      --chat-template NAME  override the GGUF's chat template (%s)\n"
             "      --max-queue N       requests allowed to wait (default 64)\n"
-            "      --parallel N        sequences decoded at once; only 1 is supported\n"
+            "      --parallel N        requests in progress at once (default 1, at most 256). Each\n"
+            "                          engine step runs one token of every decoding request and\n"
+            "                          prompt chunks of --ubatch tokens in all (the oldest waiting\n"
+            "                          prompt first) as one batch: the weights are read once for\n"
+            "                          all, and a long prompt delays the others' streams by one\n"
+            "                          chunk per step. Memory: KV and state for N\n"
+            "                          sequences (wick check --parallel N); N + 1 cache slots at\n"
+            "                          least. Speculative decoding (--spec) is off when N > 1\n"
+            "      --ubatch N          prompt tokens per forward chunk (default 512)\n"
             "      --max-body-mb N     largest request body (default 32)\n"
             "      --timeout S         close connections idle for S seconds (default 30)\n"
             "      --request-timeout S stop a generation after S seconds (default: none)\n"
@@ -254,8 +262,13 @@ static void log_startup(pl_service *svc, const pl_service_config *ec, const srv_
     char pol[160];
     cli_policy_describe(&eo->policy, pol, sizeof pol);
     WK_INFO("KV cache %s, attention %s", cli_kv_type_name(eo->kv_type), pol);
+    if (ec->parallel > 1)
+        WK_INFO("parallel: up to %d requests at once, prompt chunks of %d tokens; speculative decoding off",
+                ec->parallel, eo->n_ubatch);
     const ckpt_cache_config *cache = &ec->pipeline.cache;
-    WK_INFO("prefix cache: slots %d, RAM %.2f GiB, %s%s", cache->max_slots > 0 ? cache->max_slots : CKPT_CACHE_SLOTS_DEFAULT,
+    int slots = cache->max_slots > 0 ? cache->max_slots : CKPT_CACHE_SLOTS_DEFAULT;
+    if (ec->parallel > 1 && slots <= ec->parallel) slots = ec->parallel + 1; /* as pl_engine_open: one per request, + 1 */
+    WK_INFO("prefix cache: slots %d, RAM %.2f GiB, %s%s", slots,
             (double)(cache->mem_bytes ? cache->mem_bytes : CKPT_CACHE_MEM_DEFAULT) / (1024.0 * 1024 * 1024),
             cache->dir ? "disk archive in " : "no disk archive", cache->dir ? cache->dir : " (--cache-dir DIR)");
     json_decref(info);
@@ -273,7 +286,7 @@ static void log_startup(pl_service *svc, const pl_service_config *ec, const srv_
 int cmd_serve(int argc, char **argv)
 {
     enum { O_HOST = 1000, O_PORT, O_KEY, O_TMPL, O_QUEUE, O_PAR, O_BODY, O_TIMEOUT, O_RTIMEOUT, O_KA, O_ALIAS,
-           O_CMEM, O_CSLOTS, O_CDIR, O_CDISK, O_DEMO, O_STRICT_ID, O_LOG_FORMAT, O_MAX_TOKENS, O_BIAS, O_SPEC };
+           O_CMEM, O_CSLOTS, O_CDIR, O_CDISK, O_DEMO, O_STRICT_ID, O_LOG_FORMAT, O_MAX_TOKENS, O_BIAS, O_SPEC, O_UBATCH };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},   {"host", required_argument, 0, O_HOST},
         {"port", required_argument, 0, O_PORT}, {"api-key", required_argument, 0, O_KEY},
@@ -287,6 +300,7 @@ int cmd_serve(int argc, char **argv)
         {"demo", no_argument, 0, O_DEMO}, {"strict-model-id", no_argument, 0, O_STRICT_ID},
         {"log-format", required_argument, 0, O_LOG_FORMAT}, {"max-tokens", required_argument, 0, O_MAX_TOKENS},
         {"logit-bias", required_argument, 0, O_BIAS}, {"spec", required_argument, 0, O_SPEC},
+        {"ubatch", required_argument, 0, O_UBATCH},
         CLI_POLICY_LONG_OPTIONS, CLI_KV_TYPE_OPTION,
         CLI_DEVICE_OPTION,                      {"verbose", no_argument, 0, 'v'},       {"help", no_argument, 0, 'h'},
         CLI_READY_LONG_OPTIONS, {0, 0, 0, 0}};
@@ -339,11 +353,12 @@ int cmd_serve(int argc, char **argv)
             ec.max_queue = (int)v;
             break;
         case O_PAR:
-            if (parse_int(optarg, "--parallel", 1, 1, &v)) {
-                fprintf(stderr, "wick serve: one engine thread decodes one sequence at a time; "
-                                "concurrent requests queue (--max-queue)\n");
-                return 2;
-            }
+            if (parse_int(optarg, "--parallel", 1, ENG_MAX_SEQ, &v)) return 2;
+            ec.parallel = (int)v;
+            break;
+        case O_UBATCH:
+            if (parse_int(optarg, "--ubatch", 1, 1 << 16, &v)) return 2;
+            eo->n_ubatch = (int)v;
             break;
         case O_BODY:
             if (parse_int(optarg, "--max-body-mb", 1, 4096, &v)) return 2;
@@ -486,8 +501,9 @@ int cmd_serve(int argc, char **argv)
     const uint64_t cache_budget = cache_cfg->mem_bytes ? cache_cfg->mem_bytes : CKPT_CACHE_MEM_DEFAULT;
     int ready_rc;
     if (cli_device_finish(eo->device, &eo->split, "wick serve")) return 2;
-    if (cli_ready_serve(&ready, cfg.path, model_path, sc.host, sc.port, eo->n_ctx, eo->kv_type, eo->device, eo->gpu,
-                        &eo->split, cache_budget, ec.pipeline.chat_template, &ready_rc))
+    eo->n_seq = ec.parallel > 0 ? ec.parallel : 1;
+    if (cli_ready_serve(&ready, cfg.path, model_path, sc.host, sc.port, eo, cache_budget, ec.pipeline.chat_template,
+                        &ready_rc))
         return ready_rc;
     if (cache_cfg->dir && mkdir_p(cache_cfg->dir)) {
         fprintf(stderr, "wick serve: cannot create --cache-dir %s: %s\n", cache_cfg->dir, strerror(errno));

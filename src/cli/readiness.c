@@ -268,6 +268,8 @@ static void mem_options(const cli_ready_input *in, uint64_t aux_bytes, eng_mem_o
     o->ckpt_bytes = in->cache_bytes;
     o->aux_bytes = aux_bytes;
     o->split = in->split;
+    o->n_parallel = in->n_parallel;
+    if (in->n_ubatch > 0) o->n_ubatch = in->n_ubatch;
 }
 
 static void check_memory(const cli_ready_input *in, const model *m, uint64_t aux_bytes, cli_ready_report *r)
@@ -582,14 +584,16 @@ int cli_ready_option(int opt, const char *arg, cli_ready_opts *o, const char *cm
 }
 
 bool cli_ready_serve(const cli_ready_opts *o, const char *config_path, const char *model_path, const char *host,
-                     int port, int32_t n_ctx, int32_t kv_type, int32_t device, int32_t gpu,
-                     const eng_split_opts *split, uint64_t cache_bytes, const char *chat_template, int *exit_code)
+                     int port, const eng_options *eng, uint64_t cache_bytes, const char *chat_template,
+                     int *exit_code)
 {
+    const int32_t n_ctx = eng->n_ctx, kv_type = eng->kv_type, device = eng->device, gpu = eng->gpu;
     cli_ready_input in = {.model_path = model_path, .draft_path = o->draft, .n_aux = o->n_aux,
                           .manifest_path = o->manifest, .config_path = config_path && *config_path ? config_path : NULL,
                           .chat_template = chat_template, .host = host, .port = port, .n_ctx = n_ctx,
-                          .kv_type = kv_type, .device = device, .gpu = gpu, .split = *split, .mem_budget = o->mem_bytes,
-                          .cache_bytes = cache_bytes};
+                          .kv_type = kv_type, .device = device, .gpu = gpu, .split = eng->split,
+                          .mem_budget = o->mem_bytes, .cache_bytes = cache_bytes, .n_parallel = eng->n_seq,
+                          .n_ubatch = eng->n_ubatch};
     for (int i = 0; i < o->n_aux; i++) in.aux_paths[i] = o->aux[i];
     cli_ready_report r;
     cli_ready_run(&in, &r);

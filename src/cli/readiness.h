@@ -44,6 +44,8 @@ typedef struct cli_ready_input {
     int32_t n_ctx;                /* 0: the trained context reduced to fit */
     int32_t kv_type, device, gpu;
     eng_split_opts split;         /* the GPUs of a layer split and --gpu-mem */
+    int32_t n_parallel;           /* sequences in progress at once (--parallel; <= 0: 1) */
+    int32_t n_ubatch;             /* prompt chunk (--ubatch; <= 0: 512) */
     uint64_t mem_budget;          /* 0: free memory minus the margin */
     uint64_t cache_bytes;         /* prefix cache budget counted in the plan */
     bool quiet;                   /* no progress bars */
@@ -130,9 +132,8 @@ int cli_ready_option(int opt, const char *arg, cli_ready_opts *o, const char *cm
  * (--check: 0 ready / 1 not; otherwise 1 when not ready, with the first
  * failure named). */
 bool cli_ready_serve(const cli_ready_opts *o, const char *config_path, const char *model_path, const char *host,
-                     int port, int32_t n_ctx, int32_t kv_type, int32_t device, int32_t gpu,
-                     const eng_split_opts *split, uint64_t cache_bytes,
-                     const char *chat_template, int *exit_code);
+                     int port, const eng_options *eng, uint64_t cache_bytes, const char *chat_template,
+                     int *exit_code);
 
 /* Runs every check. Never fails as a function: what goes wrong is a finding. */
 void cli_ready_run(const cli_ready_input *in, cli_ready_report *r);

@@ -8,6 +8,7 @@
 #include "engine/engine_impl.h"
 #include "engine/memory_plan.h"
 #include "engine/placement.h"
+#include "util/argmax.h"
 #include "util/checked.h"
 #include "util/units.h"
 #ifdef WICK_HAVE_CUDA
@@ -20,6 +21,7 @@ void eng_options_default(eng_options *o)
     o->n_threads = 0;
     o->n_ctx = 4096;
     o->n_ubatch = 512;
+    o->n_seq = 1;
     o->device = ENG_DEVICE_CPU;
     o->gpu = 0;
 }
@@ -192,6 +194,8 @@ int eng_ctx_new(eng_ctx **out, const model *m, const eng_options *o, wk_error *e
     if (opt.n_ubatch > opt.n_ctx) opt.n_ubatch = opt.n_ctx;
     if (opt.split.n > ENG_MAX_SPLIT) return wk_fail(err, WK_EINVAL, "context: %d devices (at most %d)", opt.split.n, ENG_MAX_SPLIT);
     if (opt.split.n > 1) opt.gpu = opt.split.gpus[0];
+    if (opt.n_seq <= 0) opt.n_seq = 1;
+    if (opt.n_seq > ENG_MAX_SEQ) return wk_fail(err, WK_EINVAL, "context: %d sequences per step (at most %d)", opt.n_seq, ENG_MAX_SEQ);
     eng_ctx *c = calloc(1, sizeof *c);
     if (!c) return wk_fail(err, WK_ENOMEM, "context: out of memory");
     c->src = m;
@@ -240,8 +244,9 @@ int eng_ctx_new(eng_ctx **out, const model *m, const eng_options *o, wk_error *e
     rc = model_prepare(&c->prepared, m, bes, first, c->n_parts, err);
     if (rc) goto fail;
     c->m = &c->prepared;
+    /* rows of a step: a prompt chunk plus one token of every other sequence */
     for (int32_t p = 0; p < c->n_parts; p++) {
-        rc = model_scratch_new(&c->parts[p].scratch, m, c->parts[p].be, opt.n_ubatch, err);
+        rc = model_scratch_new(&c->parts[p].scratch, m, c->parts[p].be, opt.n_ubatch + opt.n_seq - 1, err);
         if (!rc && p > 0) rc = model_scratch_link(m, c->parts[p - 1].scratch, c->parts[p].scratch, c->parts[p].first, err);
         if (rc) goto fail;
     }
@@ -324,11 +329,8 @@ static bool cancelled(const eng_prefill_opts *o)
     return o->cancel && o->cancel(o->user);
 }
 
-/* The request-level policy resolved for the forward chunk at [pos, pos + nt)
- * of a prompt spanning [span0, span1): NULL (dense) when every query of the
- * chunk is in the dense tail, else the call-level policy (backend.h) whose
- * dense_tail counts the chunk's queries inside the tail. */
-static const be_attn_policy *chunk_policy(const be_attn_policy *p, int32_t span0, int32_t span1, int32_t pos,
+/* The call-level policy's dense_tail counts the chunk's queries inside the tail. */
+const be_attn_policy *eng_chunk_policy(const be_attn_policy *p, int32_t span0, int32_t span1, int32_t pos,
                                           int32_t nt, be_attn_policy *out)
 {
     if (!p->approx) return NULL;
@@ -368,6 +370,29 @@ typedef struct run_rows {
     bool hidden;     /* every row's final-normed hidden state into c->hidden (one chunk) */
 } run_rows;
 
+/* One chunk through model_forward_rows; single-token decode steps may be recorded and
+ * replayed by the backend (CUDA graphs). */
+static int forward_alone(eng_ctx *c, eng_seq *s, const int32_t *tokens, int32_t nt, const model_rows *out,
+                         const be_attn_policy *pol, bool decode, wk_error *err)
+{
+    const int32_t pos = s->st.n_past;
+    /* single-token decode steps may be recorded and replayed by the backend (CUDA graphs);
+     * not across the parts of a split: a part whose replay failed would have the pass run
+     * again after the parts before it already advanced their recurrent state */
+    const bool step = decode && nt == 1 && c->n_parts == 1;
+    if (step) be_step_begin(c->be, s, pos);
+    int rc = model_forward_rows(c->m, c->be, c->scratch, &s->st, tokens, nt, out, pol, err);
+    if (c->fail_after > 0 && --c->fail_after == 0 && !rc)
+        rc = wk_fail(err, WK_EIO, "injected failure (eng_ctx_fail_after) at position %d", pos);
+    if (step && be_step_end(c->be, rc) > 0) { /* the recording could not run it: op by op */
+        s->st.n_past = pos;
+        rc = model_forward_rows(c->m, c->be, c->scratch, &s->st, tokens, nt, out, pol, err);
+    }
+    /* asynchronous backends keep the first error of their void ops (norms, copies) */
+    for (int32_t p = 0; p < c->n_parts && !rc; p++) rc = be_status(c->parts[p].be, err);
+    return rc;
+}
+
 static int prefill_run(eng_ctx *c, eng_seq *s, const int32_t *tokens, int32_t n, const eng_prefill_opts *opts,
                        const run_rows *rr, wk_error *err)
 {
@@ -393,6 +418,8 @@ static int prefill_run(eng_ctx *c, eng_seq *s, const int32_t *tokens, int32_t n,
     c->logits_all_rows = 0;
     c->hidden_rows = 0;
     if (s->st.n_past == 0) s->policy_fp = c->policy_fp;
+    /* a joined sequence's chunks meet the others' in the scheduler's steps (sched.h) */
+    const bool batched = c->sched && c->opt.n_seq > 1 && s->sched_joined && !all && !rr->hidden && !hook;
     int32_t span0 = s->st.n_past, span1 = s->st.n_past + n;
     if (opts && opts->span_end > 0) {
         span0 = opts->span_start;
@@ -410,21 +437,15 @@ static int prefill_run(eng_ctx *c, eng_seq *s, const int32_t *tokens, int32_t n,
         };
         int32_t pos = s->st.n_past;
         be_attn_policy call_policy;
-        const be_attn_policy *pol = decode ? NULL : chunk_policy(&c->opt.policy, span0, span1, pos, nt, &call_policy);
-        /* single-token decode steps may be recorded and replayed by the backend (CUDA graphs);
-         * not across the parts of a split: a part whose replay failed would have the pass run
-         * again after the parts before it already advanced their recurrent state */
-        const bool step = decode && nt == 1 && c->n_parts == 1;
-        if (step) be_step_begin(c->be, s, pos);
-        rc = model_forward_rows(c->m, c->be, c->scratch, &s->st, tokens + done, nt, &out, pol, err);
-        if (c->fail_after > 0 && --c->fail_after == 0 && !rc)
-            rc = wk_fail(err, WK_EIO, "injected failure (eng_ctx_fail_after) at position %d", pos);
-        if (step && be_step_end(c->be, rc) > 0) { /* the recording could not run it: op by op */
-            s->st.n_past = pos;
-            rc = model_forward_rows(c->m, c->be, c->scratch, &s->st, tokens + done, nt, &out, pol, err);
+        const be_attn_policy *pol = decode ? NULL : eng_chunk_policy(&c->opt.policy, span0, span1, pos, nt, &call_policy);
+        if (batched) {
+            const eng_step_item item = {.seq = s, .tokens = tokens + done, .n = nt, .prefill = !decode,
+                                        .span_start = span0, .span_end = span1, .logits = last};
+            rc = eng_sched_forward(c->sched, &item, opts ? opts->cancel_flag : NULL, err);
+            if (!rc && last) memcpy(c->logits, s->logits, sizeof(float) * V);
+        } else {
+            rc = forward_alone(c, s, tokens + done, nt, &out, pol, decode, err);
         }
-        /* asynchronous backends keep the first error of their void ops (norms, copies) */
-        for (int32_t p = 0; p < c->n_parts && !rc; p++) rc = be_status(c->parts[p].be, err);
         if (rc) {
             /* the chunk did not happen as far as the position goes; what it wrote into the KV and
              * the recurrent state is not to be trusted (callers fall back to a checkpoint) */
@@ -440,7 +461,8 @@ static int prefill_run(eng_ctx *c, eng_seq *s, const int32_t *tokens, int32_t n,
     }
     if (greedy) {
         float logit;
-        *greedy = model_scratch_argmax(c->scratch, &logit);
+        *greedy = batched ? wk_argmax_f32(c->logits, (int32_t)V) : model_scratch_argmax(c->scratch, &logit);
+        if (batched) logit = *greedy >= 0 ? c->logits[*greedy] : 0.0f;
         if (*greedy >= 0 && logit == -INFINITY) *greedy = -1; /* as eng_sampler_sample */
     }
     if (all) memcpy(c->logits, c->logits_all + (size_t)(n - 1 - first) * V, sizeof(float) * V);

@@ -24,6 +24,9 @@
 typedef struct eng_seq eng_seq;
 typedef struct eng_ctx eng_ctx;
 
+/* The most sequences one step may advance (eng_options.n_seq). */
+#define ENG_MAX_SEQ 256
+
 /* Where a context runs its forward passes. */
 enum eng_device {
     ENG_DEVICE_CPU = 0,  /* the CPU backend (default) */
@@ -56,9 +59,12 @@ typedef struct eng_options {
     int32_t n_ubatch;         /* tokens per forward chunk in prefill (default 512) */
     be_attn_policy policy;    /* attention policy (default dense) */
     int32_t kv_type;          /* enum be_kv_type of new sequences' KV cache (default F16) */
+    int32_t n_seq;            /* sequences one eng_step may advance (default 1): the activation
+                                 buffers hold a chunk of n_ubatch tokens plus n_seq - 1 more */
 } eng_options;
 
-/* CPU, n_threads 0, n_ctx 4096 (capped to the model's training context), n_ubatch 512, dense. */
+/* CPU, n_threads 0, n_ctx 4096 (capped to the model's training context), n_ubatch 512, n_seq 1,
+ * dense. */
 void eng_options_default(eng_options *o);
 
 /* Parses a --device value: "cpu", "cuda", "cuda:N" (GPU N) or "cuda:N,M,..." (a split
@@ -179,6 +185,28 @@ int eng_decode_greedy(eng_ctx *c, eng_seq *s, int32_t token, int32_t *next, wk_e
  * Errors as eng_prefill; WK_EINVAL for first outside [0, n) or n > n_ubatch. */
 int eng_decode_rows(eng_ctx *c, eng_seq *s, const int32_t *tokens, int32_t n, int32_t first, bool hidden,
                     wk_error *err);
+
+/* One sequence's part of a batched step (eng_step). */
+typedef struct eng_step_item {
+    eng_seq *seq;
+    const int32_t *tokens;
+    int32_t n;                    /* >= 1 */
+    bool prefill;                 /* a prompt chunk: the context's attention policy over the span
+                                     (eng_prefill_opts); else decode tokens: dense */
+    int32_t span_start, span_end; /* prefill: the prompt's span; span_end 0: this chunk */
+    bool logits;                  /* the last row's logits into eng_seq_logits */
+} eng_step_item;
+
+/* Advances n_items sequences (each at most once) in one forward pass over all their
+ * tokens (model_forward_batch: each weight read once for the rows of all; on the CPU
+ * every sequence's numbers are bit for bit those of eng_prefill / eng_decode alone).
+ * The rows in all may not exceed n_ubatch + n_seq - 1 (eng_options). On success every
+ * sequence holds its tokens and, where asked, eng_seq_logits() the next-token logits.
+ * Errors as eng_prefill, for the whole step: no sequence moves. */
+int eng_step(eng_ctx *c, const eng_step_item *items, int32_t n_items, wk_error *err);
+
+/* The rows one eng_step may hold (n_ubatch + n_seq - 1). */
+int32_t eng_step_max_tokens(const eng_ctx *c);
 
 /* The most tokens a batch may hold for each of its rows to come out exactly as in a
  * batch of one (be_ops.exact_rows); 0: the backend promises nothing. */

@@ -33,6 +33,7 @@ struct eng_ctx {
     int32_t hidden_rows, hidden_cap;
     uint64_t policy_fp;
     int32_t fail_after;      /* eng_ctx_fail_after: forward calls left before an injected failure, 0 = off */
+    struct eng_sched *sched; /* the step scheduler attached to it (sched.h), or NULL */
 };
 
 /* A sequence's state on one part of its context: the K and V of the part's attention
@@ -55,6 +56,9 @@ struct eng_seq {
     int32_t high_water;      /* most positions ever held (pages of KV written so far) */
     size_t kv_bytes;         /* the KV allocations, all parts */
     uint64_t policy_fp;
+    float *logits;           /* host [n_vocab]: eng_step's logits of this sequence, NULL until asked */
+    bool sched_joined;       /* its forwards go through the scheduler (eng_sched_join) */
+    uint64_t sched_ticket;   /* its join order */
 };
 
 /* "cuda:1" (or "cpu part 1") for messages about part p. */
@@ -63,6 +67,17 @@ const char *eng_part_name(const eng_ctx *c, int32_t p, char *buf, size_t cap);
 uint64_t eng_gpu_held(const eng_ctx *c, int32_t gpu);
 /* The part that runs layer il (the last for il >= n_layer). */
 int32_t eng_ctx_layer_part(const eng_ctx *c, uint32_t il);
+
+/* sched.c: a joined sequence's forward (one eng_step item), run in the next step that
+ * takes it; called with the scheduler's lock held, which it lets go while it waits.
+ * WK_ECANCELLED (nothing run) when *cancel turns true before a step took it. */
+int eng_sched_forward(struct eng_sched *s, const eng_step_item *item, const atomic_bool *cancel, wk_error *err);
+
+/* The request-level policy p resolved for the forward chunk at [pos, pos + nt) of a
+ * prompt spanning [span0, span1): NULL (dense) when every query of the chunk is in the
+ * dense tail, else *out, the call-level policy (backend.h). */
+const be_attn_policy *eng_chunk_policy(const be_attn_policy *p, int32_t span0, int32_t span1, int32_t pos,
+                                       int32_t nt, be_attn_policy *out);
 
 /* Before the position goes down (clear, truncate, restore): remember how far it got. */
 static inline void seq_note_high_water(eng_seq *s)

@@ -32,6 +32,7 @@ void eng_mem_options_of(eng_mem_options *o, const eng_options *e)
     o->kv_type = e->kv_type;
     if (e->n_ctx > 0) o->n_ctx = e->n_ctx;
     if (e->n_ubatch > 0) o->n_ubatch = e->n_ubatch;
+    if (e->n_seq > 0) o->n_parallel = e->n_seq;
 }
 
 /* a += b and a × b that set *bad instead of wrapping */
@@ -89,6 +90,7 @@ int eng_mem_plan_compute(const model *m, const eng_mem_options *o, eng_mem_plan 
     if (ub > o->n_ctx) ub = o->n_ctx; /* eng_ctx_new clamps the same way */
     int bad = 0;
     out->n_ctx = o->n_ctx;
+    out->n_seq = (int32_t)n_seq;
     out->weight_bytes = weight_bytes(m, &bad);
     out->aux_bytes = o->aux_bytes;
     out->kv_bytes_per_token = eng_mem_kv_bytes_per_token(m, o->kv_type);
@@ -98,7 +100,8 @@ int eng_mem_plan_compute(const model *m, const eng_mem_options *o, eng_mem_plan 
     out->ids_bytes = mul((uint64_t)o->n_ctx * sizeof(int32_t), n_seq, &bad);
     out->state_bytes = mul(state, n_seq, &bad);
     out->ckpt_bytes = o->ckpt_bytes;
-    out->scratch_bytes = (uint64_t)model_scratch_bytes(m, ub) + (uint64_t)m->hp.n_vocab * sizeof(float);
+    /* a step holds a chunk and one token of every other sequence (eng_options.n_seq) */
+    out->scratch_bytes = (uint64_t)model_scratch_bytes(m, ub + (int32_t)n_seq - 1) + (uint64_t)m->hp.n_vocab * sizeof(float);
     uint64_t t = 0;
     add_to(&t, out->weight_bytes, &bad);
     add_to(&t, out->aux_bytes, &bad);
@@ -129,6 +132,7 @@ void eng_mem_plan_describe(const eng_mem_plan *p, int32_t kv_type, char *buf, si
     if (n < cap)
         n += (size_t)snprintf(buf + n, cap - n, " + KV %s at %s", wk_format_bytes(kv, sizeof kv, p->kv_bytes + p->ids_bytes),
                               kv_type == BE_KV_Q8_0 ? "q8_0" : "f16");
+    if (p->n_seq > 1 && n < cap) n += (size_t)snprintf(buf + n, cap - n, " for %d sequences", p->n_seq);
     if (p->state_bytes && n < cap)
         n += (size_t)snprintf(buf + n, cap - n, " + state %s", wk_format_bytes(st, sizeof st, p->state_bytes));
     if (p->ckpt_bytes && n < cap)

@@ -9,8 +9,8 @@
  *   ids      per sequence: the token ids of the context (4 bytes a position)
  *   state    per sequence: conv + SSM state of every recurrent layer (F32)
  *   ckpt     the prefix cache budget (idle conversations' KV + checkpoints)
- *   scratch  activation buffers of one n_ubatch chunk (model_scratch_bytes)
- *            + the host logits row
+ *   scratch  activation buffers of one step: an n_ubatch chunk plus a token of each
+ *            other sequence (model_scratch_bytes) + the host logits row
  * All sums are overflow-checked: a file whose shapes overflow 64 bits is an
  * error, never a wrapped number. */
 #ifndef WICK_ENGINE_MEMORY_PLAN_H
@@ -43,6 +43,7 @@ void eng_mem_options_of(eng_mem_options *o, const eng_options *e);
 
 typedef struct eng_mem_plan {
     int32_t n_ctx;
+    int32_t n_seq;                /* sequences counted (kv, ids, state) */
     uint64_t weight_bytes;
     uint64_t aux_bytes;
     uint64_t kv_bytes_per_token;  /* one sequence */

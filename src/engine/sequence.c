@@ -136,6 +136,7 @@ void eng_seq_free(eng_seq *s)
         part->held_bytes = part->held_bytes > had ? part->held_bytes - had : 0;
     }
     free(s->layers);
+    free(s->logits);
     free(s->tokens);
     free(s);
 }

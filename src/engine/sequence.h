@@ -32,6 +32,9 @@ uint64_t eng_seq_prefix_hash(const eng_seq *s, int32_t n); /* hash of the first 
  * (the most positions it ever held × KV bytes per token: the allocation is
  * a lazily backed mapping), elsewhere the whole allocation. */
 uint64_t eng_seq_kv_bytes_held(const eng_seq *s);
+/* Next-token logits (n_vocab floats) of the sequence's latest eng_step that asked for
+ * them; NULL before one did. Valid until the sequence's next step. */
+const float *eng_seq_logits(const eng_seq *s);
 /* The state as the forward pass sees it (for cache/ code that copies KV). */
 model_state *eng_seq_state(eng_seq *s);
 

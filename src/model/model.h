@@ -226,6 +226,29 @@ int model_forward_rows(const model *m, be_backend *be, model_scratch *s, model_s
                        const int32_t *tokens, int32_t n_t, const model_rows *out,
                        const be_attn_policy *policy, wk_error *err);
 
+/* One sequence's part of a batched forward pass (model_forward_batch). */
+typedef struct model_batch_seq {
+    model_state *st;              /* its state: tokens go to positions st->n_past.. */
+    const int32_t *tokens;        /* [n_t] */
+    int32_t n_t;                  /* >= 1: a decode token, a prefill chunk */
+    enum model_logits_mode mode;  /* NONE, LAST or ALL (ARGMAX is for model_forward alone) */
+    float *logits;                /* host: n_vocab floats per row with logits (LAST: 1, ALL: n_t) */
+    const be_attn_policy *policy; /* NULL: dense */
+} model_batch_seq;
+
+/* Runs the tokens of n_seq sequences (each its own state, none twice) through the
+ * model as one batch of Σ n_t rows (<= the scratch's max): the matmuls read each weight
+ * once for all rows, attention and the recurrent layers run per sequence over its own
+ * state. On success every st->n_past grows by its n_t and each sequence's logits are
+ * what model_forward of that sequence alone gives; on the CPU bit for bit (rows are
+ * grouped so that each takes the matmul kernel it takes alone: be_ops.exact_rows,
+ * be_rows_as_one), elsewhere up to rounding. Checked before anything runs (states untouched): WK_EINVAL
+ * for an empty or oversized batch, a shared state, a bad token or mode; WK_ERANGE when
+ * a sequence's capacity would overflow. After a failure inside the pass the states'
+ * positions are unchanged and their contents not to be trusted. */
+int model_forward_batch(const model *m, be_backend *be, model_scratch *s, const model_batch_seq *seqs,
+                        int32_t n_seq, wk_error *err);
+
 /* The MTP block over n_t consecutive positions pos0.. (m->has_mtp): tokens[t] is x_p and
  * hidden (host [n_t][n_embd]) holds h_{p-1}, the main model's final-normed hidden state
  * one position back (or the MTP's own output when drafting further ahead). kv is the

@@ -4,33 +4,42 @@
  *   qwen35moe adds a shared expert gated per token: + σ(w_shgate · u) · SwiGLU_shared(u) */
 #include "model/model_impl.h"
 
-int model_ffn_moe(const model *m, be_backend *be, model_scratch *s, const model_layer *ly, const float *in,
-                  int32_t n_t, float *out, wk_error *err)
+int model_ffn_moe(const model *m, be_backend *be, model_scratch *s, const model_layer *ly, const model_batch *b,
+                  const float *in, float *out, wk_error *err)
 {
     const model_hparams *hp = &m->hp;
     const int32_t k = (int32_t)hp->n_expert_used;
-    TRY(be_matmul(be, &ly->ffn_gate_inp, in, n_t, s->router, err));
-    be_moe_route(be, s->router, n_t, (int32_t)hp->n_expert, k, s->expert_ids, s->expert_w);
+    const size_t E = hp->n_embd;
+    TRY(model_mm(be, b, &ly->ffn_gate_inp, in, s->router, err));
+    be_moe_route(be, s->router, b->n_t, (int32_t)hp->n_expert, k, s->expert_ids, s->expert_w);
     const bool has_shared = ly->ffn_gate_inp_shexp.data != NULL;
-    const be_moe_shared shared = {&ly->ffn_gate_shexp, &ly->ffn_up_shexp, &ly->ffn_down_shexp, s->sh_gate};
-    if (has_shared) TRY(be_matmul(be, &ly->ffn_gate_inp_shexp, in, n_t, s->sh_gate, err));
-    be_moe_args a = {
-        .gate = &ly->ffn_gate_exps,
-        .up = &ly->ffn_up_exps,
-        .down = &ly->ffn_down_exps,
-        .u = in,
-        .n_t = n_t,
-        .k = k,
-        .ids = s->expert_ids,
-        .weights = s->expert_w,
-        .out = out,
-        .shared = has_shared && be_moe_takes_shared(be) ? &shared : NULL,
-    };
-    TRY(be_moe_ffn(be, &a, err));
-    if (!has_shared || a.shared) return 0;
+    if (has_shared) TRY(model_mm(be, b, &ly->ffn_gate_inp_shexp, in, s->sh_gate, err));
+    const bool fused_shared = has_shared && be_moe_takes_shared(be);
+    /* per matmul group: the experts' matmuls take the group's rows as one call does */
+    for (int32_t i = 0; i < b->n_grp; i++) {
+        const model_grp g = b->grp[i];
+        const size_t r = (size_t)g.row0;
+        const be_moe_shared shared = {&ly->ffn_gate_shexp, &ly->ffn_up_shexp, &ly->ffn_down_shexp, s->sh_gate + r};
+        be_moe_args a = {
+            .gate = &ly->ffn_gate_exps,
+            .up = &ly->ffn_up_exps,
+            .down = &ly->ffn_down_exps,
+            .u = in + r * E,
+            .n_t = g.n,
+            .k = k,
+            .ids = s->expert_ids + r * (size_t)k,
+            .weights = s->expert_w + r * (size_t)k,
+            .out = out + r * E,
+            .shared = fused_shared ? &shared : NULL,
+        };
+        be_rows_as_one(be, g.as_one);
+        int rc = be_moe_ffn(be, &a, err);
+        be_rows_as_one(be, false);
+        if (rc) return rc;
+    }
+    if (!has_shared || fused_shared) return 0;
     /* shared expert op by op: its output lands in moe_out */
-    TRY(model_ffn_dense(be, s, &ly->ffn_gate_shexp, &ly->ffn_up_shexp, &ly->ffn_down_shexp, in, n_t, s->moe_out,
-                        err));
-    be_add_scaled_sigmoid(be, out, s->moe_out, s->sh_gate, n_t, hp->n_embd);
+    TRY(model_ffn_dense(be, s, b, &ly->ffn_gate_shexp, &ly->ffn_up_shexp, &ly->ffn_down_shexp, in, s->moe_out, err));
+    be_add_scaled_sigmoid(be, out, s->moe_out, s->sh_gate, b->n_t, hp->n_embd);
     return 0;
 }

@@ -19,27 +19,27 @@
 
 /* Gated full attention (8.4): W_q yields per head [query | gate]; the output is
  * multiplied by σ(gate) before W_o. */
-static int gated_attention(const model *m, be_backend *be, model_scratch *s, const model_layer *ly,
-                           model_layer_state *ls, int32_t n_t, int32_t pos0, const be_attn_policy *policy,
-                           wk_error *err)
+static int gated_attention(const model *m, be_backend *be, model_scratch *s, const model_layer *ly, uint32_t il,
+                           const model_batch *b, wk_error *err)
 {
     const model_hparams *hp = &m->hp;
     const int32_t H = (int32_t)hp->n_head, Hkv = (int32_t)hp->n_head_kv, dk = (int32_t)hp->d_k;
+    const int32_t n_t = b->n_t;
     const size_t q_stride = (size_t)2 * H * dk; /* token stride of the interleaved query|gate rows */
-    TRY(model_qkv(be, s, ly, n_t, err));
+    TRY(model_qkv(be, s, ly, b, err));
     be_rms_norm(be, s->q, 2 * dk, s->q, 2 * dk, (int64_t)n_t * H, dk, wf32(&ly->q_norm), hp->eps);
     be_rms_norm(be, s->k, dk, s->k, dk, (int64_t)n_t * Hkv, dk, wf32(&ly->k_norm), hp->eps);
     be_rope(be, s->q, n_t, q_stride, H, 2 * dk, s->rope_cs, &hp->rope);
     be_rope(be, s->k, n_t, (size_t)Hkv * dk, Hkv, dk, s->rope_cs, &hp->rope);
-    TRY(model_attend(m, be, s, ls, n_t, pos0, s->q, q_stride, (size_t)2 * dk, policy, err));
+    TRY(model_attend(m, be, s, b, il, s->q, q_stride, (size_t)2 * dk, err));
     be_mul_sigmoid(be, s->att, hp->d_v, s->q + dk, 2 * dk, (int64_t)n_t * H, hp->d_v);
-    return be_matmul(be, &ly->wo, s->att, n_t, s->tmp, err);
+    return model_mm(be, b, &ly->wo, s->att, s->tmp, err);
 }
 
 /* Gated DeltaNet (8.5): projections → causal conv + SiLU → delta-rule scan over
- * the recurrent state → per-head RMSNorm gated by SiLU(z) → W_out. */
-static int gated_deltanet(const model *m, be_backend *be, model_scratch *s, const model_layer *ly,
-                          model_layer_state *ls, int32_t n_t, wk_error *err)
+ * the recurrent state (both per sequence) → per-head RMSNorm gated by SiLU(z) → W_out. */
+static int gated_deltanet(const model *m, be_backend *be, model_scratch *s, const model_layer *ly, uint32_t il,
+                          const model_batch *b, wk_error *err)
 {
     const model_hparams *hp = &m->hp;
     const int32_t Hk = (int32_t)hp->ssm_n_hk, Hv = (int32_t)hp->ssm_n_hv;
@@ -47,69 +47,71 @@ static int gated_deltanet(const model *m, be_backend *be, model_scratch *s, cons
     const size_t key_dim = (size_t)Hk * dk, value_dim = (size_t)Hv * dv, conv_dim = 2 * key_dim + value_dim;
     const be_weight *proj[4] = {&ly->ssm_qkv, &ly->ssm_z, &ly->ssm_beta, &ly->ssm_alpha};
     float *const proj_out[4] = {s->qkv, s->z, s->beta, s->alpha};
-    TRY(be_matmul_multi(be, proj, 4, s->cur, n_t, proj_out, err));
-    be_ssm_conv(be, s->conv, conv_dim, s->qkv, conv_dim, n_t, (int64_t)conv_dim, wf32(&ly->ssm_conv1d),
-                (int32_t)hp->ssm_conv_k, ls->conv);
-    be_gdn_args g = {
-        .q = s->conv,
-        .k = s->conv + key_dim,
-        .v = s->conv + 2 * key_dim,
-        .qk_stride = conv_dim,
-        .v_stride = conv_dim,
-        .alpha = s->alpha,
-        .beta = s->beta,
-        .ssm_a = wf32(&ly->ssm_a),
-        .dt_bias = wf32(&ly->ssm_dt),
-        .n_t = n_t,
-        .n_hk = Hk,
-        .n_hv = Hv,
-        .d_k = dk,
-        .d_v = dv,
-        .eps = hp->eps,
-        .state = ls->ssm,
-        .out = s->gdn_o,
-        .out_stride = value_dim,
-        .chunked = GDN_USE_CHUNKED,
-    };
-    TRY(be_gdn(be, &g, err));
-    be_rms_norm_gated(be, s->gdn_o, s->gdn_o, (int64_t)n_t * Hv, dv, wf32(&ly->ssm_norm), hp->eps, s->z);
-    return be_matmul(be, &ly->ssm_out, s->gdn_o, n_t, s->tmp, err);
+    TRY(model_mm_multi(be, b, proj, 4, s->cur, proj_out, err));
+    for (int32_t i = 0; i < b->n_seg; i++) {
+        const model_seg *sg = &b->seg[i];
+        model_layer_state *ls = &sg->layers[il];
+        const size_t r = (size_t)sg->row0;
+        float *conv = s->conv + r * conv_dim;
+        be_ssm_conv(be, conv, conv_dim, s->qkv + r * conv_dim, conv_dim, sg->n_t, (int64_t)conv_dim,
+                    wf32(&ly->ssm_conv1d), (int32_t)hp->ssm_conv_k, ls->conv);
+        be_gdn_args g = {
+            .q = conv,
+            .k = conv + key_dim,
+            .v = conv + 2 * key_dim,
+            .qk_stride = conv_dim,
+            .v_stride = conv_dim,
+            .alpha = s->alpha + r * (size_t)Hv,
+            .beta = s->beta + r * (size_t)Hv,
+            .ssm_a = wf32(&ly->ssm_a),
+            .dt_bias = wf32(&ly->ssm_dt),
+            .n_t = sg->n_t,
+            .n_hk = Hk,
+            .n_hv = Hv,
+            .d_k = dk,
+            .d_v = dv,
+            .eps = hp->eps,
+            .state = ls->ssm,
+            .out = s->gdn_o + r * value_dim,
+            .out_stride = value_dim,
+            .chunked = GDN_USE_CHUNKED,
+        };
+        TRY(be_gdn(be, &g, err));
+    }
+    be_rms_norm_gated(be, s->gdn_o, s->gdn_o, (int64_t)b->n_t * Hv, dv, wf32(&ly->ssm_norm), hp->eps, s->z);
+    return model_mm(be, b, &ly->ssm_out, s->gdn_o, s->tmp, err);
 }
 
 /* The block shared by the main stack and the MTP block: mixer (attention or DeltaNet)
- * and FFN, each with its residual. kv_pos0: the position of the batch's first token in
- * the layer's KV rows. */
-static int qwen35_block(const model *m, be_backend *be, model_scratch *s, const model_layer *ly,
-                        model_layer_state *ls, int32_t n_t, int32_t kv_pos0, const be_attn_policy *policy,
-                        wk_error *err)
+ * and FFN, each with its residual; il picks each sequence's layer state. */
+static int qwen35_block(const model *m, be_backend *be, model_scratch *s, const model_layer *ly, uint32_t il,
+                        const model_batch *b, wk_error *err)
 {
     const model_hparams *hp = &m->hp;
-    const int64_t E = hp->n_embd, n = (int64_t)n_t * E;
-    be_rms_norm(be, s->cur, E, s->x, E, n_t, E, wf32(&ly->attn_norm), hp->eps);
+    const int64_t E = hp->n_embd, n = (int64_t)b->n_t * E;
+    be_rms_norm(be, s->cur, E, s->x, E, b->n_t, E, wf32(&ly->attn_norm), hp->eps);
     if (ly->recurrent)
-        TRY(gated_deltanet(m, be, s, ly, ls, n_t, err));
+        TRY(gated_deltanet(m, be, s, ly, il, b, err));
     else
-        TRY(gated_attention(m, be, s, ly, ls, n_t, kv_pos0, policy, err));
+        TRY(gated_attention(m, be, s, ly, il, b, err));
     be_add(be, s->x, s->x, s->tmp, n);
-    be_rms_norm(be, s->cur, E, s->x, E, n_t, E, wf32(&ly->ffn_norm), hp->eps);
+    be_rms_norm(be, s->cur, E, s->x, E, b->n_t, E, wf32(&ly->ffn_norm), hp->eps);
     if (m->arch == MODEL_ARCH_QWEN35MOE)
-        TRY(model_ffn_moe(m, be, s, ly, s->cur, n_t, s->tmp, err));
+        TRY(model_ffn_moe(m, be, s, ly, b, s->cur, s->tmp, err));
     else
-        TRY(model_ffn_dense(be, s, &ly->ffn_gate, &ly->ffn_up, &ly->ffn_down, s->cur, n_t, s->tmp, err));
+        TRY(model_ffn_dense(be, s, b, &ly->ffn_gate, &ly->ffn_up, &ly->ffn_down, s->cur, s->tmp, err));
     be_add(be, s->x, s->x, s->tmp, n);
     return 0;
 }
 
-int qwen35_forward(const model *m, be_backend *be, model_scratch *s, model_state *st, int32_t n_t,
-                   const model_rows *out, const be_attn_policy *policy, wk_error *err)
+int qwen35_forward(const model *m, be_backend *be, model_scratch *s, const model_batch *b, wk_error *err)
 {
-    const int32_t pos0 = st->n_past;
-    TRY(model_embed(m, be, s, n_t, pos0, err));
+    TRY(model_embed(m, be, s, b, err));
     for (uint32_t il = 0; il < m->hp.n_layer; il++) {
-        TRY(model_part_enter(m, &be, &s, il, n_t, err));
-        TRY(qwen35_block(m, be, s, &m->layers[il], &st->layers[il], n_t, pos0, policy, err));
+        TRY(model_part_enter(m, &be, &s, il, b->n_t, err));
+        TRY(qwen35_block(m, be, s, &m->layers[il], il, b, err));
     }
-    return model_output(m, be, s, n_t, out, err);
+    return 0;
 }
 
 /* MTP (8.8): u = W_eh · [RMSNorm(embed(x); enorm) ‖ RMSNorm(h; hnorm)], one full-attention
@@ -120,11 +122,14 @@ int qwen35_mtp_forward(const model *m, be_backend *be, model_scratch *s, model_l
     const model_hparams *hp = &m->hp;
     const model_mtp *mt = &m->mtp;
     const int64_t E = hp->n_embd;
-    TRY(model_embed_with(m, be, s, &mt->embd, n_t, pos0, err));
+    const model_seg seg = {kv, 0, n_t, pos0, kv_pos0, NULL};
+    model_grp grp = {0, n_t, false};
+    const model_batch b = {n_t, 1, &seg, 1, &grp};
+    TRY(model_embed_with(m, be, s, &mt->embd, &b, err));
     be_from_host(be, s->tmp, hidden, sizeof(float) * (size_t)n_t * (size_t)E);
     be_rms_norm(be, s->mtp_in, 2 * E, s->x, E, n_t, E, wf32(&mt->enorm), hp->eps);
     be_rms_norm(be, s->mtp_in + E, 2 * E, s->tmp, E, n_t, E, wf32(&mt->hnorm), hp->eps);
     TRY(be_matmul(be, &mt->eh_proj, s->mtp_in, n_t, s->x, err));
-    TRY(qwen35_block(m, be, s, &mt->layer, kv, n_t, kv_pos0, NULL, err));
+    TRY(qwen35_block(m, be, s, &mt->layer, 0, &b, err));
     return model_output_with(be, s, hp, &mt->head_norm, &mt->head, NULL, n_t, out, err);
 }

@@ -87,6 +87,10 @@ int pl_engine_open(pl_engine **out, const pl_config *cfg, wk_error *err)
         if (o.n_ctx <= 0) rc = default_n_ctx(pe, &o.n_ctx, err);
         if (!rc) rc = eng_ctx_new(&pe->ctx, pe->m, &o, err);
     }
+    if (!rc) rc = eng_sched_new(&pe->sched, pe->ctx, err);
+    /* a slot per request in progress, and one to keep a conversation they do not use */
+    const int slots = pe->cfg.cache.max_slots > 0 ? pe->cfg.cache.max_slots : CKPT_CACHE_SLOTS_DEFAULT;
+    if (pe->cfg.eng.n_seq > 1 && slots <= pe->cfg.eng.n_seq) pe->cfg.cache.max_slots = pe->cfg.eng.n_seq + 1;
     if (!rc) rc = ckpt_cache_new(&pe->cache, pe->ctx, &pe->cfg.cache, err);
     if (!rc) rc = pl_spec_open(pe, err);
     if (rc) {
@@ -103,6 +107,7 @@ void pl_engine_close(pl_engine *pe)
     gram_vocab_free(pe->gvocab);
     pl_spec_close(pe);
     ckpt_cache_free(pe->cache);
+    eng_sched_free(pe->sched);
     eng_ctx_free(pe->ctx);
     tok_free(pe->vocab);
     model_free(pe->m);
@@ -114,6 +119,8 @@ const tok_vocab *pl_engine_vocab(const pl_engine *pe) { return pe->vocab; }
 const chat_template *pl_engine_template(const pl_engine *pe) { return pe->has_tmpl ? &pe->tmpl : NULL; }
 eng_ctx *pl_engine_ctx(pl_engine *pe) { return pe->ctx; }
 ckpt_cache *pl_engine_cache(pl_engine *pe) { return pe->cache; }
+void pl_engine_lock(pl_engine *pe) { eng_sched_lock(pe->sched); }
+void pl_engine_unlock(pl_engine *pe) { eng_sched_unlock(pe->sched); }
 int32_t pl_engine_n_ctx(const pl_engine *pe) { return ckpt_cache_n_ctx(pe->cache); }
 
 void pl_engine_reserve(pl_engine *pe, int32_t n_ctx)

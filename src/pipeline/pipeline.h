@@ -14,9 +14,11 @@
  *            confirmed checkpoint). Disk archiving happens later, when the
  *            engine is idle (ckpt_cache_archive_step).
  *
- * A pl_engine is one loaded model with its context and prefix cache; it is
- * driven by one thread at a time (the service's engine thread, or the
- * command that made it). */
+ * A pl_engine is one loaded model with its context and prefix cache. With
+ * cfg.eng.n_seq > 1 up to that many threads may run pl_run on it at once: their
+ * forward passes are batched into shared steps (engine/sched.h) while each
+ * request keeps its own sampler, grammar, stop strings and parser; speculative
+ * decoding is off then. Otherwise one thread at a time drives it. */
 #ifndef WICK_PIPELINE_PIPELINE_H
 #define WICK_PIPELINE_PIPELINE_H
 
@@ -42,7 +44,8 @@ typedef struct pl_config {
     uint64_t mem_budget_bytes; /* memory for that default (0: free RAM / VRAM minus a margin) */
     ckpt_cache_config cache;   /* slots, RAM budget, archive folder (NULL dir: none) */
     const char *draft_path;    /* draft model for speculative decoding (--draft), or NULL */
-    int spec;                  /* enum eng_spec_mode of requests that do not choose (default: off) */
+    int spec;                  /* enum eng_spec_mode of requests that do not choose (default: off;
+                                  always off when eng.n_seq > 1) */
 } pl_config;
 
 /* Defaults: template from the file and required, tokenizer required,
@@ -63,6 +66,10 @@ const tok_vocab *pl_engine_vocab(const pl_engine *pe); /* NULL: the file has no 
 const chat_template *pl_engine_template(const pl_engine *pe); /* NULL: none usable */
 eng_ctx *pl_engine_ctx(pl_engine *pe);
 ckpt_cache *pl_engine_cache(pl_engine *pe);
+/* The engine's lock: pl_run takes it itself; other users of the context or the cache
+ * take it while requests may be in progress on other threads. */
+void pl_engine_lock(pl_engine *pe);
+void pl_engine_unlock(pl_engine *pe);
 int32_t pl_engine_n_ctx(const pl_engine *pe);
 bool pl_engine_has_draft(const pl_engine *pe);  /* a draft model is loaded */
 bool pl_engine_has_mtp(const pl_engine *pe);    /* the model has an MTP block */

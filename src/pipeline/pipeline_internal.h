@@ -5,6 +5,7 @@
 
 #include "chat/chat_parse.h"
 #include "engine/grammar.h"
+#include "engine/sched.h"
 #include "engine/spec.h"
 #include "pipeline/pipeline.h"
 
@@ -18,6 +19,7 @@ struct pl_engine {
     chat_template tmpl;
     bool has_tmpl;
     eng_ctx *ctx;
+    eng_sched *sched;            /* the context's lock, and its step scheduler under --parallel */
     ckpt_cache *cache;
     gram_vocab *gvocab;          /* token byte strings for constrained output, made on first use */
     /* speculative decoding (speculate.c) */

@@ -17,14 +17,18 @@ int pl_run(pl_engine *pe, const eng_request *req, const pl_sink *sink, eng_event
     r.sink = sink ? sink : &none;
     r.t0_ms = wk_now_ms();
     r.c.ckpt_pos = -1;
+    pl_engine_lock(pe);
     int status = pl_admit(&r);
     if (!status) status = pl_reuse(&r);
     bool prefilled = false;
+    /* prefill and generate: its forwards meet the other requests' in shared steps */
+    if (!status) eng_sched_join(pe->sched, r.plan.seq);
     if (!status) {
         status = pl_prefill(&r);
         prefilled = status == 0;
     }
     if (!status) status = pl_generate(&r);
+    if (r.begun) eng_sched_leave(pe->sched, r.plan.seq);
 
     /* finish */
     r.final.counters = r.c;
@@ -41,6 +45,7 @@ int pl_run(pl_engine *pe, const eng_request *req, const pl_sink *sink, eng_event
         final->text = NULL;
     }
     eng_event_clear(&r.final);
+    pl_engine_unlock(pe);
     free(r.ids);
     free(r.marks);
     return status;

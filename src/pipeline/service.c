@@ -1,7 +1,8 @@
-/* The engine service thread: a bounded queue of jobs run through the
- * pipeline one at a time, control requests (reset cache, reload) between
- * them, the disk archive written in bounded steps while the queue is
- * empty, and the read-only queries other threads may make. */
+/* The engine service threads: a bounded queue of jobs run through the
+ * pipeline, up to `parallel` at once (one thread each), control requests
+ * (reset cache, reload) when none runs, the disk archive written in bounded
+ * steps while nothing else is to do, and the read-only queries other threads
+ * may make. Lock order: the engine's lock (pl_engine_lock) before svc->lock. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,8 +44,10 @@ static void snapshot_cache(pl_service *svc)
     ckpt_cache_stats st = {0};
     json_t *j = NULL;
     if (svc->pe) {
+        pl_engine_lock(svc->pe);
         ckpt_cache_get_stats(pl_engine_cache(svc->pe), &st);
         j = ckpt_cache_json(pl_engine_cache(svc->pe));
+        pl_engine_unlock(svc->pe);
     }
     pthread_mutex_lock(&svc->lock);
     svc->cache_st = st;
@@ -120,7 +123,9 @@ static void run_job(pl_service *svc, pl_job *job)
         ev.http_status = 499;
         snprintf(ev.error_type, sizeof ev.error_type, "cancelled");
         snprintf(ev.message, sizeof ev.message, "request cancelled before it started");
+        pl_engine_lock(svc->pe); /* the cache's counters, read beside other requests */
         sink_finish(&jr, &ev);
+        pl_engine_unlock(svc->pe);
         return;
     }
     pl_sink sink = {.user = &jr,
@@ -162,56 +167,70 @@ static void run_control(pl_service *svc, int ctrl, unsigned seq)
     pthread_mutex_unlock(&svc->lock);
 }
 
-/* Archive work while nothing else waits; true when some remains. */
+/* Archive work while nothing else waits; true when some remains (no job runs). */
 static bool archive_pending(pl_service *svc)
 {
     return svc->pe && ckpt_cache_archive_pending(pl_engine_cache(svc->pe));
 }
 
+static void active_remove(pl_service *svc, pl_job *job)
+{
+    for (int i = 0; i < svc->n_active; i++)
+        if (svc->active[i] == job) {
+            svc->active[i] = svc->active[--svc->n_active];
+            break;
+        }
+}
+
+/* One engine thread (svc->lock held on entry and exit between the branches). */
 static void *engine_main(void *arg)
 {
     pl_service *svc = arg;
+    pthread_mutex_lock(&svc->lock);
     for (;;) {
-        pthread_mutex_lock(&svc->lock);
-        while (!svc->stop && svc->q_len == 0 && !svc->ctrl_pending) {
-            if (archive_pending(svc)) break;
-            pthread_cond_wait(&svc->wake, &svc->lock);
-        }
-        if (svc->stop) {
-            pthread_mutex_unlock(&svc->lock);
-            break;
-        }
-        if (svc->ctrl_pending) {
+        if (svc->stop) break;
+        if (svc->ctrl_pending && svc->n_active == 0 && !svc->ctrl_running && !svc->archiving) {
             int ctrl = svc->ctrl_pending;
             unsigned seq = svc->ctrl_seq_req;
             svc->ctrl_pending = 0;
+            svc->ctrl_running = true;
             pthread_mutex_unlock(&svc->lock);
             run_control(svc, ctrl, seq);
+            pthread_mutex_lock(&svc->lock);
+            svc->ctrl_running = false;
+            pthread_cond_broadcast(&svc->wake);
             continue;
         }
-        if (svc->q_len == 0) { /* idle: one bounded step of the disk archive, then look again */
+        if (svc->q_len > 0 && !svc->ctrl_pending && !svc->ctrl_running && !svc->archiving) {
+            pl_job *job = svc->queue[svc->q_head];
+            svc->q_head = (svc->q_head + 1) % svc->q_cap;
+            svc->q_len--;
+            svc->active[svc->n_active++] = job;
+            job->phase = JOB_PREFILL;
+            job->t_start_ms = wk_now_ms();
+            pthread_mutex_unlock(&svc->lock);
+            if (!atomic_load(&svc->ready)) svc_job_fail(job, 503, "unavailable_error", "model is not loaded");
+            else run_job(svc, job);
+            snapshot_cache(svc);
+            pthread_mutex_lock(&svc->lock);
+            active_remove(svc, job);
+            pthread_cond_broadcast(&svc->wake); /* a control request may wait for the last job */
+            pl_job_release(job);
+            continue;
+        }
+        if (svc->n_active == 0 && !svc->ctrl_running && !svc->archiving && !svc->ctrl_pending && svc->q_len == 0 &&
+            archive_pending(svc)) { /* idle: one bounded step of the disk archive, then look again */
+            svc->archiving = true;
             pthread_mutex_unlock(&svc->lock);
             if (!ckpt_cache_archive_step(pl_engine_cache(svc->pe), ARCHIVE_STEP_BYTES)) snapshot_cache(svc);
+            pthread_mutex_lock(&svc->lock);
+            svc->archiving = false;
+            pthread_cond_broadcast(&svc->wake);
             continue;
         }
-        pl_job *job = svc->queue[svc->q_head];
-        svc->q_head = (svc->q_head + 1) % svc->q_cap;
-        svc->q_len--;
-        svc->active = job;
-        job->phase = JOB_PREFILL;
-        job->t_start_ms = wk_now_ms();
-        pthread_mutex_unlock(&svc->lock);
-
-        if (!atomic_load(&svc->ready)) svc_job_fail(job, 503, "unavailable_error", "model is not loaded");
-        else run_job(svc, job);
-        snapshot_cache(svc);
-        pthread_mutex_lock(&svc->lock);
-        svc->active = NULL;
-        pthread_mutex_unlock(&svc->lock);
-        pl_job_release(job);
+        pthread_cond_wait(&svc->wake, &svc->lock);
     }
     /* Fail whatever is still queued so no reader waits forever. */
-    pthread_mutex_lock(&svc->lock);
     while (svc->q_len) {
         pl_job *job = svc->queue[svc->q_head];
         svc->q_head = (svc->q_head + 1) % svc->q_cap;
@@ -249,21 +268,28 @@ int pl_service_start(const pl_service_config *cfg, pl_service **out, wk_error *e
     svc->cfg.model_id = svc->model_id;
     if (svc->cfg.max_queue <= 0) svc->cfg.max_queue = 64;
     if (svc->cfg.n_recent <= 0) svc->cfg.n_recent = 50;
+    if (svc->cfg.parallel <= 0) svc->cfg.parallel = 1;
+    svc->cfg.pipeline.eng.n_seq = svc->cfg.parallel;
     svc->q_cap = svc->cfg.max_queue;
     svc->queue = calloc((size_t)svc->q_cap, sizeof *svc->queue);
+    svc->active = calloc((size_t)svc->cfg.parallel, sizeof *svc->active);
+    svc->threads = calloc((size_t)svc->cfg.parallel, sizeof *svc->threads);
     svc->recent = json_array();
     pthread_mutex_init(&svc->lock, NULL);
     pthread_cond_init(&svc->wake, NULL);
     pthread_cond_init(&svc->ctrl_done, NULL);
     pthread_rwlock_init(&svc->model_lock, NULL);
-    int rc = svc->queue && svc->recent ? load_model(svc, err) : wk_fail(err, WK_ENOMEM, "out of memory");
+    int rc = svc->queue && svc->active && svc->threads && svc->recent ? load_model(svc, err)
+                                                                       : wk_fail(err, WK_ENOMEM, "out of memory");
     if (rc == 0) {
         atomic_store(&svc->ready, true);
         snapshot_cache(svc);
-        if (pthread_create(&svc->thread, NULL, engine_main, svc) != 0)
-            rc = wk_fail(err, WK_ENOMEM, "cannot start the engine thread");
-        else
-            svc->thread_started = true;
+        for (int i = 0; i < svc->cfg.parallel && !rc; i++) {
+            if (pthread_create(&svc->threads[i], NULL, engine_main, svc) != 0)
+                rc = wk_fail(err, WK_ENOMEM, "cannot start engine thread %d", i + 1);
+            else
+                svc->n_threads++;
+        }
     }
     if (rc) {
         pl_service_stop(svc);
@@ -278,14 +304,16 @@ void pl_service_stop(pl_service *svc)
     if (!svc) return;
     pthread_mutex_lock(&svc->lock);
     svc->stop = true;
-    if (svc->active) pl_job_cancel(svc->active);
+    for (int i = 0; i < svc->n_active; i++) pl_job_cancel(svc->active[i]);
     pthread_cond_broadcast(&svc->wake);
     pthread_mutex_unlock(&svc->lock);
-    if (svc->thread_started) pthread_join(svc->thread, NULL);
+    for (int i = 0; i < svc->n_threads; i++) pthread_join(svc->threads[i], NULL);
     unload_model(svc);
     json_decref(svc->recent);
     json_decref(svc->cache_json);
     free(svc->queue);
+    free(svc->active);
+    free(svc->threads);
     pthread_mutex_destroy(&svc->lock);
     pthread_cond_destroy(&svc->wake);
     pthread_cond_destroy(&svc->ctrl_done);
@@ -335,7 +363,7 @@ static int run_ctrl(pl_service *svc, int ctrl, wk_error *err)
     /* A reload supersedes a reset; either way one run answers both callers. */
     if (ctrl > svc->ctrl_pending) svc->ctrl_pending = ctrl;
     unsigned my = ++svc->ctrl_seq_req;
-    pthread_cond_signal(&svc->wake);
+    pthread_cond_broadcast(&svc->wake);
     while ((int)(svc->ctrl_seq_done - my) < 0 && !svc->stop) pthread_cond_wait(&svc->ctrl_done, &svc->lock);
     int rc = svc->ctrl_rc;
     if (rc && err) *err = svc->ctrl_err;
@@ -410,7 +438,7 @@ void pl_service_load(pl_service *svc, int *queue_depth, int *busy)
 {
     pthread_mutex_lock(&svc->lock);
     *queue_depth = svc->q_len;
-    *busy = svc->active ? 1 : 0;
+    *busy = svc->n_active;
     pthread_mutex_unlock(&svc->lock);
 }
 

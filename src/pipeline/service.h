@@ -1,6 +1,7 @@
-/* The engine service: one thread that owns the model, its context and the
- * prefix cache (a pl_engine) and runs requests through the pipeline one at
- * a time. HTTP threads never touch those; they describe a request
+/* The engine service: engine threads that own the model, its context and the
+ * prefix cache (a pl_engine) and run requests through the pipeline, up to
+ * `parallel` at once (their forward passes batched into shared steps,
+ * engine/sched.h), in the order they came. HTTP threads never touch those; they describe a request
  * (eng_request), submit it to a bounded queue and read its events (deltas,
  * final counters, errors) from a per-request channel (pl_job). Between
  * requests the thread writes the prefix cache's disk archive in bounded
@@ -31,6 +32,7 @@ typedef struct pl_service_config {
     int max_queue;         /* pending requests before submit() reports busy (default 64) */
     bool synthetic;        /* a random-weight demo model (said everywhere) */
     int n_recent;          /* completed requests kept for the monitor (default 50) */
+    int parallel;          /* requests in progress at once (default 1; pipeline.eng.n_seq is set to it) */
 } pl_service_config;
 
 /* Loads the model and starts the engine thread. On failure returns a

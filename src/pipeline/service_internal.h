@@ -38,12 +38,12 @@ struct pl_service {
     char chat_template_name[64];
     char cache_dir[4096];
 
-    pthread_t thread;
-    bool thread_started;
+    pthread_t *threads;       /* the engine threads: one per sequence in flight (--parallel) */
+    int n_threads;
 
     /* Queue + control requests, guarded by lock. */
     pthread_mutex_t lock;
-    pthread_cond_t wake;      /* engine: work or control arrived */
+    pthread_cond_t wake;      /* engine threads: work or control arrived, a job ended */
     pthread_cond_t ctrl_done; /* callers of reset/reload */
     pl_job **queue;
     int q_head, q_len, q_cap;
@@ -52,7 +52,10 @@ struct pl_service {
     unsigned ctrl_seq_req, ctrl_seq_done;
     int ctrl_rc;
     wk_error ctrl_err;
-    pl_job *active;           /* job the engine works on (monitor) */
+    pl_job **active;          /* jobs the engine works on [n_active] (monitor) */
+    int n_active;
+    bool ctrl_running;        /* a control request runs: no job starts */
+    bool archiving;           /* an archive step runs */
     json_t *recent;           /* array of completed-request summaries, newest last */
     ckpt_cache_stats cache_st;/* the cache's counters after the last job */
     json_t *cache_json;       /* its monitor view after the last job */

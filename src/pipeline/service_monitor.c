@@ -157,7 +157,7 @@ json_t *pl_service_state(pl_service *svc)
     int n_ctx = pl_service_n_ctx(svc);
     pthread_mutex_lock(&svc->lock);
     json_t *active = json_array();
-    if (svc->active) json_array_append_new(active, active_row(svc->active, now));
+    for (int i = 0; i < svc->n_active; i++) json_array_append_new(active, active_row(svc->active[i], now));
     for (int i = 0; i < svc->q_len; i++) json_array_append_new(active, active_row(svc->queue[(svc->q_head + i) % svc->q_cap], now));
     json_object_set_new(st, "active", active);
     json_t *recent = json_array();

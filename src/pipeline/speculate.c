@@ -148,7 +148,8 @@ int pl_spec_admit(pl_request *r)
 {
     const pl_engine *pe = r->pe;
     int mode = r->req->spec ? r->req->spec : pe->cfg.spec;
-    if (mode == ENG_SPEC_DEFAULT) mode = ENG_SPEC_OFF;
+    /* batched steps take one token per sequence: no drafts beside other requests */
+    if (mode == ENG_SPEC_DEFAULT || pe->cfg.eng.n_seq > 1) mode = ENG_SPEC_OFF;
     if (mode == ENG_SPEC_AUTO)
         mode = pl_engine_has_mtp(pe) ? ENG_SPEC_MTP : pl_engine_has_draft(pe) ? ENG_SPEC_DRAFT : ENG_SPEC_NGRAM;
     if (mode == ENG_SPEC_DRAFT && !pl_engine_has_draft(pe))

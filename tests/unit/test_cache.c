@@ -713,6 +713,66 @@ static void check_archive_round_trip(const char *name)
     close_model(&f);
 }
 
+/* Two requests in progress at once sharing a cached prefix: the second never takes the
+ * first one's slot; it starts from a copy of the shared prefix (KV, and the checkpoint
+ * for a recurrent model) and both get the logits of an uncached run, while the first
+ * one keeps decoding on its own slot. */
+static void check_concurrent_plans(const char *name)
+{
+    OPEN_OR_SKIP(f, name);
+    ckpt_cache_config cfg;
+    ckpt_cache_config_default(&cfg);
+    ckpt_cache *c;
+    wk_error err = {0};
+    assert_int_equal(ckpt_cache_new(&c, f.ctx, &cfg, &err), 0);
+    int32_t a[96], b[96];
+    make_tokens(a, 96, 11);
+    memcpy(b, a, sizeof b);
+    for (int i = 64; i < 96; i++) b[i] = 3 + (b[i] + 7) % 257; /* shares 64 tokens */
+    const ckpt_mark marks[] = {{64, CKPT_SYSTEM_END}};
+    ckpt_plan p0;
+    run_cached(&f, c, a, 96, marks, 1, &p0, NULL); /* cached: a, checkpoint at 64 */
+    ckpt_plan pa, pb;
+    assert_int_equal(ckpt_cache_begin(c, a, 96, marks, 1, false, &pa, &err), 0);
+    assert_true(pa.start > 0);
+    assert_int_equal(ckpt_cache_prefill(c, &pa, a, 96, NULL, &err), 0);
+    assert_int_equal(ckpt_cache_begin(c, b, 96, marks, 1, false, &pb, &err), 0);
+    assert_true(pb.slot != pa.slot);
+    assert_int_equal(pb.start, 64);
+    assert_int_equal(ckpt_cache_prefill(c, &pb, b, 96, NULL, &err), 0);
+    float *got = malloc(sizeof(float) * (size_t)f.n_vocab);
+    memcpy(got, eng_logits(f.ctx), sizeof(float) * (size_t)f.n_vocab);
+    run_out ub;
+    run_uncached(&f, b, 96, &ub);
+    for (int i = 0; i < f.n_vocab; i++) assert_float_equal(got[i], ub.logits[i], TOL);
+    free(got);
+    /* the first request's sequence was not disturbed: its decode matches an uncached run */
+    run_out ua;
+    run_uncached(&f, a, 96, &ua);
+    assert_int_equal(eng_decode(f.ctx, pa.seq, ua.greedy[0], &err), 0);
+    assert_int_equal(eng_decode(f.ctx, pb.seq, ub.greedy[0], &err), 0);
+    ckpt_cache_end(c, &pb, true);
+    assert_int_equal(eng_decode(f.ctx, pa.seq, ua.greedy[1], &err), 0);
+    assert_int_equal(wk_argmax_f32(eng_logits(f.ctx), f.n_vocab), ua.greedy[2]);
+    ckpt_cache_end(c, &pa, true);
+    free(ua.logits);
+    free(ub.logits);
+    ckpt_cache_free(c);
+    close_model(&f);
+}
+
+static void test_concurrent_plans_use_their_own_slots_qwen35(void **state)
+{
+    (void)state;
+    check_concurrent_plans("tiny-qwen35-F32.gguf");
+}
+
+static void test_concurrent_plans_use_their_own_slots_qwen3(void **state)
+{
+    (void)state;
+    check_concurrent_plans("tiny-qwen3-F32.gguf");
+}
+
 static void test_archive_round_trips_qwen35(void **state)
 {
     (void)state;
@@ -864,6 +924,8 @@ int main(void)
         cmocka_unit_test(test_budget_evicts_longest_idle_conversation),
         cmocka_unit_test(test_random_traffic_never_reuses_stale_state_qwen35),
         cmocka_unit_test(test_random_traffic_never_reuses_stale_state_qwen3),
+        cmocka_unit_test(test_concurrent_plans_use_their_own_slots_qwen35),
+        cmocka_unit_test(test_concurrent_plans_use_their_own_slots_qwen3),
         cmocka_unit_test(test_archive_round_trips_qwen35),
         cmocka_unit_test(test_archive_round_trips_qwen3),
         cmocka_unit_test(test_archive_replaced_since_scan_is_read_again),

@@ -271,6 +271,48 @@ static void test_amx_and_vnni_panel_kernels_agree_bit_for_bit(void **state)
     wk_pool_free(pool);
 }
 
+/* CPU_MM_ROWS_AS_ONE: every row of a call of n rows (past the panel threshold too) is
+ * bit for bit the row of a call of one, plain and prepared weights, gathered too. */
+static void test_rows_as_one_equal_single_rows(void **state)
+{
+    (void)state;
+    uint64_t seed = 77;
+    wk_pool *pool = wk_pool_new(2);
+    for (size_t t = 0; t < N_TYPES; t++) {
+        int64_t k = qt_traits_of(k_types[t])->block_elems == 256 ? 512 : 160, m = 40, n = 19;
+        test_weight w = make_weight(k_types[t], m, k, 0, &seed);
+        cpu_weight plain = cpu_weight_view(w.type, w.w, m, k, w.row_bytes), prep = plain;
+        wk_error err = {0};
+        assert_int_equal(cpu_weight_prepare(&prep, &err), 0);
+        float *x = random_acts(n, k, &seed);
+        float *y = malloc((size_t)(n * m) * sizeof(float)), *one = malloc((size_t)m * sizeof(float));
+        int32_t rows[19];
+        for (int i = 0; i < n; i++) rows[i] = (int32_t)(n - 1 - i);
+        const cpu_weight *ws[2] = {&plain, &prep};
+        for (int v = 0; v < 3; v++) {
+            const cpu_weight *cw = ws[v == 1];
+            if (v < 2)
+                assert_int_equal(cpu_matmul_ex(pool, cw, x, k, n, y, m, NULL, CPU_MM_ROWS_AS_ONE, &err), 0);
+            else /* gathered: row i of x into row rows[i] of y */
+                assert_int_equal(cpu_matmul_gather_ex(pool, cw, x, k, rows, y, m, rows, n, NULL, CPU_MM_ROWS_AS_ONE,
+                                                      &err), 0);
+            for (int64_t i = 0; i < n; i++) {
+                const int64_t src = v < 2 ? i : rows[i];
+                assert_int_equal(cpu_matmul(pool, cw, x + src * k, k, 1, one, m, NULL, &err), 0);
+                if (memcmp(one, y + src * m, (size_t)m * sizeof(float)))
+                    fail_msg("%s (%s): row %lld of %lld differs from a call of one row", qt_traits_of(k_types[t])->name,
+                             v == 0 ? "plain" : v == 1 ? "prepared" : "gathered", (long long)i, (long long)n);
+            }
+        }
+        free(x);
+        free(y);
+        free(one);
+        cpu_weight_release(&prep);
+        free_weight(&w);
+    }
+    wk_pool_free(pool);
+}
+
 static void test_matmul_rejects_bad_weights(void **state)
 {
     (void)state;
@@ -295,6 +337,7 @@ int main(void)
         cmocka_unit_test(test_prepared_weight_gives_the_same_results_as_the_plain_view),
         cmocka_unit_test(test_gather_computes_only_the_listed_rows),
         cmocka_unit_test(test_amx_and_vnni_panel_kernels_agree_bit_for_bit),
+        cmocka_unit_test(test_rows_as_one_equal_single_rows),
         cmocka_unit_test(test_matmul_rejects_bad_weights),
     };
     return WK_RUN_GROUP_TESTS(tests, NULL, NULL);

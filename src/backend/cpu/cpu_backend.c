@@ -210,10 +210,12 @@ int cpu_op_matmul(be_backend *be, const be_weight *w, const float *x, int64_t n_
 {
     cpu_backend *cb = cpu_of(be);
     cpu_weight cw = cpu_weight_of(w);
-    int rc = cpu_matmul(cb->pool, &cw, x, w->ne[0], n_rows, y, w->ne[1], &cb->mm_scratch, err);
+    int rc = cpu_matmul_ex(cb->pool, &cw, x, w->ne[0], n_rows, y, w->ne[1], &cb->mm_scratch, cpu_mm_flags(cb), err);
     if (rc) wk_fail_prefix(err, "matmul %s", w->name ? w->name : "?");
     return rc;
 }
+
+static void cpu_rows_as_one(be_backend *be, bool on) { cpu_of(be)->rows_as_one = on; }
 
 int cpu_op_get_rows(be_backend *be, const be_weight *w, const int32_t *ids, int64_t n, float *y,
                     wk_error *err)
@@ -343,6 +345,7 @@ static const be_ops k_cpu_ops = {
     .add_scaled_sigmoid = cpu_op_add_scaled_sigmoid,
     .copy = cpu_to_host, /* host memory on both sides */
     .exact_rows = CPU_MATMUL_PANEL_MIN_N - 1,
+    .rows_as_one = cpu_rows_as_one,
 };
 
 int be_cpu_new(be_backend **out, int n_threads, wk_error *err)

@@ -29,9 +29,11 @@ typedef struct cpu_backend {
     cpu_buf shared;                /* op-wide scratch: MoE activations, DeltaNet prep */
     int32_t *moe_rows;             /* MoE row lists */
     size_t moe_rows_cap;
+    bool rows_as_one;              /* be_rows_as_one: matmuls without the panel kernels */
 } cpu_backend;
 
 static inline cpu_backend *cpu_of(be_backend *be) { return (cpu_backend *)be->impl; }
+static inline unsigned cpu_mm_flags(const cpu_backend *cb) { return cb->rows_as_one ? CPU_MM_ROWS_AS_ONE : 0; }
 
 /* Grows b to at least n floats; returns 0 or WK_ENOMEM. Not thread-safe
  * across workers on the same buffer. */

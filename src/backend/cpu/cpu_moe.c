@@ -91,14 +91,15 @@ int cpu_op_moe_ffn(be_backend *be, const be_moe_args *a, wk_error *err)
         cpu_weight cu = fused ? cpu_expert_weight(a->gate, e, n_ff, n_ff, &vu) : cpu_expert_weight(a->up, e, 0, n_ff, &vu);
         cpu_weight cd = cpu_expert_weight(a->down, e, 0, n_embd, &vd);
         float *g = hg + (size_t)b * n_ff, *u = hu + (size_t)b * n_ff, *d = hd + (size_t)b * n_embd;
-        int rc = cpu_matmul_gather(cb->pool, &cg, a->u, n_embd, tok + b, g, n_ff, iota, n,
-                                   &cb->mm_scratch, err);
+        const unsigned fl = cpu_mm_flags(cb);
+        int rc = cpu_matmul_gather_ex(cb->pool, &cg, a->u, n_embd, tok + b, g, n_ff, iota, n, &cb->mm_scratch, fl,
+                                      err);
         if (!rc)
-            rc = cpu_matmul_gather(cb->pool, &cu, a->u, n_embd, tok + b, u, n_ff, iota, n,
-                                   &cb->mm_scratch, err);
+            rc = cpu_matmul_gather_ex(cb->pool, &cu, a->u, n_embd, tok + b, u, n_ff, iota, n, &cb->mm_scratch, fl,
+                                      err);
         if (rc) return wk_fail_prefix(err, "moe expert %lld of %s", (long long)e, a->gate->name);
         for (int64_t i = 0; i < (int64_t)n * n_ff; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
-        rc = cpu_matmul(cb->pool, &cd, g, n_ff, n, d, n_embd, &cb->mm_scratch, err);
+        rc = cpu_matmul_ex(cb->pool, &cd, g, n_ff, n, d, n_embd, &cb->mm_scratch, fl, err);
         if (rc) return wk_fail_prefix(err, "moe expert %lld of %s", (long long)e, a->down->name);
     }
 

@@ -7,6 +7,7 @@
  * have only vec_dot (scalar or NEON) and never repacked weights. */
 #include "backend/cpu/matmul.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -290,18 +291,20 @@ static void matmul_packed(wk_pool *pool, const cpu_weight *w, const float *x, in
  * gather's output rows), the rest holds the activations. */
 static int matmul_core(wk_pool *pool, const cpu_weight *w, const float *x, int64_t x_stride,
                        const int32_t *x_rows, int64_t n, float *y, int64_t y_stride, cpu_scratch *scratch,
-                       size_t extra_bytes, float **extra, wk_error *err)
+                       size_t extra_bytes, float **extra, unsigned flags, wk_error *err)
 {
+    const bool panels = n >= PANEL_MIN_N && !(flags & CPU_MM_ROWS_AS_ONE);
     const size_t act_stride = (qt_act_row_bytes(w->type, w->cols) + ACT_ALIGN - 1) / ACT_ALIGN * ACT_ALIGN;
 #if defined(__x86_64__)
     const int threads = pool ? wk_pool_size(pool) : 1;
-    enum cpu_panel_kernel kernel = n >= PANEL_MIN_N ? cpu_panel_kernel_for(w->type) : CPU_PANEL_NONE;
+    enum cpu_panel_kernel kernel = panels ? cpu_panel_kernel_for(w->type) : CPU_PANEL_NONE;
     if (kernel == CPU_PANEL_AMX && amx_disabled()) kernel = CPU_PANEL_VNNI;
-    const int packed_decode = w->packed && n < PANEL_MIN_N;
+    const int packed_decode = w->packed && !panels;
     const size_t need = kernel != CPU_PANEL_NONE ? cpu_panel_scratch_bytes(w->type, n, w->cols, threads)
                         : packed_decode          ? packed_scratch_bytes(w, n, act_stride)
                                                  : act_stride * (size_t)n;
 #else
+    (void)panels;
     const size_t need = act_stride * (size_t)n;
 #endif
     extra_bytes = (extra_bytes + ACT_ALIGN - 1) / ACT_ALIGN * ACT_ALIGN;
@@ -326,18 +329,31 @@ static int matmul_core(wk_pool *pool, const cpu_weight *w, const float *x, int64
 int cpu_matmul(wk_pool *pool, const cpu_weight *w, const float *x, int64_t x_stride, int64_t n, float *y,
                int64_t y_stride, cpu_scratch *scratch, wk_error *err)
 {
+    return cpu_matmul_ex(pool, w, x, x_stride, n, y, y_stride, scratch, 0, err);
+}
+
+int cpu_matmul_ex(wk_pool *pool, const cpu_weight *w, const float *x, int64_t x_stride, int64_t n, float *y,
+                  int64_t y_stride, cpu_scratch *scratch, unsigned flags, wk_error *err)
+{
     int rc = check_weight(w, err);
     if (rc) return rc;
     if (n < 0 || (n > 0 && (x_stride < w->cols || y_stride < w->rows)))
         return wk_fail(err, WK_EINVAL, "matmul: bad strides (x %lld, y %lld) for %lld x %lld",
                        (long long)x_stride, (long long)y_stride, (long long)w->rows, (long long)w->cols);
     if (n == 0 || w->rows == 0) return 0;
-    return matmul_core(pool, w, x, x_stride, NULL, n, y, y_stride, scratch, 0, NULL, err);
+    return matmul_core(pool, w, x, x_stride, NULL, n, y, y_stride, scratch, 0, NULL, flags, err);
 }
 
 int cpu_matmul_gather(wk_pool *pool, const cpu_weight *w, const float *x, int64_t x_stride,
                       const int32_t *x_rows, float *y, int64_t y_stride, const int32_t *y_rows, int64_t n,
                       cpu_scratch *scratch, wk_error *err)
+{
+    return cpu_matmul_gather_ex(pool, w, x, x_stride, x_rows, y, y_stride, y_rows, n, scratch, 0, err);
+}
+
+int cpu_matmul_gather_ex(wk_pool *pool, const cpu_weight *w, const float *x, int64_t x_stride,
+                         const int32_t *x_rows, float *y, int64_t y_stride, const int32_t *y_rows, int64_t n,
+                         cpu_scratch *scratch, unsigned flags, wk_error *err)
 {
     int rc = check_weight(w, err);
     if (rc) return rc;
@@ -349,7 +365,7 @@ int cpu_matmul_gather(wk_pool *pool, const cpu_weight *w, const float *x, int64_
     if (!scratch) scratch = &local;
     float *tmp = NULL;
     rc = matmul_core(pool, w, x, x_stride, x_rows, n, NULL, w->rows, scratch,
-                     (size_t)n * (size_t)w->rows * sizeof(float), &tmp, err);
+                     (size_t)n * (size_t)w->rows * sizeof(float), &tmp, flags, err);
     for (int64_t i = 0; i < n && rc == 0; i++)
         memcpy(y + (int64_t)y_rows[i] * y_stride, tmp + i * w->rows, (size_t)w->rows * sizeof(float));
     cpu_scratch_free(&local);

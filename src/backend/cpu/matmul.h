@@ -90,6 +90,14 @@ void cpu_scratch_free(cpu_scratch *s);
 int cpu_matmul(wk_pool *pool, const cpu_weight *w, const float *x, int64_t x_stride, int64_t n,
                float *y, int64_t y_stride, cpu_scratch *scratch, wk_error *err);
 
+/* Flags of cpu_matmul_ex / cpu_matmul_gather_ex. CPU_MM_ROWS_AS_ONE: every row of Y
+ * comes out bit for bit as in a call of one row, whatever n (no panel kernels: the
+ * decode-regime kernels over all rows, the weight still streamed once); batched
+ * decoding of several sequences. */
+enum { CPU_MM_ROWS_AS_ONE = 1 };
+int cpu_matmul_ex(wk_pool *pool, const cpu_weight *w, const float *x, int64_t x_stride, int64_t n, float *y,
+                  int64_t y_stride, cpu_scratch *scratch, unsigned flags, wk_error *err);
+
 /* Gathered matmul for MoE: for i < n, row y + y_rows[i]*y_stride =
  * W · (row x + x_rows[i]*x_stride). w is one expert's matrix (plain view of
  * the expert's slice, or prepared). Rows of Y not listed are untouched; the
@@ -97,5 +105,8 @@ int cpu_matmul(wk_pool *pool, const cpu_weight *w, const float *x, int64_t x_str
 int cpu_matmul_gather(wk_pool *pool, const cpu_weight *w, const float *x, int64_t x_stride,
                       const int32_t *x_rows, float *y, int64_t y_stride, const int32_t *y_rows,
                       int64_t n, cpu_scratch *scratch, wk_error *err);
+int cpu_matmul_gather_ex(wk_pool *pool, const cpu_weight *w, const float *x, int64_t x_stride,
+                         const int32_t *x_rows, float *y, int64_t y_stride, const int32_t *y_rows,
+                         int64_t n, cpu_scratch *scratch, unsigned flags, wk_error *err);
 
 #endif
