@@ -2,7 +2,8 @@
  * residual stream over between their layers, each part keeps its layers' KV and
  * recurrent state, and every number comes out as without the split, bit for bit:
  * logits of prefill chunks and decode steps, snapshots (one layout for both), restores
- * across the two kinds of context, speculative rewinds. --gpu-mem refusals name the part
+ * across the two kinds of context, speculative rewinds, batched steps of several
+ * sequences (--parallel). --gpu-mem refusals name the part
  * and the sizes. The same code paths run on CUDA with --device cuda:0,0. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,6 +26,7 @@ static eng_ctx *make(const model *m, int32_t parts, uint64_t gpu_mem)
     o.n_threads = 1;
     o.n_ctx = 64;
     o.n_ubatch = 5;
+    o.n_seq = 3;
     o.split.n = parts;
     o.split.gpu_mem = gpu_mem;
     eng_ctx *c = NULL;
@@ -126,6 +128,56 @@ static void split_equals_unsplit(const char *dir, const char *name)
     model_free(m);
 }
 
+/* One eng_step of three sequences (a prompt chunk beside two decode tokens) on the split
+ * context gives each sequence the logits it gets alone on the unsplit one. */
+static void split_step_equals_unsplit(const char *dir, const char *name)
+{
+    model *m = NULL;
+    wk_error err = {0};
+    assert_int_equal(model_load(&m, path_join(dir, name), &err), 0);
+    const size_t V = m->hp.n_vocab;
+    eng_ctx *one = make(m, 1, 0), *two = make(m, 2, 0);
+    eng_seq *a[3], *b[3];
+    int32_t tok[3][8];
+    for (int i = 0; i < 3; i++) {
+        for (int32_t t = 0; t < 8; t++) tok[i][t] = 5 + (int32_t)((i * 53 + t * 29) % 190);
+        assert_int_equal(eng_seq_new(&a[i], one, 0, &err), 0);
+        assert_int_equal(eng_seq_new(&b[i], two, 0, &err), 0);
+    }
+    /* sequences 1 and 2 stand at different positions; sequence 0 is a new prompt */
+    for (int i = 1; i < 3; i++) {
+        assert_int_equal(eng_prefill(one, a[i], tok[i], 2 + i, NULL, &err), 0);
+        assert_int_equal(eng_prefill(two, b[i], tok[i], 2 + i, NULL, &err), 0);
+    }
+    eng_step_item items[3] = {
+        {.seq = b[0], .tokens = tok[0], .n = 4, .prefill = true, .logits = true},
+        {.seq = b[1], .tokens = tok[1] + 3, .n = 1, .logits = true},
+        {.seq = b[2], .tokens = tok[2] + 4, .n = 1, .logits = true},
+    };
+    assert_int_equal(eng_step(two, items, 3, &err), 0);
+    assert_int_equal(eng_prefill(one, a[0], tok[0], 4, NULL, &err), 0);
+    assert_memory_equal(eng_logits(one), eng_seq_logits(b[0]), V * sizeof(float));
+    for (int i = 1; i < 3; i++) {
+        assert_int_equal(eng_decode(one, a[i], tok[i][2 + i], &err), 0);
+        assert_memory_equal(eng_logits(one), eng_seq_logits(b[i]), V * sizeof(float));
+    }
+    for (int i = 0; i < 3; i++) {
+        eng_seq_free(a[i]);
+        eng_seq_free(b[i]);
+    }
+    eng_ctx_free(one);
+    eng_ctx_free(two);
+    model_free(m);
+}
+
+static void test_batched_step_over_a_split_equals_the_unsplit_one(void **state)
+{
+    (void)state;
+    GOLDEN_OR_SKIP(dir);
+    split_step_equals_unsplit(dir, "models/tiny-qwen3-Q8_0.gguf");
+    split_step_equals_unsplit(dir, "models/tiny-qwen35-Q8_0.gguf");
+}
+
 static void test_split_logits_and_state_equal_the_unsplit_ones(void **state)
 {
     (void)state;
@@ -200,6 +252,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_split_logits_and_state_equal_the_unsplit_ones),
+        cmocka_unit_test(test_batched_step_over_a_split_equals_the_unsplit_one),
         cmocka_unit_test(test_more_parts_than_layers_is_refused),
         cmocka_unit_test(test_gpu_mem_refuses_what_does_not_fit),
     };
