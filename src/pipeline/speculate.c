@@ -72,6 +72,11 @@ struct pl_spec {
     double plain_ms;          /* decayed time of a one-token batch: a plain decode step */
     double spec_ms_tok;       /* decayed time per token given by drafted steps */
     double propose_ms, step_ms; /* the batch in flight: drafting, drafting + forward pass */
+    /* MTP while it does not draft: the target's hidden rows of positions [held_pos0,
+     * held_pos0 + n_held), handed to the block in one catch-up before the next probe (so
+     * the probe drafts with the whole context, not from a block restarted after a gap) */
+    float *held;              /* [cap_held][n_embd] */
+    int32_t held_pos0, n_held, cap_held, n_embd;
 };
 
 /* ---- the engine's side --------------------------------------------------------------- */
@@ -228,7 +233,13 @@ int pl_spec_new(pl_spec **out, pl_request *r, eng_sampler *smp, const eng_sample
         s->ids = malloc(sizeof(int32_t) * (size_t)s->n_vocab);
         s->probs = malloc(sizeof(float) * (size_t)s->n_vocab);
     }
-    if (!s->hist || !s->batch || (!s->greedy && (!s->p || !s->ids || !s->probs))) {
+    if (s->mode == ENG_SPEC_MTP) {
+        s->n_embd = (int32_t)r->pe->m->hp.n_embd;
+        s->cap_held = PROBE_MAX + s->ub;
+        s->held = malloc(sizeof(float) * (size_t)s->n_embd * (size_t)s->cap_held);
+    }
+    if (!s->hist || !s->batch || (!s->greedy && (!s->p || !s->ids || !s->probs)) ||
+        (s->mode == ENG_SPEC_MTP && !s->held)) {
         pl_spec_free(s);
         return pl_fail(r, 500, "server_error", NULL, "out of memory");
     }
@@ -249,6 +260,7 @@ void pl_spec_free(pl_spec *sp)
     free(sp->p);
     free(sp->ids);
     free(sp->probs);
+    free(sp->held);
     free(sp);
 }
 
@@ -341,6 +353,51 @@ static void adapt(pl_spec *sp, int32_t accepted, bool all)
     }
 }
 
+/* Holds the hidden rows of the kept tokens of the batch in flight (positions start ..,
+ * kept <= ub < cap_held), after those held before when they join, else instead of them;
+ * when full, the oldest go (the block then restarts after them, with the newest cap_held
+ * positions of context). */
+static void hold_rows(pl_spec *sp, int32_t kept)
+{
+    const size_t E = (size_t)sp->n_embd;
+    const float *rows = eng_hidden_all(sp->ctx, NULL);
+    if (sp->n_held == 0 || sp->held_pos0 + sp->n_held != sp->start) {
+        sp->held_pos0 = sp->start;
+        sp->n_held = 0;
+    }
+    const int32_t drop = sp->n_held + kept > sp->cap_held ? sp->n_held + kept - sp->cap_held : 0;
+    if (drop) {
+        memmove(sp->held, sp->held + (size_t)drop * E, sizeof(float) * E * (size_t)(sp->n_held - drop));
+        sp->held_pos0 += drop;
+        sp->n_held -= drop;
+    }
+    memcpy(sp->held + (size_t)sp->n_held * E, rows, sizeof(float) * E * (size_t)kept);
+    sp->n_held += kept;
+}
+
+/* The MTP block and the target's hidden rows of the batch in flight: followed at once while
+ * the block drafts or a probe is next (with the rows held since it stopped, in one pass),
+ * held otherwise: a block pass per token would cost what drafting does not repay. */
+static void mtp_follow(pl_spec *sp, int32_t kept, bool now)
+{
+    pl_request *r = sp->r;
+    wk_error err = {0};
+    int rc = 0;
+    if (!now) {
+        hold_rows(sp, kept);
+        return;
+    }
+    if (sp->n_held > 0 && sp->held_pos0 + sp->n_held == sp->start) {
+        hold_rows(sp, kept);
+        rc = eng_mtp_hidden(r->pe->mtp, sp->hist, sp->start + kept, sp->held_pos0, sp->n_held, sp->held, &err);
+    } else {
+        rc = eng_mtp_hidden(r->pe->mtp, sp->hist, sp->start + kept, sp->start, kept, eng_hidden_all(sp->ctx, NULL),
+                            &err);
+    }
+    sp->n_held = 0;
+    if (rc) WK_WARN("MTP: catching up failed (%s)", err.msg);
+}
+
 /* The batch in flight is done with: counters, the MTP's hidden rows, the sequence cut
  * back to the accepted tokens. */
 static int settle(pl_spec *sp, wk_error *err)
@@ -358,12 +415,7 @@ static int settle(pl_spec *sp, wk_error *err)
      * probe: while drafting does not pay, it would cost a block pass per token for
      * nothing (after a gap it restarts from the rows it is given) */
     const bool mtp_next = sp->k > 0 || sp->idle + 1 >= sp->probe_every;
-    if (sp->mode == ENG_SPEC_MTP && mtp_next) {
-        wk_error merr = {0};
-        if (eng_mtp_hidden(r->pe->mtp, sp->hist, sp->start + kept, sp->start, kept, eng_hidden_all(sp->ctx, NULL),
-                           &merr))
-            WK_WARN("MTP: catching up failed (%s)", merr.msg);
-    }
+    if (sp->mode == ENG_SPEC_MTP) mtp_follow(sp, kept, mtp_next);
     if (kept < sp->len) {
         int32_t reached;
         int rc = eng_seq_rewind(sp->seq, &sp->mark, sp->start + kept, &reached, err);
