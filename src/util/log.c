@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
 #include <time.h>
@@ -38,10 +39,17 @@ static void put_json_string(FILE *f, const char *s)
     }
 }
 
+/* Formats the whole line first and writes it with one call: stderr is
+ * unbuffered, so piece-by-piece output would reach a reader (a log
+ * collector, a test) as fragments of a line, and could interleave with
+ * stderr writes made outside the lock. */
 static void emit(enum wk_log_level level, const char *fields, const char *fmt, va_list ap)
 {
     const char *tag = g_tags[level < 4 ? level : 3];
-    pthread_mutex_lock(&g_lock);
+    char *line = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&line, &len);
+    if (!m) return;
     if (g_format == WK_LOG_JSON) {
         char msg[4096];
         vsnprintf(msg, sizeof msg, fmt, ap);
@@ -51,17 +59,22 @@ static void emit(enum wk_log_level level, const char *fields, const char *fmt, v
         gmtime_r(&tv.tv_sec, &tm);
         char ts[32];
         strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
-        fprintf(stderr, "{\"time\": \"%s.%03ldZ\", \"level\": \"%s\", \"msg\": \"", ts, (long)(tv.tv_usec / 1000), tag);
-        put_json_string(stderr, msg);
-        fputc('"', stderr);
-        if (fields && *fields) fprintf(stderr, ", %s", fields);
-        fputs("}\n", stderr);
+        fprintf(m, "{\"time\": \"%s.%03ldZ\", \"level\": \"%s\", \"msg\": \"", ts, (long)(tv.tv_usec / 1000), tag);
+        put_json_string(m, msg);
+        fputc('"', m);
+        if (fields && *fields) fprintf(m, ", %s", fields);
+        fputs("}\n", m);
     } else {
-        fprintf(stderr, "wick: %s: ", tag);
-        vfprintf(stderr, fmt, ap);
-        fputc('\n', stderr);
+        fprintf(m, "wick: %s: ", tag);
+        vfprintf(m, fmt, ap);
+        fputc('\n', m);
     }
-    pthread_mutex_unlock(&g_lock);
+    if (fclose(m) == 0) {
+        pthread_mutex_lock(&g_lock);
+        fwrite(line, 1, len, stderr);
+        pthread_mutex_unlock(&g_lock);
+    }
+    free(line);
 }
 
 void wk_log(enum wk_log_level level, const char *fmt, ...)

@@ -112,7 +112,7 @@ test('Codex-shaped two-turn tool round trip: the full event sequence, and turn 2
   const reuse = u.input_tokens_details.cached_tokens / u.input_tokens;
   t.diagnostic(`turn 2 reused ${u.input_tokens_details.cached_tokens} of ${u.input_tokens} prompt tokens`);
   assert.ok(reuse >= 0.95, `turn 2 reused ${u.input_tokens_details.cached_tokens} of ${u.input_tokens} (${(100 * reuse).toFixed(1)} %)`);
-  assert.match(srv.log(), /POST \/v1\/responses 200 resp_\S+ \(stream\), prompt \d+ \(cached \d+/);
+  assert.match(await srv.waitLog(/POST \/v1\/responses 200 resp_/), /POST \/v1\/responses 200 resp_\S+ \(stream\), prompt \d+ \(cached \d+/);
 });
 
 test('Responses errors: 401 without the key, 400 in OpenAI shape for a bad item', { skip }, async () => {
@@ -218,5 +218,5 @@ test('Anthropic errors in Anthropic\'s shape; the log names each with its reason
   assert.equal(unauth.status, 401);
   assert.equal((await unauth.json()).error.type, 'authentication_error');
   assert.match(srv.log(), /POST \/v1\/messages 400: messages\[0\]\.content\[0\]\.tool_use_id: must be a string/);
-  assert.match(srv.log(), /POST \/v1\/messages 401: Invalid or missing API key/);
+  assert.match(await srv.waitLog(/POST \/v1\/messages 401/), /POST \/v1\/messages 401: Invalid or missing API key/);
 });

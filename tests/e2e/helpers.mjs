@@ -60,6 +60,16 @@ export async function startServer(args = [], { env = {}, waitHealth = true } = {
     port,
     url,
     log: () => log,
+    // The log arrives on a pipe, the answer on a socket: a line written
+    // before the answer may still be in flight when the answer is read.
+    // Resolves with the log once `want` (a RegExp or a predicate of the
+    // log) holds; after `timeoutMs` resolves with the log as it stands,
+    // so the caller's assertion fails with what was there.
+    async waitLog(want, timeoutMs = 10000) {
+      const ok = () => (want instanceof RegExp ? want.test(log) : want(log));
+      for (const t0 = Date.now(); !ok() && Date.now() - t0 < timeoutMs; ) await sleep(20);
+      return log;
+    },
     exited,
     async stop() {
       if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGTERM');

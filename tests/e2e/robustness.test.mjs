@@ -128,7 +128,7 @@ test('a prompt longer than the context is 400 context_length_exceeded in OpenAI 
   assert.equal(e.type, 'invalid_request_error');
   assert.equal(e.code, 'context_length_exceeded');
   assert.match(e.message, /^This model's maximum context length is 512 tokens\. However, your messages resulted in \d+ tokens/);
-  assert.match(srv.log(), /POST \/v1\/chat\/completions 400: This model's maximum context length is 512 tokens/);
+  assert.match(await srv.waitLog(/context length is 512/), /POST \/v1\/chat\/completions 400: This model's maximum context length is 512 tokens/);
   // max_tokens beyond the room left: clamped, not refused (finish_reason length)
   const big = await fetch(srv.url + '/v1/chat/completions', { method: 'POST', body: chatBody({ max_tokens: 100000, ignore_eos: true, wick: { fresh: true } }) });
   assert.equal(big.status, 200);

@@ -49,7 +49,7 @@ test('one log line per request: method, route, status, the reason of refusals, c
   await chat(s, { messages: [{ role: 'user', content: 'x' }, { role: 'assistant', tool_calls: [{ type: 'function', function: { name: 'f', arguments: 'nope' } }] }] });
   await fetch(s.url + '/v1/nothing');
   const ok = await (await chat(s, { temperature: 0 })).json();
-  const lines = requestLines(s.log());
+  const lines = requestLines(await s.waitLog((log) => requestLines(log).filter((l) => / 40[04]/.test(l) || l.includes(ok.id)).length >= 4));
   assert.ok(lines.some((l) => /POST \/v1\/chat\/completions 400: 'temperature' must be a number, got a string/.test(l)), lines.join('\n'));
   assert.ok(lines.some((l) => /POST \/v1\/chat\/completions 400: messages\[1\]\.tool_calls\[0\]\.function\.arguments: must be a JSON object/.test(l)));
   assert.ok(lines.some((l) => /GET \/v1\/nothing 404: no such route/.test(l)));
@@ -62,7 +62,7 @@ test('--log-format json: every line is a JSON object; request lines carry the fi
   const s = await serve([...model(), '--log-format', 'json']);
   const r = await (await chat(s, { temperature: 0 })).json();
   await chat(s, { max_tokens: 0 });
-  const objs = s.log().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
+  const objs = (await s.waitLog(/"status":400/)).split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
   assert.ok(objs.length >= 5);
   for (const o of objs) {
     assert.match(o.time, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
