@@ -111,10 +111,8 @@ static void test_vector_kernels_match_scalar(void **state)
     }
 }
 
-static void test_attention_row_kernel_matches_scalar(void **state)
+static void check_attention_row_kernel_matches_scalar(const cpu_vec_fns *v)
 {
-    (void)state;
-    const cpu_vec_fns *v = cpu_vec_select(2);
     const int dims[3] = {64, 128, 256};
     for (int di = 0; di < 3; di++) {
         const int d = dims[di], nk = 45;
@@ -136,10 +134,16 @@ static void test_attention_row_kernel_matches_scalar(void **state)
     }
 }
 
-static void test_gdn_step_kernel_matches_scalar(void **state)
+/* every vector level of this CPU (AVX2 and AVX-512 on x86-64) */
+static void test_attention_row_kernel_matches_scalar(void **state)
 {
     (void)state;
-    const cpu_vec_fns *v = cpu_vec_select(2);
+    check_attention_row_kernel_matches_scalar(cpu_vec_select(1));
+    check_attention_row_kernel_matches_scalar(cpu_vec_select(2));
+}
+
+static void check_gdn_step_kernel_matches_scalar(const cpu_vec_fns *v)
+{
     const int dk = 33, dv = 192; /* odd dk: the row-pair remainder */ /* a 128-column block and a 64-column one */
     float *S1 = randv((size_t)dk * dv, 0.2f), *S2 = malloc(sizeof(float) * dk * dv);
     float *q = randv(dk, 0.3f), *k = randv(dk, 0.3f), *vv = randv(dv, 1), o1[192], o2[192];
@@ -167,10 +171,16 @@ static void test_gdn_step_kernel_matches_scalar(void **state)
     free(x);
 }
 
-static void test_attention_tile_kernels_match_scalar(void **state)
+/* every vector level of this CPU (AVX2 and AVX-512 on x86-64) */
+static void test_gdn_step_kernel_matches_scalar(void **state)
 {
     (void)state;
-    const cpu_vec_fns *v = cpu_vec_select(2);
+    check_gdn_step_kernel_matches_scalar(cpu_vec_select(1));
+    check_gdn_step_kernel_matches_scalar(cpu_vec_select(2));
+}
+
+static void check_attention_tile_kernels_match_scalar(const cpu_vec_fns *v)
+{
     const int nk = 37, d = 64, rp = 80, rows = 77, dv = 208; /* every block size and remainder */
     float *k = randv((size_t)nk * d, 1), *qt = randv((size_t)d * rp, 1), *vv = randv((size_t)nk * dv, 1);
     float *s1 = malloc(sizeof(float) * nk * rp), *s2 = malloc(sizeof(float) * nk * rp);
@@ -204,6 +214,14 @@ static void test_attention_tile_kernels_match_scalar(void **state)
     free(s2);
     free(a1);
     free(a2);
+}
+
+/* every vector level of this CPU (AVX2 and AVX-512 on x86-64) */
+static void test_attention_tile_kernels_match_scalar(void **state)
+{
+    (void)state;
+    check_attention_tile_kernels_match_scalar(cpu_vec_select(1));
+    check_attention_tile_kernels_match_scalar(cpu_vec_select(2));
 }
 
 /* ---- norms, rope, element-wise ---------------------------------------------------------- */

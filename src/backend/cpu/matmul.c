@@ -1,7 +1,7 @@
 /* CPU matmul driver. Per call: pick the regime (decode: N < 8 rows, else the
  * panel kernels on AVX-512 CPUs, else generic tiles), quantize the
  * activations once into the scratch, split the work over the thread pool.
- * Kernels: matmul_decode_avx512.c, matmul_float_avx512.c (tile kernels),
+ * Kernels: matmul_decode_x86.h (AVX-512 and AVX2), matmul_float_avx512.c (tile kernels),
  * matmul_panel_avx512.c + matmul_amx_avx512.c (prefill panels), quant/'s
  * vec_dot (everything else, any ISA). Builds for other targets than x86-64
  * have only vec_dot (scalar or NEON) and never repacked weights. */
@@ -134,12 +134,14 @@ static void quant_body(void *ctx, int worker, int n_workers)
     }
 }
 
-/* AVX-512 tile kernels (decode-regime quantized ones, float ones), or NULL. */
+/* Tile kernels of this CPU: AVX-512 (decode-regime quantized ones, float
+ * ones) or AVX2 (quantized ones), else NULL. */
 static cpu_gemm_fn pick_gemm(enum qt_type type)
 {
 #if defined(__x86_64__)
     const wk_cpu_features *f = wk_cpu();
-    if (!(f->avx512f && f->avx512bw && f->avx512vl && f->avx512vnni && f->avx2 && f->fma && f->f16c)) return NULL;
+    if (!(f->avx2 && f->fma && f->f16c)) return NULL;
+    if (!(f->avx512f && f->avx512bw && f->avx512vl && f->avx512vnni)) return cpu_gemm_decode_avx2(type);
     cpu_gemm_fn fn = cpu_gemm_decode_avx512(type);
     return fn ? fn : cpu_gemm_float_avx512(type);
 #else

@@ -42,9 +42,10 @@ static inline int cpu_queue_take(cpu_queue *q, long *b, long *e)
 typedef void (*cpu_gemm_fn)(int64_t k, const void *w, size_t w_stride, int nw, const void *a,
                             size_t a_stride, int na, float *y, int64_t y_stride);
 
-/* AVX-512 VNNI kernels for the decode regime (matmul_decode_avx512.c), for
- * the types that have one, else NULL. */
+/* Kernels for the decode regime (matmul_decode_x86.h) at the AVX-512 VNNI
+ * and the AVX2 level, for the types that have one, else NULL. */
 cpu_gemm_fn cpu_gemm_decode_avx512(enum qt_type type);
+cpu_gemm_fn cpu_gemm_decode_avx2(enum qt_type type);
 
 /* AVX-512 kernels for F32 / F16 / BF16 weights, any N (matmul_float_avx512.c). */
 cpu_gemm_fn cpu_gemm_float_avx512(enum qt_type type);

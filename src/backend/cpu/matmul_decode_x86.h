@@ -1,0 +1,332 @@
+/* Decode-regime (few activation rows) tile kernels for x86-64, included by
+ * matmul_decode_avx512.c (VNNI) and matmul_decode_avx2.c, each compiled with
+ * its ISA's flags. Several weight rows are streamed side by side: more memory
+ * streams in flight, the activation block and its scale loaded once for all
+ * of them, and one FMA chain per (weight row, activation row), so a call is
+ * not bound by the latency of a single chain. Every output is computed by the
+ * same operations in the same order whatever the tile's shape: a row gets
+ * the same bits alone or in a batch. The two ISA levels differ only in how
+ * four byte products become one int32 lane (VPDPBUSD, or VPMADDUBSW +
+ * VPMADDWD, exact under the bounds noted at each use), so their results are
+ * equal too. Integer block sums equal the scalar kernels'; F32 accumulation
+ * runs in 8 lanes.
+ *
+ * The includer defines DP_U8I8(u, s) (unsigned × signed bytes, four products
+ * per int32 lane, no saturation for the codes used here) and
+ * GEMM_DECODE_SELECT (the name of the type → kernel function). */
+#include <immintrin.h>
+#include <string.h>
+
+#include "backend/cpu/matmul_impl.h"
+#include "quant/blocks.h"
+
+#define ROWS 4 /* weight rows per pass */
+
+static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+
+static inline float hsum8(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline __m256i nibbles32(const uint8_t *qs)
+{
+    __m128i b = _mm_loadu_si128((const __m128i *)qs);
+    __m256i v = _mm256_set_m128i(_mm_srli_epi16(b, 4), b);
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
+}
+
+/* signed × signed bytes via |x| and sign(y, x) */
+static inline __m256i dp_i8(__m256i x, __m256i y) { return DP_U8I8(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x)); }
+
+/* ---- Q8_0 / Q4_0 / IQ4_NL / Q5_0 × Q8_0 ------------------------------------------ */
+
+/* Block codes of weight type T as signed bytes. */
+static inline __m256i codes_q8_0(const uint8_t *blk) { return _mm256_loadu_si256((const __m256i *)(blk + 2)); }
+
+static inline __m256i codes_q4_0(const uint8_t *blk)
+{
+    return _mm256_sub_epi8(nibbles32(blk + 2), _mm256_set1_epi8(8));
+}
+
+static inline __m256i codes_iq4_nl(const uint8_t *blk)
+{
+    const __m256i book = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)k_iq4nl_values));
+    return _mm256_shuffle_epi8(book, nibbles32(blk + 2));
+}
+
+/* The fifth bits of a Q5 block: byte l of the 32 takes bit l of the 4 qh
+ * bytes at qhp, as 0x10 or 0. */
+static inline __m256i q5_high_bits(const uint8_t *qhp)
+{
+    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3,
+                                            3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    uint32_t qh;
+    memcpy(&qh, qhp, 4);
+    __m256i hb = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), spread);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb, bit), bit), _mm256_set1_epi8(0x10));
+}
+
+static inline __m256i codes_q5_0(const uint8_t *blk)
+{
+    return _mm256_sub_epi8(_mm256_or_si256(nibbles32(blk + 6), q5_high_bits(blk + 2)), _mm256_set1_epi8(16));
+}
+
+/* Weight rows of 32-element blocks against Q8_0 activations (signed codes,
+ * dp_i8) or, with_min, Q8_1 activations (unsigned codes, VPDPBUSD, plus the
+ * block's m·s). codes and with_min are constants at every call: inlined. */
+typedef __m256i (*codes32_fn)(const uint8_t *blk);
+
+static inline __attribute__((always_inline)) void gemm_32(int64_t k, const void *w, size_t w_stride, int nw,
+                                                         const void *a, size_t a_stride, int na, float *y,
+                                                         int64_t y_stride, size_t block_bytes, codes32_fn codes,
+                                                         int with_min)
+{
+    const int64_t nb = k / 32;
+    const size_t ablk = with_min ? sizeof(blk_q8_1) : sizeof(blk_q8_0), aqs = with_min ? 4 : 2;
+    for (int r0 = 0; r0 < nw; r0 += ROWS) {
+        const int nr = nw - r0 < ROWS ? nw - r0 : ROWS;
+        const uint8_t *wr[ROWS];
+        for (int r = 0; r < ROWS; r++) wr[r] = (const uint8_t *)w + (size_t)(r0 + (r < nr ? r : 0)) * w_stride;
+        for (int i = 0; i < na; i++) {
+            const uint8_t *arow = (const uint8_t *)a + (size_t)i * a_stride;
+            __m256 acc[ROWS];
+            float msum[ROWS] = {0};
+            #pragma GCC unroll 4
+            for (int r = 0; r < ROWS; r++) acc[r] = _mm256_setzero_ps();
+            for (int64_t b = 0; b < nb; b++) {
+                const uint8_t *ab = arow + (size_t)b * ablk;
+                uint16_t ad, as = 0;
+                memcpy(&ad, ab, 2);
+                if (with_min) memcpy(&as, ab + 2, 2);
+                const __m256i qy = _mm256_loadu_si256((const __m256i *)(ab + aqs));
+                const float dy = h2f(ad), sy = h2f(as);
+                #pragma GCC unroll 4
+                for (int r = 0; r < ROWS; r++) {
+                    const uint8_t *blk = wr[r] + (size_t)b * block_bytes;
+                    uint16_t dw;
+                    memcpy(&dw, blk, 2);
+                    __m256i p = with_min ? DP_U8I8(codes(blk), qy)
+                                         : dp_i8(codes(blk), qy);
+                    acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(h2f(dw) * dy), _mm256_cvtepi32_ps(p), acc[r]);
+                    if (with_min) {
+                        uint16_t mw;
+                        memcpy(&mw, blk + 2, 2);
+                        msum[r] += h2f(mw) * sy;
+                    }
+                }
+            }
+            for (int r = 0; r < nr; r++) y[i * y_stride + r0 + r] = with_min ? hsum8(acc[r]) + msum[r] : hsum8(acc[r]);
+        }
+    }
+}
+
+#define DEFINE_GEMM_32(NAME, BLOCK_BYTES, CODES, WITH_MIN)                                                        \
+    static void NAME(int64_t k, const void *w, size_t w_stride, int nw, const void *a, size_t a_stride, int na, \
+                     float *y, int64_t y_stride)                                                                 \
+    {                                                                                                           \
+        gemm_32(k, w, w_stride, nw, a, a_stride, na, y, y_stride, BLOCK_BYTES, CODES, WITH_MIN);                \
+    }
+
+DEFINE_GEMM_32(gemm_q8_0, 34, codes_q8_0, 0)
+DEFINE_GEMM_32(gemm_q4_0, 18, codes_q4_0, 0)
+DEFINE_GEMM_32(gemm_iq4_nl, 18, codes_iq4_nl, 0)
+DEFINE_GEMM_32(gemm_q5_0, 22, codes_q5_0, 0)
+
+/* ---- Q4_1 / Q5_1 × Q8_1: unsigned codes, + m·s per block ------------------- */
+
+static inline __m256i ucodes_q4_1(const uint8_t *blk) { return nibbles32(blk + 4); }
+
+static inline __m256i ucodes_q5_1(const uint8_t *blk)
+{
+    return _mm256_or_si256(nibbles32(blk + 8), q5_high_bits(blk + 4));
+}
+
+DEFINE_GEMM_32(gemm_q4_1, 20, ucodes_q4_1, 1)
+DEFINE_GEMM_32(gemm_q5_1, 24, ucodes_q5_1, 1)
+
+/* ---- K-quants × Q8_K --------------------------------------------------------- */
+
+/* Q4_K/Q5_K 12-byte scales → sc[8] and mn[8] as bytes (bit layout in
+ * spec/gguf.md 6.4, done on 32-bit words). */
+static inline void k_scales8(const uint8_t *q, uint8_t sc[8], uint8_t mn[8])
+{
+    uint32_t w0, w1, w2;
+    memcpy(&w0, q, 4);
+    memcpy(&w1, q + 4, 4);
+    memcpy(&w2, q + 8, 4);
+    uint32_t s_lo = w0 & 0x3f3f3f3fu, m_lo = w1 & 0x3f3f3f3fu;
+    uint32_t s_hi = (w2 & 0x0f0f0f0fu) | (((w0 >> 6) & 0x03030303u) << 4);
+    uint32_t m_hi = ((w2 >> 4) & 0x0f0f0f0fu) | (((w1 >> 6) & 0x03030303u) << 4);
+    memcpy(sc, &s_lo, 4);
+    memcpy(sc + 4, &s_hi, 4);
+    memcpy(mn, &m_lo, 4);
+    memcpy(mn + 4, &m_hi, 4);
+}
+
+/* Σ_j mn[j] · (bsums[2j] + bsums[2j+1]) */
+static inline int k_mins(const uint8_t mn[8], const int16_t *bsums)
+{
+    __m256i bs = _mm256_loadu_si256((const __m256i *)bsums);
+    __m128i m8 = _mm_loadl_epi64((const __m128i *)mn);
+    /* each min twice: lanes 2j, 2j+1 */
+    __m256i m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+    __m256i p = _mm256_madd_epi16(bs, m16);
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* One Q4_K (q5 = 0) or Q5_K (q5 = 1) super-block against a Q8_K block:
+ * returns the int32 lanes of Σ sc·code·a; *imin gets Σ mn·bsum. */
+static inline __m256i kq45_block(const uint8_t *scales12, const uint8_t *qs, const uint8_t *qh, const int8_t *ay,
+                                 const int16_t *bsums, int q5, int *imin)
+{
+    uint8_t sc[8], mn[8];
+    k_scales8(scales12, sc, mn);
+    *imin = k_mins(mn, bsums);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), b16 = _mm256_set1_epi8(0x10);
+    __m256i hv = q5 ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
+    __m256i isum = _mm256_setzero_si256();
+    for (int g = 0; g < 4; g++) {
+        __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * g));
+        __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        if (q5) {
+            lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hv, 2 * g), 4), b16));
+            hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hv, 2 * g + 1), 4), b16));
+        }
+        __m256i ylo = _mm256_loadu_si256((const __m256i *)(ay + 64 * g));
+        __m256i yhi = _mm256_loadu_si256((const __m256i *)(ay + 64 * g + 32));
+        /* codes ≤ 31 and |a| ≤ 127: the int16 pair sums of maddubs cannot saturate */
+        __m256i plo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, ylo), _mm256_set1_epi16(sc[2 * g]));
+        __m256i phi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, yhi), _mm256_set1_epi16(sc[2 * g + 1]));
+        isum = _mm256_add_epi32(isum, _mm256_add_epi32(plo, phi));
+    }
+    return isum;
+}
+
+static void gemm_kq45(int64_t k, const void *w, size_t w_stride, int nw, const void *a, size_t a_stride, int na,
+                      float *y, int64_t y_stride, int q5)
+{
+    const int64_t nb = k / 256;
+    for (int r0 = 0; r0 < nw; r0 += ROWS) {
+        const int nr = nw - r0 < ROWS ? nw - r0 : ROWS;
+        const uint8_t *wr[ROWS];
+        for (int r = 0; r < ROWS; r++) wr[r] = (const uint8_t *)w + (size_t)(r0 + (r < nr ? r : 0)) * w_stride;
+        for (int i = 0; i < na; i++) {
+            const blk_q8_K *ab = (const blk_q8_K *)((const uint8_t *)a + (size_t)i * a_stride);
+            __m256 acc[ROWS];
+            float msum[ROWS] = {0};
+            #pragma GCC unroll 4
+            for (int r = 0; r < ROWS; r++) acc[r] = _mm256_setzero_ps();
+            for (int64_t b = 0; b < nb; b++) {
+                #pragma GCC unroll 4
+                for (int r = 0; r < ROWS; r++) {
+                    int imin;
+                    __m256i isum;
+                    uint16_t d, dmin;
+                    if (q5) {
+                        const blk_q5_K *x = (const blk_q5_K *)wr[r] + b;
+                        isum = kq45_block(x->scales, x->qs, x->qh, ab[b].qs, ab[b].bsums, 1, &imin);
+                        d = x->d, dmin = x->dmin;
+                    } else {
+                        const blk_q4_K *x = (const blk_q4_K *)wr[r] + b;
+                        isum = kq45_block(x->scales, x->qs, NULL, ab[b].qs, ab[b].bsums, 0, &imin);
+                        d = x->d, dmin = x->dmin;
+                    }
+                    acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(ab[b].d * h2f(d)), _mm256_cvtepi32_ps(isum), acc[r]);
+                    msum[r] += ab[b].d * h2f(dmin) * (float)imin;
+                }
+            }
+            for (int r = 0; r < nr; r++) y[i * y_stride + r0 + r] = hsum8(acc[r]) - msum[r];
+        }
+    }
+}
+
+static void gemm_q4_K(int64_t k, const void *w, size_t w_stride, int nw, const void *a, size_t a_stride, int na,
+                      float *y, int64_t y_stride)
+{
+    gemm_kq45(k, w, w_stride, nw, a, a_stride, na, y, y_stride, 0);
+}
+
+static void gemm_q5_K(int64_t k, const void *w, size_t w_stride, int nw, const void *a, size_t a_stride, int na,
+                      float *y, int64_t y_stride)
+{
+    gemm_kq45(k, w, w_stride, nw, a, a_stride, na, y, y_stride, 1);
+}
+
+/* Q6_K: codes u = 0..63 stand for u−32: Σ sc·(u−32)·a = Σ sc·u·a − 32·Σ sc·bsum. */
+static inline __m256i q6k_block(const blk_q6_K *x, const blk_q8_K *ab)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    __m256i isum = _mm256_setzero_si256();
+    for (int h = 0; h < 2; h++) {
+        const uint8_t *ql = x->ql + 64 * h;
+        const int8_t *sc = x->scales + 8 * h, *ay = ab->qs + 128 * h;
+        __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
+        __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+        __m256i qh = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * h));
+        __m256i u[4];
+        u[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+        u[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+        u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m30));
+        u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                               _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+        for (int q = 0; q < 4; q++) {
+            __m256i yv = _mm256_loadu_si256((const __m256i *)(ay + 32 * q));
+            /* u ≤ 63, |a| ≤ 127: maddubs pair sums ≤ 16002, no saturation */
+            __m256i s16 = _mm256_set_m128i(_mm_set1_epi16(sc[2 * q + 1]), _mm_set1_epi16(sc[2 * q]));
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(u[q], yv), s16));
+        }
+    }
+    /* − 32 · Σ scale · bsum over the 16 sub-blocks */
+    __m256i bs = _mm256_loadu_si256((const __m256i *)ab->bsums);
+    __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x->scales));
+    __m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(bs, s16), 5);
+    return _mm256_sub_epi32(isum, corr);
+}
+
+static void gemm_q6_K(int64_t k, const void *w, size_t w_stride, int nw, const void *a, size_t a_stride, int na,
+                      float *y, int64_t y_stride)
+{
+    const int64_t nb = k / 256;
+    for (int r0 = 0; r0 < nw; r0 += ROWS) {
+        const int nr = nw - r0 < ROWS ? nw - r0 : ROWS;
+        const blk_q6_K *wr[ROWS];
+        for (int r = 0; r < ROWS; r++)
+            wr[r] = (const blk_q6_K *)((const uint8_t *)w + (size_t)(r0 + (r < nr ? r : 0)) * w_stride);
+        for (int i = 0; i < na; i++) {
+            const blk_q8_K *ab = (const blk_q8_K *)((const uint8_t *)a + (size_t)i * a_stride);
+            __m256 acc[ROWS];
+            #pragma GCC unroll 4
+            for (int r = 0; r < ROWS; r++) acc[r] = _mm256_setzero_ps();
+            for (int64_t b = 0; b < nb; b++)
+                #pragma GCC unroll 4
+                for (int r = 0; r < ROWS; r++)
+                    acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(ab[b].d * h2f(wr[r][b].d)),
+                                             _mm256_cvtepi32_ps(q6k_block(&wr[r][b], &ab[b])), acc[r]);
+            for (int r = 0; r < nr; r++) y[i * y_stride + r0 + r] = hsum8(acc[r]);
+        }
+    }
+}
+
+cpu_gemm_fn GEMM_DECODE_SELECT(enum qt_type type)
+{
+    switch (type) {
+    case QT_Q8_0: return gemm_q8_0;
+    case QT_Q4_0: return gemm_q4_0;
+    case QT_IQ4_NL: return gemm_iq4_nl;
+    case QT_Q5_0: return gemm_q5_0;
+    case QT_Q4_1: return gemm_q4_1;
+    case QT_Q5_1: return gemm_q5_1;
+    case QT_Q4_K: return gemm_q4_K;
+    case QT_Q5_K: return gemm_q5_K;
+    case QT_Q6_K: return gemm_q6_K;
+    default: return NULL;
+    }
+}
