@@ -71,66 +71,122 @@ __device__ __forceinline__ uint4 iq4nl_lookup16(uint4 nib)
                       iq4nl_lookup4(nib.w));
 }
 
+/* (float)v for |v| < 2^22, given as v + I2F_BIAS (a dp4a chain can start from the bias):
+ * those bits are the float 1.5·2^23 + v, exact, and taking 1.5·2^23 away again is exact.
+ * Two full-rate operations instead of a conversion (16 per clock and multiprocessor on
+ * sm_80). The integer dots below stay under 2^22: 16 or 32 codes of at most 31 (Q4_K,
+ * Q5_K), 32 (Q6_K), 127 (Q8_0, IQ4_NL) or 8 (Q4_0) times activations of at most 127. */
+#define I2F_BIAS 0x4B400000
+__device__ __forceinline__ float i2f_biased(int vb) { return __fadd_rn(__int_as_float(vb), -12582912.0f); }
+/* (float)(a · b) for an integer scale a and an integer dot b whose product stays under
+ * 2^24 (every scale × dot below): both factors and the product are exact in F32. */
+__device__ __forceinline__ float exact_mul(float a, float b) { return __fmul_rn(a, b); }
+
+/* Each type's part t of block ib in three steps, for kernels that pair one part of a
+ * weight row with several activation rows or the other way round: wpart loads and
+ * decodes the weights (W), apart loads the activations and what depends on them only (A),
+ * mul gives the part's float sum. qdev<T>::dot(row, nb, ib, t, xq, xd) is
+ * mul(wpart(row, nb, ib, t), apart(xq, xd, ib, t)), so every kernel that goes through
+ * these gets the same arithmetic for a (weight row, activation row) pair. */
 template <int T> struct qdev;
 
-/* A Q4_K/Q5_K part's float sum from its integer dots with sub-blocks 2g and 2g+1 of block ib
- * (ilo/ihi: codes × activations, slo/shi: Σ activations); hd = the block's first 16 bytes
- * (d, dmin, the 12 scale bytes). */
-__device__ __forceinline__ float kq45_part_sum(uint4 hd, int g, int64_t ib, int ilo, int ihi, int slo, int shi,
-                                               const float *xd)
+/* Q4_K / Q5_K part t (g = t/2 pairs of sub-blocks 2g and 2g+1, half h = t%2): the 16 codes
+ * of each sub-block (0..15 for Q4_K, 0..31 for Q5_K), their scales and mins, d and dmin. */
+struct kq45_w {
+    uint4 clo, chi;
+    float sc0, sc1, mn0, mn1, d, dmin;
+};
+/* The part's activations of both sub-blocks, their sums, and their scales. */
+struct kq45_a {
+    int4 lo, hi;
+    float slo, shi, x0, x1;
+};
+/* hd = the block's first 16 bytes (d, dmin, the 12 scale bytes). */
+__device__ __forceinline__ kq45_w kq45_wpart(uint4 hd, uint4 clo, uint4 chi, int t)
 {
+    const int g = t >> 1;
     int sc0, mn0, sc1, mn1;
     kq_scale_min(2 * g, hd.y, hd.z, hd.w, &sc0, &mn0);
     kq_scale_min(2 * g + 1, hd.y, hd.z, hd.w, &sc1, &mn1);
-    float d = __half2float(__ushort_as_half((uint16_t)(hd.x & 0xFFFF)));
-    float dmin = __half2float(__ushort_as_half((uint16_t)(hd.x >> 16)));
-    float x0 = xd[ib * 8 + 2 * g], x1 = xd[ib * 8 + 2 * g + 1];
-    return d * (x0 * (float)(sc0 * ilo) + x1 * (float)(sc1 * ihi)) -
-           dmin * (x0 * (float)(mn0 * slo) + x1 * (float)(mn1 * shi));
+    kq45_w w;
+    w.clo = clo;
+    w.chi = chi;
+    w.sc0 = (float)sc0;
+    w.sc1 = (float)sc1;
+    w.mn0 = (float)mn0;
+    w.mn1 = (float)mn1;
+    w.d = __half2float(__ushort_as_half((uint16_t)(hd.x & 0xFFFF)));
+    w.dmin = __half2float(__ushort_as_half((uint16_t)(hd.x >> 16)));
+    return w;
 }
-
-/* Part t of a Q4_K/Q5_K block ib (8 parts: g = t/2 pairs of sub-blocks, half h = t%2): hd = d,
- * dmin and the 12 scale bytes (the block's first 16 bytes), clo/chi = the part's 16 codes of
- * sub-blocks 2g and 2g+1 (0..15 for Q4_K, 0..31 for Q5_K). */
-__device__ __forceinline__ float kq45_dot_codes(uint4 hd, uint4 clo, uint4 chi, int64_t ib, int t, const int8_t *xq,
-                                                const float *xd)
+__device__ __forceinline__ kq45_a kq45_apart(const int8_t *xq, const float *xd, int64_t ib, int t)
 {
     const int g = t >> 1, h = t & 1;
     const int8_t *xa = xq + ib * 256 + 64 * g + 16 * h;
-    int4 alo = ld_act(xa), ahi = ld_act(xa + 32);
-    int ilo = dot16(clo, alo, 0), ihi = dot16(chi, ahi, 0);
     const uint4 ones = make_uint4(0x01010101u, 0x01010101u, 0x01010101u, 0x01010101u);
-    int slo = dot16(ones, alo, 0), shi = dot16(ones, ahi, 0);
-    return kq45_part_sum(hd, g, ib, ilo, ihi, slo, shi, xd);
+    kq45_a a;
+    a.lo = ld_act(xa);
+    a.hi = ld_act(xa + 32);
+    a.slo = i2f_biased(dot16(ones, a.lo, I2F_BIAS));
+    a.shi = i2f_biased(dot16(ones, a.hi, I2F_BIAS));
+    a.x0 = xd[ib * 8 + 2 * g];
+    a.x1 = xd[ib * 8 + 2 * g + 1];
+    return a;
+}
+__device__ __forceinline__ float kq45_mul(const kq45_w &w, const kq45_a &a)
+{
+    const float ilo = i2f_biased(dot16(w.clo, a.lo, I2F_BIAS)), ihi = i2f_biased(dot16(w.chi, a.hi, I2F_BIAS));
+    return w.d * (a.x0 * exact_mul(w.sc0, ilo) + a.x1 * exact_mul(w.sc1, ihi)) -
+           w.dmin * (a.x0 * exact_mul(w.mn0, a.slo) + a.x1 * exact_mul(w.mn1, a.shi));
 }
 
 /* Q4_K part dot from its loaded words: q = the part's 16 code bytes (at 16 + 32g + 16h).
  * Shared by the global-memory loader below and the shared-memory one of matmul.cu. */
+__device__ __forceinline__ kq45_w q4k8_wpart_words(uint4 hd, uint4 q, int t)
+{
+    return kq45_wpart(hd, and4(q, 0x0F0F0F0Fu), and4(shr4(q, 4), 0x0F0F0F0Fu), t);
+}
 __device__ __forceinline__ float q4k8_dot_words(uint4 hd, uint4 q, int64_t ib, int t, const int8_t *xq,
                                                 const float *xd)
 {
-    return kq45_dot_codes(hd, and4(q, 0x0F0F0F0Fu), and4(shr4(q, 4), 0x0F0F0F0Fu), ib, t, xq, xd);
+    return kq45_mul(q4k8_wpart_words(hd, q, t), kq45_apart(xq, xd, ib, t));
 }
+
+/* The dot of a type from its three steps. */
+#define QDEV_DOT                                                                                         \
+    __device__ static float dot(const uint8_t *row, int64_t nb, int64_t ib, int t, const int8_t *xq,    \
+                                const float *xd)                                                         \
+    {                                                                                                    \
+        return mul(wpart(row, nb, ib, t), apart(xq, xd, ib, t));                                         \
+    }
 
 /* Q4_K in 8 parts of 16 quant bytes (part t = group t/2, half t%2): faster than 4 parts
  * of 32 on the H200 (more warps' loads in flight for the same bytes; 2422 vs 2189 GB/s). */
 template <> struct qdev<QT_Q4_K> {
-    static constexpr int QK = 256, TPB = 8;
-    __device__ static float dot(const uint8_t *row, int64_t nb, int64_t ib, int t, const int8_t *xq,
-                                const float *xd)
+    static constexpr int QK = 256, TPB = 8, BYTES = 144;
+    typedef kq45_w W;
+    typedef kq45_a A;
+    __device__ static W wpart(const uint8_t *row, int64_t nb, int64_t ib, int t)
     {
         (void)nb;
         const uint8_t *blk = row + ib * 144;
         const int g = t >> 1, h = t & 1;
-        return q4k8_dot_words(ld_w(blk), ld_w(blk + 16 + 32 * g + 16 * h), ib, t, xq, xd);
+        return q4k8_wpart_words(ld_w(blk), ld_w(blk + 16 + 32 * g + 16 * h), t);
     }
+    __device__ static A apart(const int8_t *xq, const float *xd, int64_t ib, int t)
+    {
+        return kq45_apart(xq, xd, ib, t);
+    }
+    __device__ static float mul(const W &w, const A &a) { return kq45_mul(w, a); }
+    QDEV_DOT
 };
 
 /* Q5_K: as Q4_K plus the fifth bits from qh[16h .. 16h+15]. */
 template <> struct qdev<QT_Q5_K> {
-    static constexpr int QK = 256, TPB = 8;
-    __device__ static float dot(const uint8_t *row, int64_t nb, int64_t ib, int t, const int8_t *xq,
-                                const float *xd)
+    static constexpr int QK = 256, TPB = 8, BYTES = 176;
+    typedef kq45_w W;
+    typedef kq45_a A;
+    __device__ static W wpart(const uint8_t *row, int64_t nb, int64_t ib, int t)
     {
         (void)nb;
         const uint8_t *blk = row + ib * 176;
@@ -142,16 +198,29 @@ template <> struct qdev<QT_Q5_K> {
         uint4 blo = and4(shr4(qh, 2 * g), 0x01010101u), bhi = and4(shr4(qh, 2 * g + 1), 0x01010101u);
         uint4 clo = or4(and4(q, 0x0F0F0F0Fu), make_uint4(blo.x << 4, blo.y << 4, blo.z << 4, blo.w << 4));
         uint4 chi = or4(and4(shr4(q, 4), 0x0F0F0F0Fu), make_uint4(bhi.x << 4, bhi.y << 4, bhi.z << 4, bhi.w << 4));
-        return kq45_dot_codes(hd, clo, chi, ib, t, xq, xd);
+        return kq45_wpart(hd, clo, chi, t);
     }
+    __device__ static A apart(const int8_t *xq, const float *xd, int64_t ib, int t)
+    {
+        return kq45_apart(xq, xd, ib, t);
+    }
+    __device__ static float mul(const W &w, const A &a) { return kq45_mul(w, a); }
+    QDEV_DOT
 };
 
 /* Q6_K (208-byte payload + tail d): 4 parts; part t = (half h = t/2, l0 = 16·(t%2))
  * covers outputs 128h + 32k + l0 + i for k = 0..3, i < 16. */
 template <> struct qdev<QT_Q6_K> {
-    static constexpr int QK = 256, TPB = 4;
-    __device__ static float dot(const uint8_t *row, int64_t nb, int64_t ib, int t, const int8_t *xq,
-                                const float *xd)
+    static constexpr int QK = 256, TPB = 4, BYTES = 208;
+    struct W {
+        uint4 c[4]; /* codes − 32 of the 4 sub-blocks */
+        float sc[4], d;
+    };
+    struct A {
+        int4 a[4];
+        float x[4];
+    };
+    __device__ static W wpart(const uint8_t *row, int64_t nb, int64_t ib, int t)
     {
         const uint8_t *blk = row + ib * 208;
         const int h = t >> 1, s = t & 1, l0 = 16 * s;
@@ -159,67 +228,133 @@ template <> struct qdev<QT_Q6_K> {
         uint4 B = ld_w(blk + 64 * h + 32 + l0);
         uint4 H = ld_w(blk + 128 + 32 * h + l0);
         const int8_t *sc = (const int8_t *)(blk + 192) + 8 * h + s;
-        const uint16_t dh = *(const uint16_t *)(row + nb * 208 + ib * 2);
-        const int8_t *xa = xq + ib * 256 + 128 * h + l0;
-        uint4 c0 = or4(and4(A, 0x0F0F0F0Fu), and4(make_uint4(H.x << 4, H.y << 4, H.z << 4, H.w << 4), 0x30303030u));
-        uint4 c1 = or4(and4(B, 0x0F0F0F0Fu), and4(make_uint4(H.x << 2, H.y << 2, H.z << 2, H.w << 2), 0x30303030u));
-        uint4 c2 = or4(and4(shr4(A, 4), 0x0F0F0F0Fu), and4(H, 0x30303030u));
-        uint4 c3 = or4(and4(shr4(B, 4), 0x0F0F0F0Fu), and4(shr4(H, 2), 0x30303030u));
-        int i0 = dot16(sub4(c0, 0x20202020u), ld_act(xa), 0);
-        int i1 = dot16(sub4(c1, 0x20202020u), ld_act(xa + 32), 0);
-        int i2 = dot16(sub4(c2, 0x20202020u), ld_act(xa + 64), 0);
-        int i3 = dot16(sub4(c3, 0x20202020u), ld_act(xa + 96), 0);
-        const float *x = xd + ib * 8 + 4 * h;
-        float acc = x[0] * (float)(sc[0] * i0) + x[1] * (float)(sc[2] * i1) + x[2] * (float)(sc[4] * i2) +
-                    x[3] * (float)(sc[6] * i3);
-        return h2f(dh) * acc;
+        W w;
+        w.c[0] = sub4(or4(and4(A, 0x0F0F0F0Fu), and4(make_uint4(H.x << 4, H.y << 4, H.z << 4, H.w << 4), 0x30303030u)),
+                      0x20202020u);
+        w.c[1] = sub4(or4(and4(B, 0x0F0F0F0Fu), and4(make_uint4(H.x << 2, H.y << 2, H.z << 2, H.w << 2), 0x30303030u)),
+                      0x20202020u);
+        w.c[2] = sub4(or4(and4(shr4(A, 4), 0x0F0F0F0Fu), and4(H, 0x30303030u)), 0x20202020u);
+        w.c[3] = sub4(or4(and4(shr4(B, 4), 0x0F0F0F0Fu), and4(shr4(H, 2), 0x30303030u)), 0x20202020u);
+#pragma unroll
+        for (int k = 0; k < 4; k++) w.sc[k] = (float)sc[2 * k];
+        w.d = h2f(*(const uint16_t *)(row + nb * 208 + ib * 2));
+        return w;
     }
+    __device__ static A apart(const int8_t *xq, const float *xd, int64_t ib, int t)
+    {
+        const int h = t >> 1, l0 = 16 * (t & 1);
+        const int8_t *xa = xq + ib * 256 + 128 * h + l0;
+        A a;
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            a.a[k] = ld_act(xa + 32 * k);
+            a.x[k] = xd[ib * 8 + 4 * h + k];
+        }
+        return a;
+    }
+    __device__ static float mul(const W &w, const A &a)
+    {
+        float p[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) p[k] = exact_mul(w.sc[k], i2f_biased(dot16(w.c[k], a.a[k], I2F_BIAS)));
+        return w.d * (a.x[0] * p[0] + a.x[1] * p[1] + a.x[2] * p[2] + a.x[3] * p[3]);
+    }
+    QDEV_DOT
 };
+
+/* The 32-element types: one float scale d per block (at the row's tail), codes as int8. */
+struct q32_w {
+    uint4 c[2];
+    float d;
+};
+struct q32_a {
+    int4 a[2];
+    float x;
+};
+/* One part of 16 codes (Q8_0) or the block's 32 (Q4_0, IQ4_NL: N = 2). */
+template <int N> __device__ __forceinline__ float q32_mul(const q32_w &w, const q32_a &a)
+{
+    int i = dot16(w.c[0], a.a[0], I2F_BIAS);
+    if (N == 2) i = dot16(w.c[1], a.a[1], i);
+    return w.d * a.x * i2f_biased(i);
+}
+template <int N> __device__ __forceinline__ q32_a q32_apart(const int8_t *xa, float x)
+{
+    q32_a a;
+    a.a[0] = ld_act(xa);
+    if (N == 2) a.a[1] = ld_act(xa + 16);
+    a.x = x;
+    return a;
+}
 
 /* Q8_0: 2 parts of 16 int8. */
 template <> struct qdev<QT_Q8_0> {
-    static constexpr int QK = 32, TPB = 2;
-    __device__ static float dot(const uint8_t *row, int64_t nb, int64_t ib, int t, const int8_t *xq,
-                                const float *xd)
+    static constexpr int QK = 32, TPB = 2, BYTES = 32;
+    typedef q32_w W;
+    typedef q32_a A;
+    __device__ static W wpart(const uint8_t *row, int64_t nb, int64_t ib, int t)
     {
-        uint4 q = ld_w(row + ib * 32 + 16 * t);
-        const uint16_t dh = *(const uint16_t *)(row + nb * 32 + ib * 2);
-        int i = dot16(q, ld_act(xq + ib * 32 + 16 * t), 0);
-        return h2f(dh) * xd[ib] * (float)i;
+        W w;
+        w.c[0] = ld_w(row + ib * 32 + 16 * t);
+        w.d = h2f(*(const uint16_t *)(row + nb * 32 + ib * 2));
+        return w;
     }
+    __device__ static A apart(const int8_t *xq, const float *xd, int64_t ib, int t)
+    {
+        return q32_apart<1>(xq + ib * 32 + 16 * t, xd[ib]);
+    }
+    __device__ static float mul(const W &w, const A &a) { return q32_mul<1>(w, a); }
+    QDEV_DOT
 };
 
 /* Q4_0: 1 part: 16 bytes, low nibbles elements 0..15, high 16..31, code − 8. */
 template <> struct qdev<QT_Q4_0> {
-    static constexpr int QK = 32, TPB = 1;
-    __device__ static float dot(const uint8_t *row, int64_t nb, int64_t ib, int t, const int8_t *xq,
-                                const float *xd)
+    static constexpr int QK = 32, TPB = 1, BYTES = 16;
+    typedef q32_w W;
+    typedef q32_a A;
+    __device__ static W wpart(const uint8_t *row, int64_t nb, int64_t ib, int t)
     {
         (void)t;
         uint4 q = ld_w(row + ib * 16);
-        const uint16_t dh = *(const uint16_t *)(row + nb * 16 + ib * 2);
-        const int8_t *xa = xq + ib * 32;
-        int i = dot16(sub4(and4(q, 0x0F0F0F0Fu), 0x08080808u), ld_act(xa), 0);
-        i = dot16(sub4(and4(shr4(q, 4), 0x0F0F0F0Fu), 0x08080808u), ld_act(xa + 16), i);
-        return h2f(dh) * xd[ib] * (float)i;
+        W w;
+        w.c[0] = sub4(and4(q, 0x0F0F0F0Fu), 0x08080808u);
+        w.c[1] = sub4(and4(shr4(q, 4), 0x0F0F0F0Fu), 0x08080808u);
+        w.d = h2f(*(const uint16_t *)(row + nb * 16 + ib * 2));
+        return w;
     }
+    __device__ static A apart(const int8_t *xq, const float *xd, int64_t ib, int t)
+    {
+        (void)t;
+        return q32_apart<2>(xq + ib * 32, xd[ib]);
+    }
+    __device__ static float mul(const W &w, const A &a) { return q32_mul<2>(w, a); }
+    QDEV_DOT
 };
 
 /* IQ4_NL: as Q4_0 with the non-linear codebook. */
 template <> struct qdev<QT_IQ4_NL> {
-    static constexpr int QK = 32, TPB = 1;
-    __device__ static float dot(const uint8_t *row, int64_t nb, int64_t ib, int t, const int8_t *xq,
-                                const float *xd)
+    static constexpr int QK = 32, TPB = 1, BYTES = 16;
+    typedef q32_w W;
+    typedef q32_a A;
+    __device__ static W wpart(const uint8_t *row, int64_t nb, int64_t ib, int t)
     {
         (void)t;
         uint4 q = ld_w(row + ib * 16);
-        const uint16_t dh = *(const uint16_t *)(row + nb * 16 + ib * 2);
-        const int8_t *xa = xq + ib * 32;
-        int i = dot16(iq4nl_lookup16(and4(q, 0x0F0F0F0Fu)), ld_act(xa), 0);
-        i = dot16(iq4nl_lookup16(and4(shr4(q, 4), 0x0F0F0F0Fu)), ld_act(xa + 16), i);
-        return h2f(dh) * xd[ib] * (float)i;
+        W w;
+        w.c[0] = iq4nl_lookup16(and4(q, 0x0F0F0F0Fu));
+        w.c[1] = iq4nl_lookup16(and4(shr4(q, 4), 0x0F0F0F0Fu));
+        w.d = h2f(*(const uint16_t *)(row + nb * 16 + ib * 2));
+        return w;
     }
+    __device__ static A apart(const int8_t *xq, const float *xd, int64_t ib, int t)
+    {
+        (void)t;
+        return q32_apart<2>(xq + ib * 32, xd[ib]);
+    }
+    __device__ static float mul(const W &w, const A &a) { return q32_mul<2>(w, a); }
+    QDEV_DOT
 };
+#undef QDEV_DOT
 
 /* ---- dequantization of one 32-element group (g = element index / 32) ---- */
 
