@@ -257,6 +257,18 @@ void test_matmul_all(void)
     for (size_t i = 0; i < sizeof k_qtypes / sizeof k_qtypes[0]; i++)
         for (size_t j = 0; j < sizeof k_rows / sizeof k_rows[0]; j++)
             test_matvec_rows(k_qtypes[i], j % 2 ? 77 : 160, 2048 + 256 * (int64_t)j, k_rows[j], 700 + 10 * i + j);
+    /* the several-row kernel's warps of 4 and 2 weight rows (cuda_matvec_nt picks them by
+     * M: 4 while M/4 warps fill a wave of 16 per SM), M not a multiple of a block's rows, K
+     * not a multiple of a warp's blocks; and the kernel it replaced (WICK_CUDA_NT=0) */
+    const int64_t wave = 16 * (int64_t)g_ctx.sm_count;
+    for (size_t i = 0; i < 4; i++) { /* Q4_K, Q5_K, Q6_K, Q8_0 */
+        test_matvec_rows(k_qtypes[i], 4 * wave + 37, 2048, 8, 780 + i);
+        test_matvec_rows(k_qtypes[i], 2 * wave + 5, 2304, 3, 790 + i);
+    }
+    const int nt = g_ctx.sw.nt;
+    g_ctx.sw.nt = 0;
+    test_matvec_rows(QT_Q4_K, 160, 2048, 5, 799);
+    g_ctx.sw.nt = nt;
     /* tensor-core int8 products past one 64-row tile, rows past a 64-row block, and (32-element
      * types) K not a multiple of the 256-element chunk */
     const int64_t mmq = g_ctx.mmq_max_rows;

@@ -69,6 +69,7 @@ extern "C" cuda_switches cuda_switches_from_env(int cc_major)
     sw.fuse = env_on("WICK_CUDA_FUSE");
     sw.graphs = env_on("WICK_CUDA_GRAPHS");
     sw.int8 = env_on("WICK_CUDA_INT8");
+    sw.nt = env_on("WICK_CUDA_NT");
     sw.hopper = cc_major >= 9 && !(gen && !strcmp(gen, "1"));
     return sw;
 }

@@ -41,9 +41,13 @@ typedef struct CUstream_st *cuda_stream; /* = cudaStream_t */
  *   hopper  WICK_CUDA_GENERIC=1 turns it off: on an sm_90 GPU, the kernels every
  *                                architecture runs (no bulk copies, no programmatic
  *                                dependent launch), i.e. the path of an A100 or an RTX
- *                                30/40/50, checkable on an H200. Off below sm_90. */
+ *                                30/40/50, checkable on an H200. Off below sm_90.
+ *   nt      WICK_CUDA_NT=0       products of 2 to 8 rows (cuda_matvec_nt) with the kernel
+ *                                that decodes each weight part again for every activation
+ *                                row, one weight row per warp (bit-identical; for timing
+ *                                the one that shares the decode against it) */
 typedef struct cuda_switches {
-    int fuse, graphs, int8, hopper;
+    int fuse, graphs, int8, hopper, nt;
 } cuda_switches;
 /* The switches from the environment for a device of compute capability cc_major.x. */
 cuda_switches cuda_switches_from_env(int cc_major);

@@ -428,16 +428,116 @@ matvec_q4k_pipe_kernel(const mv_segs sg, size_t row_bytes, int64_t K, const int8
     }
 }
 
-/* Few activation rows (prefill chunks of up to CUDA_MMV_MAX_ROWS tokens, speculative
- * drafts): one warp per weight row computes its dot with NT activation rows (blockIdx.y
- * picks the group of NT), so the weight is read once per NT rows instead of once per row
- * (a block's loads for the NT dots are the same addresses: L1 serves the repeats). Per
- * activation row the lane split and summation order are matvec_q1_kernel's, so a prompt
- * row gets bit-identically what a one-token step would. */
-template <int T, int NT>
-__global__ void __launch_bounds__(MV_WARPS * 32)
+/* Sums each of V values (a power of two up to 32) over the warp with the pairing of
+ * warp_sum (lanes i and i^16 first, then i^8, ...), so each sum is bit-identical to
+ * warp_sum of that value; instead of V butterflies, each step sends half of the values
+ * still held (31 shuffles for 32 values rather than 160). Returns the sum of value
+ * lane >> (5 - log2 V) (lane L holds value L for V = 32). */
+template <int V, int O = 16> __device__ __forceinline__ float warp_sum_each(float *v, int lane)
+{
+    if constexpr (O == 0) {
+        return v[0];
+    } else if constexpr (V == 1) {
+        v[0] += __shfl_xor_sync(0xffffffffu, v[0], O);
+        return warp_sum_each<1, O / 2>(v, lane);
+    } else {
+        const bool upper = lane & O; /* keeps values V/2.., sends 0..V/2-1 */
+#pragma unroll
+        for (int k = 0; k < V / 2; k++) {
+            const float keep = upper ? v[V / 2 + k] : v[k], send = upper ? v[k] : v[V / 2 + k];
+            v[k] = keep + __shfl_xor_sync(0xffffffffu, send, O);
+        }
+        return warp_sum_each<V / 2, O / 2>(v, lane);
+    }
+}
+
+/* A decoded weight part's code words held as computed: otherwise the compiler sinks the bit
+ * extractions that unpack them into each activation row's (guarded) block and unpacks them
+ * again there. No instruction of its own. */
+__device__ __forceinline__ void keep(uint4 &v)
+{
+    asm volatile("" : "+r"(v.x), "+r"(v.y), "+r"(v.z), "+r"(v.w));
+}
+template <int T> __device__ __forceinline__ void keep_codes(typename qdev<T>::W &w)
+{
+    if constexpr (T == QT_Q4_K || T == QT_Q5_K) {
+        keep(w.clo);
+        keep(w.chi);
+    } else if constexpr (T == QT_Q6_K) {
+#pragma unroll
+        for (int k = 0; k < 4; k++) keep(w.c[k]);
+    } else {
+        keep(w.c[0]);
+        if constexpr (T != QT_Q8_0) keep(w.c[1]); /* Q8_0's part has one word of codes */
+    }
+}
+
+/* Few activation rows (prefill chunks of up to CUDA_MMV_MAX_ROWS tokens, batched decode,
+ * speculative verification): each warp takes R weight rows and NT activation rows
+ * (blockIdx.y picks the group of NT). The cost is arithmetic and L1 traffic, not weight
+ * bytes, so each weight part is loaded and decoded once for the NT activation rows, and
+ * each activation part loaded (with its sums) once for the R weight rows. Every (weight
+ * row, activation row) pair takes qdev<T>::mul on the lane split and in the order of
+ * matvec_q1_kernel, then warp_sum's pairing (warp_sum_each), so a prompt row gets
+ * bit-identically what a one-token step would. Rows past M repeat the last (not stored). */
+#define NT_WARPS 4 /* warps per block: small blocks spread M/R warps evenly over the SMs */
+template <int T, int NT, int R>
+__global__ void __launch_bounds__(NT_WARPS * 32, 4) /* 4 blocks (16 warps) per SM: at most 128 registers */
 matvec_nt_kernel(const uint8_t *__restrict__ W, size_t row_bytes, int64_t M, int64_t K,
                  const int8_t *__restrict__ xq, const float *__restrict__ xd, int64_t n, float *__restrict__ y)
+{
+    typedef qdev<T> Q;
+    constexpr int BPI = 32 / Q::TPB;
+    const int lane = threadIdx.x & 31;
+    const int64_t row0 = ((int64_t)blockIdx.x * NT_WARPS + threadIdx.x / 32) * R;
+    const int64_t t0 = (int64_t)blockIdx.y * NT;
+    if (row0 >= M) return;
+    const int nt = (int)(n - t0 < NT ? n - t0 : NT);
+    const int64_t nb = K / Q::QK;
+    const int t = lane % Q::TPB;
+    const uint8_t *wr[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) wr[r] = W + (row0 + r < M ? row0 + r : M - 1) * row_bytes;
+    const int8_t *xqt = xq + t0 * K;
+    const float *xdt = xd + t0 * (K / 32);
+    float acc[R * NT];
+#pragma unroll
+    for (int k = 0; k < R * NT; k++) acc[k] = 0.0f;
+#pragma unroll 1
+    for (int64_t ib = lane / Q::TPB; ib < nb; ib += BPI) {
+        if (ib + 2 * BPI < nb) /* two iterations ahead into L2: few warps per SM at R rows each */
+#pragma unroll
+            for (int r = 0; r < R; r++) prefetch_l2(wr[r] + (ib + 2 * BPI) * Q::BYTES + t * (Q::BYTES / Q::TPB));
+        typename Q::W w[R];
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            w[r] = Q::wpart(wr[r], nb, ib, t);
+            keep_codes<T>(w[r]);
+        }
+        const int8_t *xa = xqt + ib * Q::QK; /* activation row j's block ib */
+        const float *xs = xdt + ib * (Q::QK / 32);
+#pragma unroll
+        for (int j = 0; j < NT; j++, xa += K, xs += K / 32)
+            if (j < nt) {
+                const typename Q::A a = Q::apart(xa, xs, 0, t);
+#pragma unroll
+                for (int r = 0; r < R; r++) acc[r * NT + j] += Q::mul(w[r], a);
+            }
+    }
+    constexpr int V = R * NT, LPV = 32 / V; /* lanes per reduced value */
+    const float v = warp_sum_each<V>(acc, lane);
+    const int k = lane / LPV, r = k / NT, j = k % NT;
+    if (lane % LPV == 0 && j < nt && row0 + r < M) y[(t0 + j) * M + row0 + r] = v;
+}
+
+/* The kernel matvec_nt_kernel replaced, for A/B timing (cuda_ctx.sw.nt off): one weight row
+ * per warp, each part's weights loaded and decoded again for each of the NT activation
+ * rows. Same results. */
+template <int T, int NT>
+__global__ void __launch_bounds__(MV_WARPS * 32)
+matvec_nt_rowwise_kernel(const uint8_t *__restrict__ W, size_t row_bytes, int64_t M, int64_t K,
+                         const int8_t *__restrict__ xq, const float *__restrict__ xd, int64_t n,
+                         float *__restrict__ y)
 {
     typedef qdev<T> Q;
     const int lane = threadIdx.x & 31;
@@ -638,17 +738,39 @@ extern "C" int cuda_matvec(cuda_ctx *c, const cuda_qweight *w, const int8_t *xq,
     return launch_matvec(c, w, one_seg(w->data, w->rows, y), xq, xd, xf, n_slots, slots_per_x, ids, err);
 }
 
+/* Weight rows per warp of matvec_nt_kernel for M rows: 4 (each activation load serves 4
+ * rows) while M/4 warps still make one wave of 16 warps per SM, else 2, else 1. Q5_K's and
+ * Q6_K's decoded parts take 2 at most within the 128 registers (4 spill). */
+static int nt_rows_per_warp(const cuda_ctx *c, uint32_t type, int64_t M)
+{
+    const int64_t wave = 16 * (int64_t)c->sm_count;
+    if (type != QT_Q5_K && type != QT_Q6_K && M >= 4 * wave) return 4;
+    return M >= 2 * wave ? 2 : 1;
+}
+
 extern "C" int cuda_matvec_nt(cuda_ctx *c, const cuda_qweight *w, const int8_t *xq, const float *xd, int64_t n,
                               float *y, wk_error *err)
 {
     if (n <= 0) return 0;
     constexpr int NT = 8;
     if (cdiv(n, NT) > 65535) return wk_fail(err, WK_EINVAL, "cuda matvec: %lld rows is too many", (long long)n);
-    dim3 grid(cdiv(w->rows, MV_WARPS), cdiv(n, NT)), block(MV_WARPS * 32);
     const uint8_t *W = (const uint8_t *)w->data;
+    const int R = nt_rows_per_warp(c, w->type, w->rows);
     const bool known = with_qtype(w->type, [&](auto tag) {
         constexpr int T = decltype(tag)::value;
-        matvec_nt_kernel<T, NT><<<grid, block, 0, c->stream>>>(W, w->row_bytes, w->rows, w->cols, xq, xd, n, y);
+        if (!c->sw.nt) {
+            matvec_nt_rowwise_kernel<T, NT><<<dim3(cdiv(w->rows, MV_WARPS), cdiv(n, NT)), MV_WARPS * 32, 0,
+                                              c->stream>>>(W, w->row_bytes, w->rows, w->cols, xq, xd, n, y);
+            return;
+        }
+        auto go = [&](auto kernel, int rows_per_warp) {
+            kernel<<<dim3(cdiv(w->rows, NT_WARPS * rows_per_warp), cdiv(n, NT)), NT_WARPS * 32, 0, c->stream>>>(
+                W, w->row_bytes, w->rows, w->cols, xq, xd, n, y);
+        };
+        if constexpr (T != QT_Q5_K && T != QT_Q6_K)
+            if (R == 4) return go(matvec_nt_kernel<T, NT, 4>, 4);
+        if (R == 2) go(matvec_nt_kernel<T, NT, 2>, 2);
+        else go(matvec_nt_kernel<T, NT, 1>, 1);
     });
     if (!known) return wk_fail(err, WK_EUNSUPPORTED, "cuda matvec: type %s", qt_type_name(w->type));
     CU_CHECK_LAUNCH(err, "matvec (several rows)");
