@@ -1,7 +1,7 @@
 /* CUDA kernel benchmarks: the two ceilings (device copy bandwidth, cuBLAS
  * BF16 rate) and each kernel against them. Times are medians of CUDA-event
  * timings over rotating buffers larger than the L2 (weights never hit in L2).
- * usage: bench_cuda [quick | gdn | moe]  — prints a table last (gdn, moe: those rows only). */
+ * usage: bench_cuda [quick | gdn | moe | nt]  — prints a table last (gdn, moe, nt: those rows only). */
 #include <cublas_v2.h>
 #include <math.h>
 #include <string.h>
@@ -334,23 +334,50 @@ static void bench_matmuls(int quick)
     if (!quick) bench_matmul(QT_Q6_K, 5120, 17408, 4096);
 }
 
+/* bench_cuda nt: products of 1, 2, 4 and 8 rows on the 27B's shapes, the several-row
+ * kernel (cuda_matvec_nt) against the one it replaced (WICK_CUDA_NT=0); a row's time
+ * includes quantizing the activations. n = 1 is the one-row matvec. */
+static void bench_nt(void)
+{
+    static const struct { uint32_t type; int64_t M, K; } shapes[] = {
+        {QT_Q4_K, 17408, 5120}, {QT_Q4_K, 5120, 17408}, {QT_Q6_K, 17408, 5120},
+        {QT_Q6_K, 5120, 17408}, {QT_Q8_0, 17408, 5120}, {QT_Q4_K, 6144, 5120}};
+    static const int64_t rows[] = {1, 2, 4, 8};
+    const int nt = g_ctx.sw.nt;
+    const int64_t mmv = g_ctx.mmv_max_rows;
+    g_ctx.mmv_max_rows = 8;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (size_t j = 0; j < sizeof rows / sizeof rows[0]; j++) {
+            g_ctx.sw.nt = 1;
+            bench_matmul_few(shapes[i].type, shapes[i].M, shapes[i].K, rows[j], rows[j] == 1 ? "one row" : "int8 matvec");
+            if (rows[j] == 1) continue;
+            g_ctx.sw.nt = 0;
+            bench_matmul_few(shapes[i].type, shapes[i].M, shapes[i].K, rows[j], "int8 matvec, WICK_CUDA_NT=0");
+        }
+    g_ctx.sw.nt = nt;
+    g_ctx.mmv_max_rows = mmv;
+}
+
 int main(int argc, char **argv)
 {
     int quick = argc > 1 && strcmp(argv[1], "quick") == 0;
     int only_gdn = argc > 1 && strcmp(argv[1], "gdn") == 0; /* bench_cuda gdn: the Gated DeltaNet rows only */
     int only_moe = argc > 1 && strcmp(argv[1], "moe") == 0; /* bench_cuda moe: the MoE rows only */
+    int only_nt = argc > 1 && strcmp(argv[1], "nt") == 0; /* bench_cuda nt: the 1-8 row products only */
     wk_error err = {0};
     if (cuda_ctx_init(&g_ctx, 0, &err)) {
         fprintf(stderr, "bench_cuda: %s\n", err.msg);
         return 2;
     }
     bench_ceilings();
-    if (!only_gdn && !only_moe) {
+    if (only_nt) {
+        bench_nt();
+    } else if (!only_gdn && !only_moe) {
         bench_matmuls(quick);
         if (bench_attention_all) bench_attention_all(add_row, time_ms);
     }
-    if (bench_gdn_all && !only_moe) bench_gdn_all(add_row, time_ms);
-    if (bench_moe_all && !only_gdn) bench_moe_all(add_row, time_ms);
+    if (bench_gdn_all && !only_moe && !only_nt) bench_gdn_all(add_row, time_ms);
+    if (bench_moe_all && !only_gdn && !only_nt) bench_moe_all(add_row, time_ms);
 
     printf("\n%-56s %9s %10s %9s %6s\n", "kernel", "ms", "GB/s", "TFLOP/s", "%ceil");
     for (int i = 0; i < g_nrows; i++)
