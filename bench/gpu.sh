@@ -97,7 +97,9 @@ golden=${WICK_GOLDEN:-}
            tests/cuda/e2e_cuda.c tests/cuda/compare_ops.c tests/cuda/ref.c; do
     extra=""
     case "$f" in
+      *_neon*.c) continue ;; # AArch64 kernels: not part of an x86-64 build
       *_avx2.c) extra="-mavx2 -mfma -mf16c" ;;
+      *_amx_avx512.c) extra="-mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16 -mavx2 -mfma -mf16c -mamx-tile -mamx-int8 -mamx-bf16" ;;
       *_avx512.c) extra="-mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16 -mavx2 -mfma -mf16c" ;;
     esac
     o="$B/core/$(echo "${f%.c}" | tr / _).o"
@@ -112,9 +114,9 @@ golden=${WICK_GOLDEN:-}
   fi
   core=$(ls "$B"/core/*.o | grep -v -e golden_cuda.o -e e2e_cuda.o)
   core_lib=$(echo "$core" | grep -v -e compare_ops.o -e tests_cuda_ref.o)
-  "$NVCC" $ARCH -o "$B/test_cuda" $tests "$B/t_ref.o" $core_lib $kern_all -lcublas -lcrypto $xlib -lpthread -lm
-  "$NVCC" $ARCH -o "$B/golden_cuda" $core "$B/core/tests_cuda_golden_cuda.o" $kern_all -lcublas -lcrypto $xlib -lpthread -lm
-  "$NVCC" $ARCH -o "$B/e2e_cuda" $core "$B/core/tests_cuda_e2e_cuda.o" $kern_all -lcublas -lcrypto $xlib -lpthread -lm
+  "$NVCC" $ARCH -o "$B/test_cuda" $tests "$B/t_ref.o" $core_lib $kern_all -lcublas -lcrypto $xlib -ljansson -lz -lzstd -lpthread -lm
+  "$NVCC" $ARCH -o "$B/golden_cuda" $core "$B/core/tests_cuda_golden_cuda.o" $kern_all -lcublas -lcrypto $xlib -ljansson -lz -lzstd -lpthread -lm
+  "$NVCC" $ARCH -o "$B/e2e_cuda" $core "$B/core/tests_cuda_e2e_cuda.o" $kern_all -lcublas -lcrypto $xlib -ljansson -lz -lzstd -lpthread -lm
 }
 
 [ "$mode" = build ] && { echo "built: $(ls "$B" | grep -E '^(test|bench|golden|e2e)_cuda$' | tr '\n' ' ')"; exit 0; }
