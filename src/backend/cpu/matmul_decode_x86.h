@@ -1,9 +1,9 @@
 /* Decode-regime (few activation rows) tile kernels for x86-64, included by
  * matmul_decode_avx512.c (VNNI) and matmul_decode_avx2.c, each compiled with
- * its ISA's flags. Several weight rows are streamed side by side: more memory
- * streams in flight, the activation block and its scale loaded once for all
- * of them, and one FMA chain per (weight row, activation row), so a call is
- * not bound by the latency of a single chain. Every output is computed by the
+ * its ISA's flags. Up to ROWS_MAX weight rows are streamed side by side (where
+ * that pays: more memory streams in flight, the activation block and its scale
+ * loaded once for all of them, and one FMA chain per (weight row, activation
+ * row), so a call is not bound by the latency of one chain). Every output is computed by the
  * same operations in the same order whatever the tile's shape: a row gets
  * the same bits alone or in a batch. The two ISA levels differ only in how
  * four byte products become one int32 lane (VPDPBUSD, or VPMADDUBSW +
@@ -12,15 +12,22 @@
  * runs in 8 lanes.
  *
  * The includer defines DP_U8I8(u, s) (unsigned × signed bytes, four products
- * per int32 lane, no saturation for the codes used here) and
- * GEMM_DECODE_SELECT (the name of the type → kernel function). */
+ * per int32 lane, no saturation for the codes used here),
+ * GEMM_ONE_ROW_MAX_NA (up to this many activation rows, one weight row per
+ * pass) and GEMM_DECODE_SELECT (the name of the type → kernel function). */
 #include <immintrin.h>
 #include <string.h>
 
 #include "backend/cpu/matmul_impl.h"
 #include "quant/blocks.h"
 
-#define ROWS 4 /* weight rows per pass */
+#define ROWS_MAX 4 /* weight rows per pass, at most */
+
+/* Weight rows per pass for na activation rows: one at a time up to
+ * GEMM_ONE_ROW_MAX_NA (see the includer), else ROWS_MAX. Which one never
+ * changes a result: every (weight row, activation row) pair has its own
+ * accumulator, summed over the blocks in order. */
+#define ROWS_FOR(na) ((na) <= GEMM_ONE_ROW_MAX_NA ? 1 : ROWS_MAX)
 
 static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 
@@ -84,20 +91,20 @@ typedef __m256i (*codes32_fn)(const uint8_t *blk);
 static inline __attribute__((always_inline)) void gemm_32(int64_t k, const void *w, size_t w_stride, int nw,
                                                          const void *a, size_t a_stride, int na, float *y,
                                                          int64_t y_stride, size_t block_bytes, codes32_fn codes,
-                                                         int with_min)
+                                                         int with_min, const int R)
 {
     const int64_t nb = k / 32;
     const size_t ablk = with_min ? sizeof(blk_q8_1) : sizeof(blk_q8_0), aqs = with_min ? 4 : 2;
-    for (int r0 = 0; r0 < nw; r0 += ROWS) {
-        const int nr = nw - r0 < ROWS ? nw - r0 : ROWS;
-        const uint8_t *wr[ROWS];
-        for (int r = 0; r < ROWS; r++) wr[r] = (const uint8_t *)w + (size_t)(r0 + (r < nr ? r : 0)) * w_stride;
+    for (int r0 = 0; r0 < nw; r0 += R) {
+        const int nr = nw - r0 < R ? nw - r0 : R;
+        const uint8_t *wr[ROWS_MAX];
+        for (int r = 0; r < R; r++) wr[r] = (const uint8_t *)w + (size_t)(r0 + (r < nr ? r : 0)) * w_stride;
         for (int i = 0; i < na; i++) {
             const uint8_t *arow = (const uint8_t *)a + (size_t)i * a_stride;
-            __m256 acc[ROWS];
-            float msum[ROWS] = {0};
+            __m256 acc[ROWS_MAX];
+            float msum[ROWS_MAX] = {0};
             #pragma GCC unroll 4
-            for (int r = 0; r < ROWS; r++) acc[r] = _mm256_setzero_ps();
+            for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
             for (int64_t b = 0; b < nb; b++) {
                 const uint8_t *ab = arow + (size_t)b * ablk;
                 uint16_t ad, as = 0;
@@ -106,7 +113,7 @@ static inline __attribute__((always_inline)) void gemm_32(int64_t k, const void 
                 const __m256i qy = _mm256_loadu_si256((const __m256i *)(ab + aqs));
                 const float dy = h2f(ad), sy = h2f(as);
                 #pragma GCC unroll 4
-                for (int r = 0; r < ROWS; r++) {
+                for (int r = 0; r < R; r++) {
                     const uint8_t *blk = wr[r] + (size_t)b * block_bytes;
                     uint16_t dw;
                     memcpy(&dw, blk, 2);
@@ -129,7 +136,10 @@ static inline __attribute__((always_inline)) void gemm_32(int64_t k, const void 
     static void NAME(int64_t k, const void *w, size_t w_stride, int nw, const void *a, size_t a_stride, int na, \
                      float *y, int64_t y_stride)                                                                 \
     {                                                                                                           \
-        gemm_32(k, w, w_stride, nw, a, a_stride, na, y, y_stride, BLOCK_BYTES, CODES, WITH_MIN);                \
+        if (ROWS_FOR(na) == 1)                                                                                  \
+            gemm_32(k, w, w_stride, nw, a, a_stride, na, y, y_stride, BLOCK_BYTES, CODES, WITH_MIN, 1);         \
+        else                                                                                                    \
+            gemm_32(k, w, w_stride, nw, a, a_stride, na, y, y_stride, BLOCK_BYTES, CODES, WITH_MIN, ROWS_MAX);  \
     }
 
 DEFINE_GEMM_32(gemm_q8_0, 34, codes_q8_0, 0)
@@ -210,23 +220,24 @@ static inline __m256i kq45_block(const uint8_t *scales12, const uint8_t *qs, con
     return isum;
 }
 
-static void gemm_kq45(int64_t k, const void *w, size_t w_stride, int nw, const void *a, size_t a_stride, int na,
-                      float *y, int64_t y_stride, int q5)
+static inline __attribute__((always_inline)) void gemm_kq45(int64_t k, const void *w, size_t w_stride, int nw,
+                                                           const void *a, size_t a_stride, int na, float *y,
+                                                           int64_t y_stride, int q5, const int R)
 {
     const int64_t nb = k / 256;
-    for (int r0 = 0; r0 < nw; r0 += ROWS) {
-        const int nr = nw - r0 < ROWS ? nw - r0 : ROWS;
-        const uint8_t *wr[ROWS];
-        for (int r = 0; r < ROWS; r++) wr[r] = (const uint8_t *)w + (size_t)(r0 + (r < nr ? r : 0)) * w_stride;
+    for (int r0 = 0; r0 < nw; r0 += R) {
+        const int nr = nw - r0 < R ? nw - r0 : R;
+        const uint8_t *wr[ROWS_MAX];
+        for (int r = 0; r < R; r++) wr[r] = (const uint8_t *)w + (size_t)(r0 + (r < nr ? r : 0)) * w_stride;
         for (int i = 0; i < na; i++) {
             const blk_q8_K *ab = (const blk_q8_K *)((const uint8_t *)a + (size_t)i * a_stride);
-            __m256 acc[ROWS];
-            float msum[ROWS] = {0};
+            __m256 acc[ROWS_MAX];
+            float msum[ROWS_MAX] = {0};
             #pragma GCC unroll 4
-            for (int r = 0; r < ROWS; r++) acc[r] = _mm256_setzero_ps();
+            for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
             for (int64_t b = 0; b < nb; b++) {
                 #pragma GCC unroll 4
-                for (int r = 0; r < ROWS; r++) {
+                for (int r = 0; r < R; r++) {
                     int imin;
                     __m256i isum;
                     uint16_t d, dmin;
@@ -251,13 +262,15 @@ static void gemm_kq45(int64_t k, const void *w, size_t w_stride, int nw, const v
 static void gemm_q4_K(int64_t k, const void *w, size_t w_stride, int nw, const void *a, size_t a_stride, int na,
                       float *y, int64_t y_stride)
 {
-    gemm_kq45(k, w, w_stride, nw, a, a_stride, na, y, y_stride, 0);
+    if (ROWS_FOR(na) == 1) gemm_kq45(k, w, w_stride, nw, a, a_stride, na, y, y_stride, 0, 1);
+    else gemm_kq45(k, w, w_stride, nw, a, a_stride, na, y, y_stride, 0, ROWS_MAX);
 }
 
 static void gemm_q5_K(int64_t k, const void *w, size_t w_stride, int nw, const void *a, size_t a_stride, int na,
                       float *y, int64_t y_stride)
 {
-    gemm_kq45(k, w, w_stride, nw, a, a_stride, na, y, y_stride, 1);
+    if (ROWS_FOR(na) == 1) gemm_kq45(k, w, w_stride, nw, a, a_stride, na, y, y_stride, 1, 1);
+    else gemm_kq45(k, w, w_stride, nw, a, a_stride, na, y, y_stride, 1, ROWS_MAX);
 }
 
 /* Q6_K: codes u = 0..63 stand for u−32: Σ sc·(u−32)·a = Σ sc·u·a − 32·Σ sc·bsum. */
@@ -291,28 +304,36 @@ static inline __m256i q6k_block(const blk_q6_K *x, const blk_q8_K *ab)
     return _mm256_sub_epi32(isum, corr);
 }
 
-static void gemm_q6_K(int64_t k, const void *w, size_t w_stride, int nw, const void *a, size_t a_stride, int na,
-                      float *y, int64_t y_stride)
+static inline __attribute__((always_inline)) void gemm_q6_K_rows(int64_t k, const void *w, size_t w_stride,
+                                                                int nw, const void *a, size_t a_stride, int na,
+                                                                float *y, int64_t y_stride, const int R)
 {
     const int64_t nb = k / 256;
-    for (int r0 = 0; r0 < nw; r0 += ROWS) {
-        const int nr = nw - r0 < ROWS ? nw - r0 : ROWS;
-        const blk_q6_K *wr[ROWS];
-        for (int r = 0; r < ROWS; r++)
+    for (int r0 = 0; r0 < nw; r0 += R) {
+        const int nr = nw - r0 < R ? nw - r0 : R;
+        const blk_q6_K *wr[ROWS_MAX];
+        for (int r = 0; r < R; r++)
             wr[r] = (const blk_q6_K *)((const uint8_t *)w + (size_t)(r0 + (r < nr ? r : 0)) * w_stride);
         for (int i = 0; i < na; i++) {
             const blk_q8_K *ab = (const blk_q8_K *)((const uint8_t *)a + (size_t)i * a_stride);
-            __m256 acc[ROWS];
+            __m256 acc[ROWS_MAX];
             #pragma GCC unroll 4
-            for (int r = 0; r < ROWS; r++) acc[r] = _mm256_setzero_ps();
+            for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
             for (int64_t b = 0; b < nb; b++)
                 #pragma GCC unroll 4
-                for (int r = 0; r < ROWS; r++)
+                for (int r = 0; r < R; r++)
                     acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(ab[b].d * h2f(wr[r][b].d)),
                                              _mm256_cvtepi32_ps(q6k_block(&wr[r][b], &ab[b])), acc[r]);
             for (int r = 0; r < nr; r++) y[i * y_stride + r0 + r] = hsum8(acc[r]);
         }
     }
+}
+
+static void gemm_q6_K(int64_t k, const void *w, size_t w_stride, int nw, const void *a, size_t a_stride, int na,
+                      float *y, int64_t y_stride)
+{
+    if (ROWS_FOR(na) == 1) gemm_q6_K_rows(k, w, w_stride, nw, a, a_stride, na, y, y_stride, 1);
+    else gemm_q6_K_rows(k, w, w_stride, nw, a, a_stride, na, y, y_stride, ROWS_MAX);
 }
 
 cpu_gemm_fn GEMM_DECODE_SELECT(enum qt_type type)
