@@ -82,6 +82,7 @@ int qt_quantize_act(enum qt_type wtype, const float *src, void *dst, int64_t n)
     if (!row_traits(at, n)) return WK_EINVAL;
 #if defined(__x86_64__)
     if (has_avx512(wk_cpu()) && qt_quantize_act_avx512(at, src, dst, n) == 0) return 0;
+    if (has_avx2(wk_cpu()) && qt_quantize_act_avx2(at, src, dst, n) == 0) return 0;
 #endif
     return qt_quantize_blocks(at, src, dst, n) == 0 ? 0 : WK_EINVAL;
 }

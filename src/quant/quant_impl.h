@@ -21,5 +21,6 @@ qt_vec_dot_fn qt_dot_neon_dotprod(enum qt_type type);
 /* Activation quantizers of the fast files (bit-identical to scalar ones);
  * return -1 when the type has no fast version. */
 int qt_quantize_act_avx512(enum qt_type act_type, const float *src, void *dst, int64_t n);
+int qt_quantize_act_avx2(enum qt_type act_type, const float *src, void *dst, int64_t n); /* act_avx2.c */
 
 #endif
