@@ -28,6 +28,8 @@
  * changes a result: every (weight row, activation row) pair has its own
  * accumulator, summed over the blocks in order. */
 #define ROWS_FOR(na) ((na) <= GEMM_ONE_ROW_MAX_NA ? 1 : ROWS_MAX)
+#define ONE_ROW_MAX_ACTS 8
+_Static_assert(GEMM_ONE_ROW_MAX_NA <= ONE_ROW_MAX_ACTS, "the one-row kernels take at most 8 activation rows");
 
 static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 
@@ -132,14 +134,76 @@ static inline __attribute__((always_inline)) void gemm_32(int64_t k, const void 
     }
 }
 
+/* One weight row at a time against NA (1..8) activation rows: each weight block is
+ * loaded and decoded once for all of them, the rows stream in order. Per pair the
+ * operations of gemm_32. */
+static inline __attribute__((always_inline)) void gemm_32_acts(int64_t k, const void *w, size_t w_stride, int nw,
+                                                              const void *a, size_t a_stride, float *y,
+                                                              int64_t y_stride, size_t block_bytes, codes32_fn codes,
+                                                              int with_min, const int NA)
+{
+    const int64_t nb = k / 32;
+    const size_t ablk = with_min ? sizeof(blk_q8_1) : sizeof(blk_q8_0), aqs = with_min ? 4 : 2;
+    for (int r = 0; r < nw; r++) {
+        const uint8_t *wr = (const uint8_t *)w + (size_t)r * w_stride;
+        __m256 acc[ONE_ROW_MAX_ACTS];
+        float msum[ONE_ROW_MAX_ACTS] = {0};
+#pragma GCC unroll 8
+        for (int i = 0; i < NA; i++) acc[i] = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *blk = wr + (size_t)b * block_bytes;
+            uint16_t dw, mw = 0;
+            memcpy(&dw, blk, 2);
+            if (with_min) memcpy(&mw, blk + 2, 2);
+            const __m256i x = codes(blk);
+            const __m256i ax = with_min ? x : _mm256_sign_epi8(x, x);
+            const float fw = h2f(dw), fm = h2f(mw);
+#pragma GCC unroll 8
+            for (int i = 0; i < NA; i++) {
+                const uint8_t *ab = (const uint8_t *)a + (size_t)i * a_stride + (size_t)b * ablk;
+                uint16_t ad, as = 0;
+                memcpy(&ad, ab, 2);
+                if (with_min) memcpy(&as, ab + 2, 2);
+                const __m256i qy = _mm256_loadu_si256((const __m256i *)(ab + aqs));
+                const __m256i p = DP_U8I8(ax, with_min ? qy : _mm256_sign_epi8(qy, x));
+                acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(fw * h2f(ad)), _mm256_cvtepi32_ps(p), acc[i]);
+                if (with_min) msum[i] += fm * h2f(as);
+            }
+        }
+#pragma GCC unroll 8
+        for (int i = 0; i < NA; i++) y[i * y_stride + r] = with_min ? hsum8(acc[i]) + msum[i] : hsum8(acc[i]);
+    }
+}
+
+/* gemm_32_acts with NA = na as a constant (1 <= na <= ONE_ROW_MAX_ACTS). */
+#define GEMM_32_ACTS_CASE(NA)                                                                                    \
+    case NA:                                                                                                    \
+        gemm_32_acts(k, w, w_stride, nw, a, a_stride, y, y_stride, block_bytes, codes, with_min, NA);          \
+        return;
+
+static inline __attribute__((always_inline)) void gemm_32_any(int64_t k, const void *w, size_t w_stride, int nw,
+                                                             const void *a, size_t a_stride, int na, float *y,
+                                                             int64_t y_stride, size_t block_bytes, codes32_fn codes,
+                                                             int with_min)
+{
+    switch (ROWS_FOR(na) > 1 ? 0 : na) {
+        GEMM_32_ACTS_CASE(1)
+        GEMM_32_ACTS_CASE(2)
+        GEMM_32_ACTS_CASE(3)
+        GEMM_32_ACTS_CASE(4)
+        GEMM_32_ACTS_CASE(5)
+        GEMM_32_ACTS_CASE(6)
+        GEMM_32_ACTS_CASE(7)
+        GEMM_32_ACTS_CASE(8)
+    default: gemm_32(k, w, w_stride, nw, a, a_stride, na, y, y_stride, block_bytes, codes, with_min, ROWS_MAX);
+    }
+}
+
 #define DEFINE_GEMM_32(NAME, BLOCK_BYTES, CODES, WITH_MIN)                                                        \
     static void NAME(int64_t k, const void *w, size_t w_stride, int nw, const void *a, size_t a_stride, int na, \
                      float *y, int64_t y_stride)                                                                 \
     {                                                                                                           \
-        if (ROWS_FOR(na) == 1)                                                                                  \
-            gemm_32(k, w, w_stride, nw, a, a_stride, na, y, y_stride, BLOCK_BYTES, CODES, WITH_MIN, 1);         \
-        else                                                                                                    \
-            gemm_32(k, w, w_stride, nw, a, a_stride, na, y, y_stride, BLOCK_BYTES, CODES, WITH_MIN, ROWS_MAX);  \
+        gemm_32_any(k, w, w_stride, nw, a, a_stride, na, y, y_stride, BLOCK_BYTES, CODES, WITH_MIN);            \
     }
 
 DEFINE_GEMM_32(gemm_q8_0, 34, codes_q8_0, 0)
@@ -259,18 +323,101 @@ static inline __attribute__((always_inline)) void gemm_kq45(int64_t k, const voi
     }
 }
 
+/* One weight row at a time against NA (1..4) activation rows: a super-block's scales and
+ * codes are decoded once for all of them. Integer sums are exact in any order; the float
+ * steps per pair are gemm_kq45's. */
+static inline __attribute__((always_inline)) void gemm_kq45_acts(int64_t k, const void *w, size_t w_stride,
+                                                                int nw, const void *a, size_t a_stride, float *y,
+                                                                int64_t y_stride, int q5, const int NA)
+{
+    const int64_t nb = k / 256;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), b16 = _mm256_set1_epi8(0x10);
+    for (int r = 0; r < nw; r++) {
+        const uint8_t *wr = (const uint8_t *)w + (size_t)r * w_stride;
+        __m256 acc[4];
+        float msum[4] = {0};
+#pragma GCC unroll 4
+        for (int i = 0; i < NA; i++) acc[i] = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *scales, *qs, *qh = NULL;
+            uint16_t d, dmin;
+            if (q5) {
+                const blk_q5_K *x = (const blk_q5_K *)wr + b;
+                scales = x->scales, qs = x->qs, qh = x->qh, d = x->d, dmin = x->dmin;
+            } else {
+                const blk_q4_K *x = (const blk_q4_K *)wr + b;
+                scales = x->scales, qs = x->qs, d = x->d, dmin = x->dmin;
+            }
+            uint8_t sc[8], mn[8];
+            k_scales8(scales, sc, mn);
+            const blk_q8_K *ab[4];
+            __m256i isum[4];
+#pragma GCC unroll 4
+            for (int i = 0; i < NA; i++) {
+                ab[i] = (const blk_q8_K *)((const uint8_t *)a + (size_t)i * a_stride) + b;
+                isum[i] = _mm256_setzero_si256();
+            }
+            const __m256i hv = q5 ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
+            for (int g = 0; g < 4; g++) {
+                const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * g));
+                __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                if (q5) {
+                    lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hv, 2 * g), 4), b16));
+                    hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hv, 2 * g + 1), 4), b16));
+                }
+                const __m256i slo = _mm256_set1_epi16(sc[2 * g]), shi = _mm256_set1_epi16(sc[2 * g + 1]);
+#pragma GCC unroll 4
+                for (int i = 0; i < NA; i++) {
+                    const int8_t *ay = ab[i]->qs + 64 * g;
+                    /* as kq45_block: no saturation of the int16 pair sums */
+                    const __m256i plo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)ay)), slo);
+                    const __m256i phi =
+                        _mm256_madd_epi16(_mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(ay + 32))), shi);
+                    isum[i] = _mm256_add_epi32(isum[i], _mm256_add_epi32(plo, phi));
+                }
+            }
+            const float fd = h2f(d), fdmin = h2f(dmin);
+#pragma GCC unroll 4
+            for (int i = 0; i < NA; i++) {
+                const int imin = k_mins(mn, ab[i]->bsums);
+                acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(ab[i]->d * fd), _mm256_cvtepi32_ps(isum[i]), acc[i]);
+                msum[i] += ab[i]->d * fdmin * (float)imin;
+            }
+        }
+#pragma GCC unroll 4
+        for (int i = 0; i < NA; i++) y[i * y_stride + r] = hsum8(acc[i]) - msum[i];
+    }
+}
+
+/* Q4_K / Q5_K: where ROWS_FOR asks for one weight row at a time, up to 4 activation rows
+ * share each block's decode (5..8 in two such passes), else ROWS_MAX rows side by side. */
+static void gemm_kq45_any(int64_t k, const void *w, size_t w_stride, int nw, const void *a, size_t a_stride, int na,
+                          float *y, int64_t y_stride, int q5)
+{
+    switch (ROWS_FOR(na) > 1 ? 0 : na) {
+    case 1: gemm_kq45_acts(k, w, w_stride, nw, a, a_stride, y, y_stride, q5, 1); return;
+    case 2: gemm_kq45_acts(k, w, w_stride, nw, a, a_stride, y, y_stride, q5, 2); return;
+    case 3: gemm_kq45_acts(k, w, w_stride, nw, a, a_stride, y, y_stride, q5, 3); return;
+    case 4: gemm_kq45_acts(k, w, w_stride, nw, a, a_stride, y, y_stride, q5, 4); return;
+    case 0: gemm_kq45(k, w, w_stride, nw, a, a_stride, na, y, y_stride, q5, ROWS_MAX); return;
+    default: /* 5..8 rows (a tile of at most 32 weight rows, in cache): two passes of 4 and the rest */
+        gemm_kq45_any(k, w, w_stride, nw, a, a_stride, 4, y, y_stride, q5);
+        gemm_kq45_any(k, w, w_stride, nw, (const uint8_t *)a + 4 * a_stride, a_stride, na - 4, y + 4 * y_stride,
+                      y_stride, q5);
+        return;
+    }
+}
+
 static void gemm_q4_K(int64_t k, const void *w, size_t w_stride, int nw, const void *a, size_t a_stride, int na,
                       float *y, int64_t y_stride)
 {
-    if (ROWS_FOR(na) == 1) gemm_kq45(k, w, w_stride, nw, a, a_stride, na, y, y_stride, 0, 1);
-    else gemm_kq45(k, w, w_stride, nw, a, a_stride, na, y, y_stride, 0, ROWS_MAX);
+    gemm_kq45_any(k, w, w_stride, nw, a, a_stride, na, y, y_stride, 0);
 }
 
 static void gemm_q5_K(int64_t k, const void *w, size_t w_stride, int nw, const void *a, size_t a_stride, int na,
                       float *y, int64_t y_stride)
 {
-    if (ROWS_FOR(na) == 1) gemm_kq45(k, w, w_stride, nw, a, a_stride, na, y, y_stride, 1, 1);
-    else gemm_kq45(k, w, w_stride, nw, a, a_stride, na, y, y_stride, 1, ROWS_MAX);
+    gemm_kq45_any(k, w, w_stride, nw, a, a_stride, na, y, y_stride, 1);
 }
 
 /* Q6_K: codes u = 0..63 stand for u−32: Σ sc·(u−32)·a = Σ sc·u·a − 32·Σ sc·bsum. */
@@ -329,11 +476,78 @@ static inline __attribute__((always_inline)) void gemm_q6_K_rows(int64_t k, cons
     }
 }
 
+/* Q6_K, one weight row at a time against NA (1..4) activation rows: a block's codes are
+ * decoded once for all of them (q6k_block's integer sums, the float steps of gemm_q6_K). */
+static inline __attribute__((always_inline)) void gemm_q6_K_acts(int64_t k, const void *w, size_t w_stride,
+                                                                int nw, const void *a, size_t a_stride, float *y,
+                                                                int64_t y_stride, const int NA)
+{
+    const int64_t nb = k / 256;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    for (int r = 0; r < nw; r++) {
+        const blk_q6_K *wr = (const blk_q6_K *)((const uint8_t *)w + (size_t)r * w_stride);
+        __m256 acc[4];
+#pragma GCC unroll 4
+        for (int i = 0; i < NA; i++) acc[i] = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const blk_q6_K *x = &wr[b];
+            const blk_q8_K *ab[4];
+            __m256i isum[4];
+#pragma GCC unroll 4
+            for (int i = 0; i < NA; i++) {
+                ab[i] = (const blk_q8_K *)((const uint8_t *)a + (size_t)i * a_stride) + b;
+                isum[i] = _mm256_setzero_si256();
+            }
+            for (int h = 0; h < 2; h++) {
+                const uint8_t *ql = x->ql + 64 * h;
+                const int8_t *sc = x->scales + 8 * h;
+                const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
+                const __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+                const __m256i qh = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * h));
+                __m256i u[4];
+                u[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+                u[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+                u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m30));
+                u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                       _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+                for (int q = 0; q < 4; q++) {
+                    const __m256i s16 = _mm256_set_m128i(_mm_set1_epi16(sc[2 * q + 1]), _mm_set1_epi16(sc[2 * q]));
+#pragma GCC unroll 4
+                    for (int i = 0; i < NA; i++) {
+                        const __m256i yv = _mm256_loadu_si256((const __m256i *)(ab[i]->qs + 128 * h + 32 * q));
+                        isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(_mm256_maddubs_epi16(u[q], yv), s16));
+                    }
+                }
+            }
+            const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x->scales));
+            const float fd = h2f(x->d);
+#pragma GCC unroll 4
+            for (int i = 0; i < NA; i++) {
+                const __m256i bs = _mm256_loadu_si256((const __m256i *)ab[i]->bsums);
+                const __m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(bs, s16), 5);
+                acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(ab[i]->d * fd), _mm256_cvtepi32_ps(_mm256_sub_epi32(isum[i], corr)),
+                                         acc[i]);
+            }
+        }
+#pragma GCC unroll 4
+        for (int i = 0; i < NA; i++) y[i * y_stride + r] = hsum8(acc[i]);
+    }
+}
+
 static void gemm_q6_K(int64_t k, const void *w, size_t w_stride, int nw, const void *a, size_t a_stride, int na,
                       float *y, int64_t y_stride)
 {
-    if (ROWS_FOR(na) == 1) gemm_q6_K_rows(k, w, w_stride, nw, a, a_stride, na, y, y_stride, 1);
-    else gemm_q6_K_rows(k, w, w_stride, nw, a, a_stride, na, y, y_stride, ROWS_MAX);
+    switch (ROWS_FOR(na) > 1 ? 0 : na) {
+    case 1: gemm_q6_K_acts(k, w, w_stride, nw, a, a_stride, y, y_stride, 1); return;
+    case 2: gemm_q6_K_acts(k, w, w_stride, nw, a, a_stride, y, y_stride, 2); return;
+    case 3: gemm_q6_K_acts(k, w, w_stride, nw, a, a_stride, y, y_stride, 3); return;
+    case 4: gemm_q6_K_acts(k, w, w_stride, nw, a, a_stride, y, y_stride, 4); return;
+    case 0: gemm_q6_K_rows(k, w, w_stride, nw, a, a_stride, na, y, y_stride, ROWS_MAX); return;
+    default: /* 5..8 rows, as gemm_kq45_any */
+        gemm_q6_K(k, w, w_stride, nw, a, a_stride, 4, y, y_stride);
+        gemm_q6_K(k, w, w_stride, nw, (const uint8_t *)a + 4 * a_stride, a_stride, na - 4, y + 4 * y_stride, y_stride);
+        return;
+    }
 }
 
 cpu_gemm_fn GEMM_DECODE_SELECT(enum qt_type type)
