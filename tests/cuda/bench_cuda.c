@@ -334,16 +334,64 @@ static void bench_matmuls(int quick)
     if (!quick) bench_matmul(QT_Q6_K, 5120, 17408, 4096);
 }
 
-/* bench_cuda nt: products of 1, 2, 4 and 8 rows on the 27B's shapes, the several-row
- * kernel (cuda_matvec_nt) against the one it replaced (WICK_CUDA_NT=0); a row's time
- * includes quantizing the activations. n = 1 is the one-row matvec. */
+/* The few-row kernels alone on activations quantized once: kind 0 the one-row matvec
+ * (n = 1), 1 the dp4a kernel (cuda_matvec_nt), 2 + w the tensor-core
+ * kernel with w warps per 16 rows (0: its own pick). */
+typedef struct { cuda_qweight w[8]; int nw; int8_t *xq; float *xd; float *y; int64_t n; int kind; } tc_ctx;
+static void tc_fn(void *p, int i)
+{
+    tc_ctx *m = p;
+    wk_error err;
+    const cuda_qweight *w = &m->w[i % m->nw];
+    int rc = m->kind == 0   ? cuda_matvec(&g_ctx, w, m->xq, m->xd, NULL, 1, 1, NULL, m->y, &err)
+             : m->kind == 1 ? cuda_matvec_nt(&g_ctx, w, m->xq, m->xd, m->n, m->y, &err)
+                            : cuda_matvec_tc(&g_ctx, w, m->xq, m->xd, m->n, m->y, m->kind - 2, &err);
+    if (rc) {
+        fprintf(stderr, "%s\n", err.msg);
+        exit(2);
+    }
+}
+static void bench_tc(uint32_t type, int64_t M, int64_t K, int64_t n, int kind)
+{
+    tc_ctx m = {0};
+    uint64_t rng = 11;
+    size_t rb;
+    m.nw = upload_copies(type, M, K, &rng, (size_t)400 << 20, m.w, 8, &rb);
+    float *x = malloc(sizeof(float) * K * n);
+    for (int64_t i = 0; i < K * n; i++) x[i] = ref_randn(&rng);
+    float *dx = dev_upload(x, sizeof(float) * K * n);
+    m.xq = dev_alloc(K * n);
+    m.xd = dev_alloc(sizeof(float) * K / 32 * n);
+    if (cuda_quantize_act(&g_ctx, dx, n, K, cuda_act_group(type), m.xq, m.xd)) exit(2);
+    m.y = dev_alloc(sizeof(float) * M * n);
+    m.n = n;
+    m.kind = kind;
+    double ms = time_ms(tc_fn, &m, 10, 8);
+    char name[96], lb[32];
+    if (kind >= 2) snprintf(lb, sizeof lb, "tensor cores, %d warps", kind - 2);
+    snprintf(name, sizeof name, "kernel %-6s n=%lld %lldx%lld (%s)", qt_type_name(type), (long long)n, (long long)M,
+             (long long)K, kind == 0 ? "one row" : kind == 1 ? "dp4a" : lb);
+    add_row(name, ms, (double)rb * M, 2.0 * n * M * K);
+    for (int i = 0; i < m.nw; i++) cuda_qw_free(&m.w[i]);
+    cudaFree(dx);
+    cudaFree(m.xq);
+    cudaFree(m.xd);
+    cudaFree(m.y);
+    free(x);
+}
+
+/* bench_cuda nt: products of 1, 2, 4 and 8 rows on the 27B's shapes through cuda_matmul
+ * (the default kernels: tensor cores for Q4_K, cuda_matvec_nt's dp4a for the others)
+ * against the one-row-per-warp kernel (WICK_CUDA_NT=0 WICK_CUDA_TC=0); a row's time
+ * includes quantizing the activations. n = 1 is the one-row matvec. Then the Q4_K
+ * kernels alone (bench_tc). */
 static void bench_nt(void)
 {
     static const struct { uint32_t type; int64_t M, K; } shapes[] = {
         {QT_Q4_K, 17408, 5120}, {QT_Q4_K, 5120, 17408}, {QT_Q6_K, 17408, 5120},
         {QT_Q6_K, 5120, 17408}, {QT_Q8_0, 17408, 5120}, {QT_Q4_K, 6144, 5120}};
     static const int64_t rows[] = {1, 2, 4, 8};
-    const int nt = g_ctx.sw.nt;
+    const int nt = g_ctx.sw.nt, tc = g_ctx.sw.tc;
     const int64_t mmv = g_ctx.mmv_max_rows;
     g_ctx.mmv_max_rows = 8;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
@@ -352,10 +400,20 @@ static void bench_nt(void)
             bench_matmul_few(shapes[i].type, shapes[i].M, shapes[i].K, rows[j], rows[j] == 1 ? "one row" : "int8 matvec");
             if (rows[j] == 1) continue;
             g_ctx.sw.nt = 0;
-            bench_matmul_few(shapes[i].type, shapes[i].M, shapes[i].K, rows[j], "int8 matvec, WICK_CUDA_NT=0");
+            g_ctx.sw.tc = 0;
+            bench_matmul_few(shapes[i].type, shapes[i].M, shapes[i].K, rows[j], "WICK_CUDA_NT=0 WICK_CUDA_TC=0");
+            g_ctx.sw.tc = tc;
         }
     g_ctx.sw.nt = nt;
     g_ctx.mmv_max_rows = mmv;
+    /* the kernels alone: one row, dp4a, tensor cores with 2, 4, 8 warps and their own pick */
+    static const struct { int64_t M, K; } q4k[] = {{17408, 5120}, {5120, 17408}, {6144, 5120}, {5120, 6144}, {10240, 5120}, {48, 5120}};
+    for (size_t i = 0; i < sizeof q4k / sizeof q4k[0]; i++)
+        for (size_t j = 0; j < sizeof rows / sizeof rows[0]; j++) {
+            if (rows[j] == 1) bench_tc(QT_Q4_K, q4k[i].M, q4k[i].K, 1, 0);
+            else bench_tc(QT_Q4_K, q4k[i].M, q4k[i].K, rows[j], 1);
+            for (int w = 0; w <= 8; w = w ? 2 * w : 2) bench_tc(QT_Q4_K, q4k[i].M, q4k[i].K, rows[j], 2 + w);
+        }
 }
 
 int main(int argc, char **argv)

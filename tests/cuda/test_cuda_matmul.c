@@ -180,7 +180,8 @@ static void test_matvec_rows(uint32_t type, int64_t M, int64_t K, int64_t n, uin
     snprintf(name, sizeof name, "matmul int8 rows %s n=%lld M=%lld K=%lld", qt_type_name(type), (long long)n,
              (long long)M, (long long)K);
     check_err(name, ref_rel_err(y, yref, M * n), 2e-5);
-    if (n <= g_ctx.mmv_max_rows) {
+    const int tc = g_ctx.sw.tc && cuda_matvec_tc_supported(type, K); /* equal up to rounding there */
+    if (n <= g_ctx.mmv_max_rows && !tc) {
         snprintf(name, sizeof name, "matmul int8 rows %s n=%lld = one-row matvecs (bit for bit)", qt_type_name(type),
                  (long long)n);
         check_err(name, memcmp(y, y1, sizeof(float) * M * n) ? 1.0 : 0.0, 0.0);
@@ -188,6 +189,65 @@ static void test_matvec_rows(uint32_t type, int64_t M, int64_t K, int64_t n, uin
         snprintf(name, sizeof name, "matmul int8 rows %s n=%lld vs one-row matvecs", qt_type_name(type), (long long)n);
         check_err(name, ref_rel_err(y, y1, M * n), 2e-5);
     }
+    cuda_qw_free(&qw);
+    cudaFree(dx);
+    cudaFree(dy);
+    cudaFree(dxq);
+    cudaFree(dxd);
+    free(w);
+    free(wf);
+    free(x);
+    free(xr);
+    free(yref);
+    free(y);
+    free(y1);
+}
+
+/* cuda_matvec_tc with `warps` warps per 16 weight rows on n activation rows: against the
+ * reference on rounded activations, and each row bit for bit what a product of that row
+ * alone gives (an mma column does not depend on the others). */
+static void test_matvec_tc(uint32_t type, int64_t M, int64_t K, int64_t n, int warps, uint64_t seed)
+{
+    uint64_t rng = seed;
+    const size_t row_bytes = (size_t)(K / ref_block_elems(type)) * ref_block_bytes(type);
+    uint8_t *w = malloc(row_bytes * M);
+    ref_random_blocks(type, w, K * M, &rng);
+    float *wf = malloc(sizeof(float) * M * K);
+    for (int64_t r = 0; r < M; r++) ref_dequant_row(type, w + r * row_bytes, wf + r * K, K);
+    float *x = malloc(sizeof(float) * K * n), *xr = malloc(sizeof(float) * K * n);
+    for (int64_t i = 0; i < K * n; i++) x[i] = ref_randn(&rng);
+    const int group = cuda_act_group(type);
+    for (int64_t r = 0; r < n; r++) ref_round_act(x + r * K, xr + r * K, K, group);
+    float *yref = malloc(sizeof(float) * M * n), *y = malloc(sizeof(float) * M * n), *y1 = malloc(sizeof(float) * M * n);
+    ref_matvec(wf, M, K, xr, n, 1, NULL, yref);
+    wk_error err = {0};
+    cuda_qweight qw;
+    if (cuda_qw_upload(&g_ctx, &qw, type, w, K, M, row_bytes, 1, row_bytes * M, &err)) {
+        fprintf(stderr, "upload: %s\n", err.msg);
+        exit(2);
+    }
+    float *dx = dev_upload(x, sizeof(float) * K * n), *dy = dev_alloc(sizeof(float) * M * n);
+    int8_t *dxq = dev_alloc(K * n);
+    float *dxd = dev_alloc(sizeof(float) * K / 32 * n);
+    OK(cuda_quantize_act(&g_ctx, dx, n, K, group, dxq, dxd));
+    if (cuda_matvec_tc(&g_ctx, &qw, dxq, dxd, n, dy, warps, &err)) {
+        fprintf(stderr, "matvec_tc: %s\n", err.msg);
+        exit(2);
+    }
+    dev_download(y, dy, sizeof(float) * M * n);
+    for (int64_t t = 0; t < n; t++)
+        if (cuda_matvec_tc(&g_ctx, &qw, dxq + t * K, dxd + t * (K / 32), 1, dy + t * M, warps, &err)) {
+            fprintf(stderr, "matvec_tc: %s\n", err.msg);
+            exit(2);
+        }
+    dev_download(y1, dy, sizeof(float) * M * n);
+    char name[128];
+    snprintf(name, sizeof name, "matvec tensor cores %s n=%lld M=%lld K=%lld warps=%d", qt_type_name(type),
+             (long long)n, (long long)M, (long long)K, warps);
+    check_err(name, ref_rel_err(y, yref, M * n), 2e-5);
+    snprintf(name, sizeof name, "matvec tensor cores %s n=%lld warps=%d = each row alone (bit for bit)",
+             qt_type_name(type), (long long)n, warps);
+    check_err(name, memcmp(y, y1, sizeof(float) * M * n) ? 1.0 : 0.0, 0.0);
     cuda_qw_free(&qw);
     cudaFree(dx);
     cudaFree(dy);
@@ -265,10 +325,24 @@ void test_matmul_all(void)
         test_matvec_rows(k_qtypes[i], 4 * wave + 37, 2048, 8, 780 + i);
         test_matvec_rows(k_qtypes[i], 2 * wave + 5, 2304, 3, 790 + i);
     }
-    const int nt = g_ctx.sw.nt;
+    const int nt = g_ctx.sw.nt, tc = g_ctx.sw.tc;
+    g_ctx.sw.tc = 0; /* the dp4a kernels for every type, bit for bit against one-row products */
+    test_matvec_rows(QT_Q4_K, 160, 2048, 8, 798);
+    test_matvec_rows(QT_Q4_K, 4 * wave + 37, 2048, 8, 797);
     g_ctx.sw.nt = 0;
     test_matvec_rows(QT_Q4_K, 160, 2048, 5, 799);
     g_ctx.sw.nt = nt;
+    g_ctx.sw.tc = tc;
+    /* tensor cores: 2, 4 and 8 warps per 16 rows, M not a multiple of 16, K of 1 to 20
+     * blocks (fewer blocks than warps), 1 to 8 rows and more than 8 (two column tiles) */
+    static const int k_warps[] = {2, 4, 8};
+    for (int i = 0; i < 3; i++) {
+        test_matvec_tc(QT_Q4_K, 77, 2048, 8, k_warps[i], 810 + i);
+        test_matvec_tc(QT_Q4_K, 300, 256, 3, k_warps[i], 820 + i);
+        test_matvec_tc(QT_Q4_K, 16, 5120, 1, k_warps[i], 830 + i);
+        test_matvec_tc(QT_Q4_K, 1000, 256 * 13, 5, k_warps[i], 840 + i);
+        test_matvec_tc(QT_Q4_K, 40, 1024, 19, k_warps[i], 850 + i);
+    }
     /* tensor-core int8 products past one 64-row tile, rows past a 64-row block, and (32-element
      * types) K not a multiple of the 256-element chunk */
     const int64_t mmq = g_ctx.mmq_max_rows;

@@ -70,6 +70,7 @@ extern "C" cuda_switches cuda_switches_from_env(int cc_major)
     sw.graphs = env_on("WICK_CUDA_GRAPHS");
     sw.int8 = env_on("WICK_CUDA_INT8");
     sw.nt = env_on("WICK_CUDA_NT");
+    sw.tc = env_on("WICK_CUDA_TC");
     sw.hopper = cc_major >= 9 && !(gen && !strcmp(gen, "1"));
     return sw;
 }

@@ -1549,6 +1549,7 @@ extern "C" int be_cuda_tune(be_backend *be, const char *settings)
         else if (!strcmp(kv, "int8")) sw.int8 = v;
         else if (!strcmp(kv, "generic")) sw.hopper = !v;
         else if (!strcmp(kv, "nt")) sw.nt = v;
+        else if (!strcmp(kv, "tc")) sw.tc = v;
         else rc = -1;
     }
     cuda_ctx_set_switches(&b->ctx, sw);

@@ -56,7 +56,7 @@ int be_cuda_step_end(be_backend *be, int rc);
 /* Turns decode-step graphs on or off (on by default unless WICK_CUDA_GRAPHS=0). */
 void be_cuda_set_graphs(be_backend *be, int on);
 /* The A/B switches of cuda_kernels.h's cuda_switches in one process (comparisons,
- * tests/cuda/e2e_cuda.c): space-separated key=0|1 settings, fuse, graphs, int8, nt and
+ * tests/cuda/e2e_cuda.c): space-separated key=0|1 settings, fuse, graphs, int8, nt, tc and
  * generic (1: hopper off), the others kept; NULL: back to the environment's values.
  * Drops captured graphs. Returns 0, or -1 when a setting was not understood. */
 int be_cuda_tune(be_backend *be, const char *settings);

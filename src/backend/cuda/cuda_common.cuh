@@ -118,6 +118,24 @@ static inline cudaError_t smem_allow(void (*kernel)(P...), size_t bytes)
     return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
 }
 
+/* Warp-wide int8 tensor-core products (sm_80 and later), C = A·B with zero C in:
+ * A 16 × K row-major, B K × 8 column-major, int32 out. Thread (lane) holds A rows
+ * lane/4 and lane/4 + 8 at k = 4·(lane%4) + 0..3 (and + 16 for k32), B column lane/4
+ * at the same k, and C rows lane/4, lane/4 + 8 at columns 2·(lane%4) + {0, 1}. */
+__device__ __forceinline__ void mma_s8_16816(int *c, int a0, int a1, int b)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%7,%7,%7};"
+                 : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+                 : "r"(a0), "r"(a1), "r"(b), "r"(0));
+}
+__device__ __forceinline__ void mma_s8_16832(int *c, int a0, int a1, int a2, int a3, int b0, int b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%10,%10,%10,%10};"
+                 : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(0));
+}
+
 __device__ __forceinline__ float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 
 /* An A/B switch from the environment (cuda_kernels.h lists them): on unless set to "0". */

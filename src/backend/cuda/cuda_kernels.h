@@ -45,9 +45,13 @@ typedef struct CUstream_st *cuda_stream; /* = cudaStream_t */
  *   nt      WICK_CUDA_NT=0       products of 2 to 8 rows (cuda_matvec_nt) with the kernel
  *                                that decodes each weight part again for every activation
  *                                row, one weight row per warp (bit-identical; for timing
- *                                the one that shares the decode against it) */
+ *                                the one that shares the decode against it)
+ *   tc      WICK_CUDA_TC=0       products of 2 to 8 rows of the types cuda_matvec_tc has
+ *                                (Q4_K) with cuda_matvec_nt's dp4a kernels instead of
+ *                                int8 tensor cores (rows then equal one-row products bit
+ *                                for bit; on tensor cores up to rounding) */
 typedef struct cuda_switches {
-    int fuse, graphs, int8, hopper, nt;
+    int fuse, graphs, int8, hopper, nt, tc;
 } cuda_switches;
 /* The switches from the environment for a device of compute capability cc_major.x. */
 cuda_switches cuda_switches_from_env(int cc_major);
@@ -184,6 +188,14 @@ int cuda_mmq(cuda_ctx *c, const cuda_qweight *w, int64_t mat, const int8_t *xq, 
  * cuda_matvec's one-row result. */
 int cuda_matvec_nt(cuda_ctx *c, const cuda_qweight *w, const int8_t *xq, const float *xd, int64_t n, float *y,
                    wk_error *err);
+/* Whether cuda_matvec_tc has a kernel for the type and width. */
+int cuda_matvec_tc_supported(uint32_t type, int64_t K);
+/* y[t][0..M) = W · x[t] for t < n as cuda_matvec_nt, on int8 tensor cores (matvec_tc.cu):
+ * each weight block read once per 8 rows and its integer products taken by mma, so a row
+ * costs little more than one; each row's result is the same whatever n is, and equals
+ * cuda_matvec's up to rounding. warps: per 16 weight rows (2, 4 or 8; 0 picks by K). */
+int cuda_matvec_tc(cuda_ctx *c, const cuda_qweight *w, const int8_t *xq, const float *xd, int64_t n, float *y,
+                   int warps, wk_error *err);
 
 /* Embedding lookup: y[i] = row ids[i] (device ids) of w dequantized to F32. */
 int cuda_get_rows(cuda_ctx *c, const cuda_qweight *w, const int32_t *ids, int64_t n, float *y,

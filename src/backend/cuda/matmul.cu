@@ -1004,7 +1004,9 @@ extern "C" int cuda_matmul(cuda_ctx *c, const cuda_qweight *w, int64_t mat, cons
         if (rc) return rc;
         cuda_qweight one = *w;
         one.data = (uint8_t *)w->data + mat * w->mat_bytes;
-        if (n > 1 && c->mmv_max_rows > 1) return cuda_matvec_nt(c, &one, xq, xd, n, y, err);
+        if (n > 1 && c->mmv_max_rows > 1)
+            return c->sw.tc && cuda_matvec_tc_supported(w->type, K) ? cuda_matvec_tc(c, &one, xq, xd, n, y, 0, err)
+                                                                    : cuda_matvec_nt(c, &one, xq, xd, n, y, err);
         return cuda_matvec(c, &one, xq, xd, NULL, n, 1, NULL, y, err);
     }
     cublasHandle_t h = (cublasHandle_t)c->cublas;

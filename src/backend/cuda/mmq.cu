@@ -168,20 +168,6 @@ template <> struct mmq_dec<QT_IQ4_NL> {
     }
 };
 
-__device__ __forceinline__ void mma_s8_16816(int *c, int a0, int a1, int b)
-{
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%7,%7,%7};"
-                 : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
-                 : "r"(a0), "r"(a1), "r"(b), "r"(0));
-}
-__device__ __forceinline__ void mma_s8_16832(int *c, int a0, int a1, int a2, int a3, int b0, int b1)
-{
-    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%10,%10,%10,%10};"
-                 : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(0));
-}
-
 /* What a launch multiplies: weights W[z] into results y[z] for z = blockIdx.z (the MoE's
  * gate and up packs in one launch; otherwise z = 0), and where a block's activation rows
  * come from.
