@@ -407,12 +407,14 @@ static void bench_nt(void)
     g_ctx.sw.nt = nt;
     g_ctx.mmv_max_rows = mmv;
     /* the kernels alone: one row, dp4a, tensor cores with 2, 4, 8 warps and their own pick */
-    static const struct { int64_t M, K; } q4k[] = {{17408, 5120}, {5120, 17408}, {6144, 5120}, {5120, 6144}, {10240, 5120}, {48, 5120}};
-    for (size_t i = 0; i < sizeof q4k / sizeof q4k[0]; i++)
+    static const struct { uint32_t type; int64_t M, K; } tcs[] = {
+        {QT_Q4_K, 17408, 5120}, {QT_Q4_K, 5120, 17408}, {QT_Q4_K, 6144, 5120}, {QT_Q4_K, 5120, 6144},
+        {QT_Q4_K, 10240, 5120}, {QT_Q4_K, 48, 5120},    {QT_Q6_K, 17408, 5120}, {QT_Q6_K, 5120, 17408},
+        {QT_Q6_K, 6144, 5120}};
+    for (size_t i = 0; i < sizeof tcs / sizeof tcs[0]; i++)
         for (size_t j = 0; j < sizeof rows / sizeof rows[0]; j++) {
-            if (rows[j] == 1) bench_tc(QT_Q4_K, q4k[i].M, q4k[i].K, 1, 0);
-            else bench_tc(QT_Q4_K, q4k[i].M, q4k[i].K, rows[j], 1);
-            for (int w = 0; w <= 8; w = w ? 2 * w : 2) bench_tc(QT_Q4_K, q4k[i].M, q4k[i].K, rows[j], 2 + w);
+            bench_tc(tcs[i].type, tcs[i].M, tcs[i].K, rows[j], rows[j] == 1 ? 0 : 1);
+            for (int w = 0; w <= 8; w = w ? 2 * w : 2) bench_tc(tcs[i].type, tcs[i].M, tcs[i].K, rows[j], 2 + w);
         }
 }
 

@@ -329,20 +329,24 @@ void test_matmul_all(void)
     g_ctx.sw.tc = 0; /* the dp4a kernels for every type, bit for bit against one-row products */
     test_matvec_rows(QT_Q4_K, 160, 2048, 8, 798);
     test_matvec_rows(QT_Q4_K, 4 * wave + 37, 2048, 8, 797);
+    test_matvec_rows(QT_Q6_K, 2 * wave + 5, 2304, 3, 796);
     g_ctx.sw.nt = 0;
     test_matvec_rows(QT_Q4_K, 160, 2048, 5, 799);
     g_ctx.sw.nt = nt;
     g_ctx.sw.tc = tc;
     /* tensor cores: 2, 4 and 8 warps per 16 rows, M not a multiple of 16, K of 1 to 20
      * blocks (fewer blocks than warps), 1 to 8 rows and more than 8 (two column tiles) */
-    static const int k_warps[] = {2, 4, 8};
-    for (int i = 0; i < 3; i++) {
-        test_matvec_tc(QT_Q4_K, 77, 2048, 8, k_warps[i], 810 + i);
-        test_matvec_tc(QT_Q4_K, 300, 256, 3, k_warps[i], 820 + i);
-        test_matvec_tc(QT_Q4_K, 16, 5120, 1, k_warps[i], 830 + i);
-        test_matvec_tc(QT_Q4_K, 1000, 256 * 13, 5, k_warps[i], 840 + i);
-        test_matvec_tc(QT_Q4_K, 40, 1024, 19, k_warps[i], 850 + i);
-    }
+    static const int k_warps[] = {0, 2, 4, 8};
+    static const uint32_t k_tc[] = {QT_Q4_K, QT_Q6_K};
+    for (int t = 0; t < 2; t++)
+        for (int i = 0; i < 4; i++) {
+            const uint64_t seed = 810 + 100 * t + 10 * i;
+            test_matvec_tc(k_tc[t], 77, 2048, 8, k_warps[i], seed);
+            test_matvec_tc(k_tc[t], 300, 256, 3, k_warps[i], seed + 1);
+            test_matvec_tc(k_tc[t], 16, 5120, 1, k_warps[i], seed + 2);
+            test_matvec_tc(k_tc[t], 1000, 256 * 13, 5, k_warps[i], seed + 3);
+            test_matvec_tc(k_tc[t], 40, 1024, 19, k_warps[i], seed + 4);
+        }
     /* tensor-core int8 products past one 64-row tile, rows past a 64-row block, and (32-element
      * types) K not a multiple of the 256-element chunk */
     const int64_t mmq = g_ctx.mmq_max_rows;

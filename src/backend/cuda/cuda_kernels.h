@@ -47,7 +47,7 @@ typedef struct CUstream_st *cuda_stream; /* = cudaStream_t */
  *                                row, one weight row per warp (bit-identical; for timing
  *                                the one that shares the decode against it)
  *   tc      WICK_CUDA_TC=0       products of 2 to 8 rows of the types cuda_matvec_tc has
- *                                (Q4_K) with cuda_matvec_nt's dp4a kernels instead of
+ *                                (Q4_K, Q6_K) with cuda_matvec_nt's dp4a kernels instead of
  *                                int8 tensor cores (rows then equal one-row products bit
  *                                for bit; on tensor cores up to rounding) */
 typedef struct cuda_switches {
@@ -193,7 +193,8 @@ int cuda_matvec_tc_supported(uint32_t type, int64_t K);
 /* y[t][0..M) = W · x[t] for t < n as cuda_matvec_nt, on int8 tensor cores (matvec_tc.cu):
  * each weight block read once per 8 rows and its integer products taken by mma, so a row
  * costs little more than one; each row's result is the same whatever n is, and equals
- * cuda_matvec's up to rounding. warps: per 16 weight rows (2, 4 or 8; 0 picks by K). */
+ * cuda_matvec's up to rounding. warps: per 16 weight rows (2, 4 or 8; 0: the most whose
+ * blocks are all resident at once). */
 int cuda_matvec_tc(cuda_ctx *c, const cuda_qweight *w, const int8_t *xq, const float *xd, int64_t n, float *y,
                    int warps, wk_error *err);
 

@@ -12,34 +12,16 @@
  * k = 4q + e and 16 + 4q + e hold elements 8q + e and 8q + 4 + e), so that each thread
  * loads 8 consecutive codes. K-quant activations follow the Q8_K rule (one scale per 256),
  * so a block's products are summed in integers, isum = Σ sc·(qw·qx), msum = Σ m·Σqx, and
- * scaled once, y += d·dx·isum − dmin·dx·msum, as cuda_mmq does.
+ * scaled once, y += d·dx·isum − dmin·dx·msum (Q6_K: y += d·dx·isum over its 16-element
+ * scales), as cuda_mmq does.
  *
  * Every activation row's result is computed by the same operations whatever the other
  * rows are (an mma column does not mix with the others), so a row comes out bit for bit
  * the same in a product of 1 row or of 8. */
 #include "backend/cuda/qdev.cuh"
 
-/* Q4_K: a thread's part of a 256-element block for weight rows a (lane/4) and b (+ 8):
- * the block headers (d, dmin, 12 scale bytes) and 8 code bytes of each 32-byte pair of
- * sub-blocks (low nibbles: sub-block 2p, high: 2p + 1). */
-struct tc_q4k_w {
-    uint4 ha, hb;
-    uint2 qa[4], qb[4];
-};
-__device__ __forceinline__ tc_q4k_w tc_q4k_load(const uint8_t *ba, const uint8_t *bb, int q)
-{
-    tc_q4k_w w;
-    w.ha = ld_w(ba);
-    w.hb = ld_w(bb);
-#pragma unroll
-    for (int p = 0; p < 4; p++) {
-        w.qa[p] = __ldg((const uint2 *)(ba + 16 + 32 * p + 8 * q));
-        w.qb[p] = __ldg((const uint2 *)(bb + 16 + 32 * p + 8 * q));
-    }
-    return w;
-}
-
-/* The four 6-bit scales (lo: sub-blocks 0..3, hi: 4..7) and mins of a header, a byte each. */
+/* Q4_K's and Q5_K's header: the four 6-bit scales (lo: sub-blocks 0..3, hi: 4..7) and
+ * mins, a byte each. */
 struct tc_kq_scales {
     unsigned sc_lo, sc_hi, mn_lo, mn_hi;
 };
@@ -56,45 +38,49 @@ __device__ __forceinline__ int tc_byte(unsigned lo, unsigned hi, int s)
 {
     return (int)(((s < 4 ? lo : hi) >> (8 * (s & 3))) & 0xFF);
 }
+__device__ __forceinline__ unsigned ld32(const void *p) { return __ldg((const unsigned *)p); }
 
-/* y[t][r] = W[r] · x[t] for the block's 16 rows and (up to) 8 activation rows; xq/xd as
- * cuda_quantize_act gives them for Q4_K (Q8_K rule: xd repeats the block's scale 8 times). */
-template <int NW>
-__global__ void __launch_bounds__(NW * 32)
-matvec_tc_q4k_kernel(const uint8_t *__restrict__ W, size_t row_bytes, int64_t M, int64_t K,
-                     const int8_t *__restrict__ xq, const float *__restrict__ xd, int64_t n, float *__restrict__ y)
-{
-    __shared__ __align__(16) float part[NW > 1 ? NW - 1 : 1][32][4];
-    const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
-    const int g = lane >> 2, q = lane & 3;
-    const int64_t r0 = (int64_t)blockIdx.x * 16, t0 = (int64_t)blockIdx.y * 8;
-    const int nt = (int)(n - t0 < 8 ? n - t0 : 8);
-    const int64_t nb = K / 256;
-    const uint8_t *wa = W + (r0 + g < M ? r0 + g : M - 1) * row_bytes;
-    const uint8_t *wb = W + (r0 + g + 8 < M ? r0 + g + 8 : M - 1) * row_bytes;
-    const bool xlive = g < nt; /* B column g: activation row t0 + g, zeros past n */
-    const int8_t *xa = xq + (t0 + (xlive ? g : 0)) * K + 8 * q;
-    const int c0 = 2 * q < nt ? 2 * q : 0, c1 = 2 * q + 1 < nt ? 2 * q + 1 : 0; /* C columns' scales */
-    const float *xd0 = xd + (t0 + c0) * (K / 32), *xd1 = xd + (t0 + c1) * (K / 32);
-    const int ones = 0x01010101;
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    int64_t ib = warp;
-    tc_q4k_w cur = tc_q4k_load(wa + (ib < nb ? ib : 0) * 144, wb + (ib < nb ? ib : 0) * 144, q);
-    for (; ib < nb; ib += NW) {
-        const int64_t in = ib + NW < nb ? ib + NW : ib; /* the last block loads itself again: no branch */
-        const tc_q4k_w nxt = tc_q4k_load(wa + in * 144, wb + in * 144, q);
+/* A type's part of the tile: W, a thread's weights of one 256-element block for rows a
+ * (lane/4) and b (+ 8), loaded by load(row a, row b, nb, ib, q); block(W, activations of
+ * column lane/4 at the block (NULL: zeros), the C columns' activation scales, acc) adds
+ * the block's products to the thread's four C values. */
+template <int T> struct tc_type;
+
+/* Q4_K: headers (d, dmin, 12 scale bytes) and 8 code bytes of each 32-byte pair of
+ * sub-blocks (low nibbles: sub-block 2p, high: 2p + 1) at 8q; activations alike. */
+template <> struct tc_type<QT_Q4_K> {
+    struct W {
+        uint4 ha, hb;
+        uint2 qa[4], qb[4];
+    };
+    __device__ static W load(const uint8_t *ra, const uint8_t *rb, int64_t nb, int64_t ib, int q)
+    {
+        (void)nb;
+        const uint8_t *ba = ra + ib * 144, *bb = rb + ib * 144;
+        W w;
+        w.ha = ld_w(ba);
+        w.hb = ld_w(bb);
+#pragma unroll
+        for (int p = 0; p < 4; p++) {
+            w.qa[p] = __ldg((const uint2 *)(ba + 16 + 32 * p + 8 * q));
+            w.qb[p] = __ldg((const uint2 *)(bb + 16 + 32 * p + 8 * q));
+        }
+        return w;
+    }
+    __device__ static void block(const W &w, const int8_t *xa, int q, float x0, float x1, float *acc)
+    {
         uint2 xv[8];
 #pragma unroll
-        for (int s = 0; s < 8; s++)
-            xv[s] = xlive ? __ldg((const uint2 *)(xa + ib * 256 + 32 * s)) : make_uint2(0, 0);
-        const tc_kq_scales sa = tc_kq_unpack(cur.ha), sb = tc_kq_unpack(cur.hb);
+        for (int s = 0; s < 8; s++) xv[s] = xa ? __ldg((const uint2 *)(xa + 32 * s + 8 * q)) : make_uint2(0, 0);
+        const tc_kq_scales sa = tc_kq_unpack(w.ha), sb = tc_kq_unpack(w.hb);
+        const int ones = 0x01010101;
         int isum[4] = {0, 0, 0, 0}, msum[4] = {0, 0, 0, 0};
 #pragma unroll
         for (int s = 0; s < 8; s++) {
             const int p = s >> 1, sh = 4 * (s & 1);
             int c[4], x[4];
-            mma_s8_16832(c, (int)((cur.qa[p].x >> sh) & 0x0F0F0F0Fu), (int)((cur.qb[p].x >> sh) & 0x0F0F0F0Fu),
-                         (int)((cur.qa[p].y >> sh) & 0x0F0F0F0Fu), (int)((cur.qb[p].y >> sh) & 0x0F0F0F0Fu),
+            mma_s8_16832(c, (int)((w.qa[p].x >> sh) & 0x0F0F0F0Fu), (int)((w.qb[p].x >> sh) & 0x0F0F0F0Fu),
+                         (int)((w.qa[p].y >> sh) & 0x0F0F0F0Fu), (int)((w.qb[p].y >> sh) & 0x0F0F0F0Fu),
                          (int)xv[s].x, (int)xv[s].y);
             mma_s8_16832(x, ones, ones, ones, ones, (int)xv[s].x, (int)xv[s].y); /* Σ codes of C's columns */
             const int sca = tc_byte(sa.sc_lo, sa.sc_hi, s), scb = tc_byte(sb.sc_lo, sb.sc_hi, s);
@@ -108,13 +94,114 @@ matvec_tc_q4k_kernel(const uint8_t *__restrict__ W, size_t row_bytes, int64_t M,
             msum[2] += mnb * x[0];
             msum[3] += mnb * x[1];
         }
-        const float da = h2f((uint16_t)(cur.ha.x & 0xFFFF)), ma = h2f((uint16_t)(cur.ha.x >> 16));
-        const float db = h2f((uint16_t)(cur.hb.x & 0xFFFF)), mb = h2f((uint16_t)(cur.hb.x >> 16));
-        const float x0 = __ldg(xd0 + ib * 8), x1 = __ldg(xd1 + ib * 8);
+        const float da = h2f((uint16_t)(w.ha.x & 0xFFFF)), ma = h2f((uint16_t)(w.ha.x >> 16));
+        const float db = h2f((uint16_t)(w.hb.x & 0xFFFF)), mb = h2f((uint16_t)(w.hb.x >> 16));
         acc[0] += da * x0 * (float)isum[0] - ma * x0 * (float)msum[0];
         acc[1] += da * x1 * (float)isum[1] - ma * x1 * (float)msum[1];
         acc[2] += db * x0 * (float)isum[2] - mb * x0 * (float)msum[2];
         acc[3] += db * x1 * (float)isum[3] - mb * x1 * (float)msum[3];
+    }
+};
+
+/* Q6_K (ql[128], qh[64], 16 int8 scales; d at the row's tail): a scale per 16 elements, so
+ * two k16 products per 32-element sub-block S = 4h + k (elements 128h + 32k + l), thread q
+ * holding l = 16j + 4q .. + 3 of half j: ql bytes 64h + 32·(k odd) + 16j + 4q (low nibbles
+ * for k < 2, high for k ≥ 2) and qh bytes 32h + 16j + 4q (bits 2k, 2k + 1). */
+template <> struct tc_type<QT_Q6_K> {
+    struct W {
+        unsigned la[2][4], lb[2][4]; /* ql words of half h at 16o + 4q */
+        unsigned ha[2][2], hb[2][2]; /* qh words of half h at 16j + 4q */
+        uint4 sa, sb;
+        float da, db;
+    };
+    __device__ static W load(const uint8_t *ra, const uint8_t *rb, int64_t nb, int64_t ib, int q)
+    {
+        const uint8_t *ba = ra + ib * 208, *bb = rb + ib * 208;
+        W w;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+#pragma unroll
+            for (int o = 0; o < 4; o++) {
+                w.la[h][o] = ld32(ba + 64 * h + 16 * o + 4 * q);
+                w.lb[h][o] = ld32(bb + 64 * h + 16 * o + 4 * q);
+            }
+#pragma unroll
+            for (int j = 0; j < 2; j++) {
+                w.ha[h][j] = ld32(ba + 128 + 32 * h + 16 * j + 4 * q);
+                w.hb[h][j] = ld32(bb + 128 + 32 * h + 16 * j + 4 * q);
+            }
+        }
+        w.sa = ld_w(ba + 192);
+        w.sb = ld_w(bb + 192);
+        w.da = h2f(__ldg((const unsigned short *)(ra + nb * 208) + ib));
+        w.db = h2f(__ldg((const unsigned short *)(rb + nb * 208) + ib));
+        return w;
+    }
+    /* codes − 32 of sub-block k (of a half) from its ql and qh words */
+    __device__ static int code(unsigned ql, unsigned qh, int k)
+    {
+        const unsigned lo = (k < 2 ? ql : ql >> 4) & 0x0F0F0F0Fu;
+        const unsigned hi = (k == 0 ? qh << 4 : k == 1 ? qh << 2 : k == 2 ? qh : qh >> 2) & 0x30303030u;
+        return (int)__vsub4(lo | hi, 0x20202020u);
+    }
+    __device__ static int scale(uint4 s, int i)
+    {
+        const unsigned v = i < 4 ? s.x : i < 8 ? s.y : i < 12 ? s.z : s.w;
+        return (int)(signed char)(v >> (8 * (i & 3)));
+    }
+    __device__ static void block(const W &w, const int8_t *xa, int q, float x0, float x1, float *acc)
+    {
+        int isum[4] = {0, 0, 0, 0};
+#pragma unroll
+        for (int S = 0; S < 8; S++) {
+            const int h = S >> 2, k = S & 3;
+#pragma unroll
+            for (int j = 0; j < 2; j++) {
+                const unsigned b = xa ? ld32(xa + 32 * S + 16 * j + 4 * q) : 0u;
+                int c[4];
+                mma_s8_16816(c, code(w.la[h][2 * (k & 1) + j], w.ha[h][j], k),
+                             code(w.lb[h][2 * (k & 1) + j], w.hb[h][j], k), (int)b);
+                const int sca = scale(w.sa, 2 * S + j), scb = scale(w.sb, 2 * S + j);
+                isum[0] += sca * c[0];
+                isum[1] += sca * c[1];
+                isum[2] += scb * c[2];
+                isum[3] += scb * c[3];
+            }
+        }
+        acc[0] += w.da * x0 * (float)isum[0];
+        acc[1] += w.da * x1 * (float)isum[1];
+        acc[2] += w.db * x0 * (float)isum[2];
+        acc[3] += w.db * x1 * (float)isum[3];
+    }
+};
+
+/* y[t][r] = W[r] · x[t] for the block's 16 rows and (up to) 8 activation rows; xq/xd as
+ * cuda_quantize_act gives them for K-quants (Q8_K rule: xd repeats a block's scale 8 times). */
+template <int T, int NW>
+__global__ void __launch_bounds__(NW * 32)
+matvec_tc_kernel(const uint8_t *__restrict__ W, size_t row_bytes, int64_t M, int64_t K,
+                 const int8_t *__restrict__ xq, const float *__restrict__ xd, int64_t n, float *__restrict__ y)
+{
+    typedef tc_type<T> Q;
+    __shared__ __align__(16) float part[NW > 1 ? NW - 1 : 1][32][4];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+    const int g = lane >> 2, q = lane & 3;
+    const int64_t r0 = (int64_t)blockIdx.x * 16, t0 = (int64_t)blockIdx.y * 8;
+    const int nt = (int)(n - t0 < 8 ? n - t0 : 8);
+    const int64_t nb = K / 256;
+    const uint8_t *wa = W + (r0 + g < M ? r0 + g : M - 1) * row_bytes;
+    const uint8_t *wb = W + (r0 + g + 8 < M ? r0 + g + 8 : M - 1) * row_bytes;
+    const int8_t *xa = g < nt ? xq + (t0 + g) * K : NULL; /* B column g: activation row t0 + g, zeros past n */
+    const int c0 = 2 * q < nt ? 2 * q : 0, c1 = 2 * q + 1 < nt ? 2 * q + 1 : 0; /* C columns' scales */
+    const float *xd0 = xd + (t0 + c0) * (K / 32), *xd1 = xd + (t0 + c1) * (K / 32);
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    int64_t ib = warp;
+    typename Q::W cur = Q::load(wa, wb, nb, ib < nb ? ib : 0, q);
+    for (; ib < nb; ib += NW) {
+        /* the next block's weights in flight while this one is multiplied (the last block
+         * loads itself again: no branch) */
+        const typename Q::W nxt = Q::load(wa, wb, nb, ib + NW < nb ? ib + NW : ib, q);
+        Q::block(cur, xa ? xa + ib * 256 : NULL, q, __ldg(xd0 + ib * 8), __ldg(xd1 + ib * 8), acc);
         cur = nxt;
     }
     if (NW > 1) {
@@ -137,7 +224,17 @@ matvec_tc_q4k_kernel(const uint8_t *__restrict__ W, size_t row_bytes, int64_t M,
     if (2 * q + 1 < nt && rb < M) y[(ta + 1) * M + rb] = acc[3];
 }
 
-extern "C" int cuda_matvec_tc_supported(uint32_t type, int64_t K) { return type == QT_Q4_K && K % 256 == 0; }
+/* f(qtag<T>{}) for the types with a tc_type (cuda_matvec_tc_supported). */
+template <typename F> static void with_tc_type(uint32_t type, F f)
+{
+    if (type == QT_Q4_K) f(qtag<QT_Q4_K>{});
+    else f(qtag<QT_Q6_K>{});
+}
+
+extern "C" int cuda_matvec_tc_supported(uint32_t type, int64_t K)
+{
+    return (type == QT_Q4_K || type == QT_Q6_K) && K % 256 == 0;
+}
 
 extern "C" int cuda_matvec_tc(cuda_ctx *c, const cuda_qweight *w, const int8_t *xq, const float *xd, int64_t n,
                               float *y, int warps, wk_error *err)
@@ -149,13 +246,28 @@ extern "C" int cuda_matvec_tc(cuda_ctx *c, const cuda_qweight *w, const int8_t *
     if (cdiv(n, 8) > 65535) return wk_fail(err, WK_EINVAL, "cuda matvec: %lld rows is too many", (long long)n);
     const dim3 grid(cdiv(w->rows, 16), cdiv(n, 8));
     const uint8_t *W = (const uint8_t *)w->data;
-    if (!warps) warps = w->cols >= 16 * 256 ? 8 : 4; /* each warp at least two blocks of a row */
-    if (warps == 8)
-        matvec_tc_q4k_kernel<8><<<grid, 256, 0, c->stream>>>(W, w->row_bytes, w->rows, w->cols, xq, xd, n, y);
-    else if (warps == 4)
-        matvec_tc_q4k_kernel<4><<<grid, 128, 0, c->stream>>>(W, w->row_bytes, w->rows, w->cols, xq, xd, n, y);
-    else
-        matvec_tc_q4k_kernel<2><<<grid, 64, 0, c->stream>>>(W, w->row_bytes, w->rows, w->cols, xq, xd, n, y);
+    /* warps per 16 rows: the most (8, 4, 2) whose blocks are all resident at once; a
+     * second wave of short blocks costs more than fewer warps per block (H200: Q4_K
+     * 10240x5120 n=8 0.0174 ms with 4, 0.0236 with 8; 5120x17408 0.0303 with 8, 0.0442 with 4) */
+    const int64_t blocks = (int64_t)grid.x * grid.y;
+    auto go = [&](auto kernel, int nw) {
+        kernel<<<grid, 32 * nw, 0, c->stream>>>(W, w->row_bytes, w->rows, w->cols, xq, xd, n, y);
+    };
+    auto fits = [&](auto kernel, int nw) {
+        int per_sm = 0;
+        return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 32 * nw, 0) == cudaSuccess &&
+               blocks <= (int64_t)per_sm * c->sm_count;
+    };
+    with_tc_type(w->type, [&](auto tag) {
+        constexpr int T = decltype(tag)::value;
+        const int nw = warps ? warps
+                       : fits(matvec_tc_kernel<T, 8>, 8) ? 8
+                       : fits(matvec_tc_kernel<T, 4>, 4) ? 4
+                                                         : 2;
+        if (nw == 8) go(matvec_tc_kernel<T, 8>, 8);
+        else if (nw == 4) go(matvec_tc_kernel<T, 4>, 4);
+        else go(matvec_tc_kernel<T, 2>, 2);
+    });
     CU_CHECK_LAUNCH(err, "matvec (tensor cores)");
     return 0;
 }
