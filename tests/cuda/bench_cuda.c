@@ -13,7 +13,7 @@ int g_failures = 0;
 cuda_ctx g_ctx;
 
 typedef struct row { char name[96]; double ms, gbs, tflops, frac; } row;
-#define MAX_ROWS 256
+#define MAX_ROWS 512
 static row g_rows[MAX_ROWS];
 static int g_nrows;
 static double g_copy_gbs = 0, g_bf16_tflops = 0;
@@ -406,7 +406,7 @@ static void bench_nt(void)
         }
     g_ctx.sw.nt = nt;
     g_ctx.mmv_max_rows = mmv;
-    /* the kernels alone: one row, dp4a, tensor cores with 2, 4, 8 warps and their own pick */
+    /* the kernels alone: one row, dp4a, tensor cores with 4 and 8 warps and their own pick */
     static const struct { uint32_t type; int64_t M, K; } tcs[] = {
         {QT_Q4_K, 17408, 5120}, {QT_Q4_K, 5120, 17408}, {QT_Q4_K, 6144, 5120}, {QT_Q4_K, 5120, 6144},
         {QT_Q4_K, 10240, 5120}, {QT_Q4_K, 48, 5120},    {QT_Q6_K, 17408, 5120}, {QT_Q6_K, 5120, 17408},
@@ -414,7 +414,7 @@ static void bench_nt(void)
     for (size_t i = 0; i < sizeof tcs / sizeof tcs[0]; i++)
         for (size_t j = 0; j < sizeof rows / sizeof rows[0]; j++) {
             bench_tc(tcs[i].type, tcs[i].M, tcs[i].K, rows[j], rows[j] == 1 ? 0 : 1);
-            for (int w = 0; w <= 8; w = w ? 2 * w : 2) bench_tc(tcs[i].type, tcs[i].M, tcs[i].K, rows[j], 2 + w);
+            for (int w = 0; w <= 8; w += 4) bench_tc(tcs[i].type, tcs[i].M, tcs[i].K, rows[j], 2 + w);
         }
 }
 

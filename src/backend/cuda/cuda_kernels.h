@@ -193,8 +193,7 @@ int cuda_matvec_tc_supported(uint32_t type, int64_t K);
 /* y[t][0..M) = W · x[t] for t < n as cuda_matvec_nt, on int8 tensor cores (matvec_tc.cu):
  * each weight block read once per 8 rows and its integer products taken by mma, so a row
  * costs little more than one; each row's result is the same whatever n is, and equals
- * cuda_matvec's up to rounding. warps: per 16 weight rows (2, 4 or 8; 0: the most whose
- * blocks are all resident at once). */
+ * cuda_matvec's up to rounding. warps: per 16 weight rows (4 or 8; 0: picked by the grid). */
 int cuda_matvec_tc(cuda_ctx *c, const cuda_qweight *w, const int8_t *xq, const float *xd, int64_t n, float *y,
                    int warps, wk_error *err);
 

@@ -246,27 +246,24 @@ extern "C" int cuda_matvec_tc(cuda_ctx *c, const cuda_qweight *w, const int8_t *
     if (cdiv(n, 8) > 65535) return wk_fail(err, WK_EINVAL, "cuda matvec: %lld rows is too many", (long long)n);
     const dim3 grid(cdiv(w->rows, 16), cdiv(n, 8));
     const uint8_t *W = (const uint8_t *)w->data;
-    /* warps per 16 rows: the most (8, 4, 2) whose blocks are all resident at once; a
-     * second wave of short blocks costs more than fewer warps per block (H200: Q4_K
-     * 10240x5120 n=8 0.0174 ms with 4, 0.0236 with 8; 5120x17408 0.0303 with 8, 0.0442 with 4) */
     const int64_t blocks = (int64_t)grid.x * grid.y;
-    auto go = [&](auto kernel, int nw) {
-        kernel<<<grid, 32 * nw, 0, c->stream>>>(W, w->row_bytes, w->rows, w->cols, xq, xd, n, y);
-    };
-    auto fits = [&](auto kernel, int nw) {
+    auto resident = [&](auto kernel, int nw) {
         int per_sm = 0;
-        return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 32 * nw, 0) == cudaSuccess &&
-               blocks <= (int64_t)per_sm * c->sm_count;
+        return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 32 * nw, 0) == cudaSuccess
+                   ? (int64_t)per_sm * c->sm_count
+                   : 1;
     };
     with_tc_type(w->type, [&](auto tag) {
         constexpr int T = decltype(tag)::value;
-        const int nw = warps ? warps
-                       : fits(matvec_tc_kernel<T, 8>, 8) ? 8
-                       : fits(matvec_tc_kernel<T, 4>, 4) ? 4
-                                                         : 2;
-        if (nw == 8) go(matvec_tc_kernel<T, 8>, 8);
-        else if (nw == 4) go(matvec_tc_kernel<T, 4>, 4);
-        else go(matvec_tc_kernel<T, 2>, 2);
+        /* warps per 16 rows: 8, unless their blocks make a second wave that is mostly tail
+         * and 4 fit in one (H200, Q4_K n = 8: 10240x5120 0.0166 ms with 4, 0.0207 with 8 (1.6
+         * waves); 17408x5120 0.0286 with 8 (2.75 waves), 0.0332 with 4; 2 warps and prefetching
+         * blocks ahead into L2 lost everywhere) */
+        const int64_t r8 = resident(matvec_tc_kernel<T, 8>, 8);
+        int nw = warps;
+        if (!nw) nw = blocks <= r8 || blocks * 2 >= 5 * r8 || blocks > resident(matvec_tc_kernel<T, 4>, 4) ? 8 : 4;
+        if (nw == 8) matvec_tc_kernel<T, 8><<<grid, 256, 0, c->stream>>>(W, w->row_bytes, w->rows, w->cols, xq, xd, n, y);
+        else matvec_tc_kernel<T, 4><<<grid, 128, 0, c->stream>>>(W, w->row_bytes, w->rows, w->cols, xq, xd, n, y);
     });
     CU_CHECK_LAUNCH(err, "matvec (tensor cores)");
     return 0;

@@ -307,18 +307,19 @@ template <> struct qdev<QT_Q8_0> {
     QDEV_DOT
 };
 
-/* Q4_0: 1 part: 16 bytes, low nibbles elements 0..15, high 16..31, code − 8. */
-template <> struct qdev<QT_Q4_0> {
+/* The 4-bit 32-element types (Q4_0, IQ4_NL): 1 part of 16 bytes, low nibbles elements 0..15,
+ * high 16..31; the block's scale at the row's tail. They differ in the nibble → code map. */
+struct q32_nib {
     static constexpr int QK = 32, TPB = 1, BYTES = 16;
     typedef q32_w W;
     typedef q32_a A;
-    __device__ static W wpart(const uint8_t *row, int64_t nb, int64_t ib, int t)
+    template <typename Map>
+    __device__ static W wpart_map(const uint8_t *row, int64_t nb, int64_t ib, Map map)
     {
-        (void)t;
         uint4 q = ld_w(row + ib * 16);
         W w;
-        w.c[0] = sub4(and4(q, 0x0F0F0F0Fu), 0x08080808u);
-        w.c[1] = sub4(and4(shr4(q, 4), 0x0F0F0F0Fu), 0x08080808u);
+        w.c[0] = map(and4(q, 0x0F0F0F0Fu));
+        w.c[1] = map(and4(shr4(q, 4), 0x0F0F0F0Fu));
         w.d = h2f(*(const uint16_t *)(row + nb * 16 + ib * 2));
         return w;
     }
@@ -328,30 +329,25 @@ template <> struct qdev<QT_Q4_0> {
         return q32_apart<2>(xq + ib * 32, xd[ib]);
     }
     __device__ static float mul(const W &w, const A &a) { return q32_mul<2>(w, a); }
+};
+
+/* Q4_0: code − 8. */
+template <> struct qdev<QT_Q4_0> : q32_nib {
+    __device__ static W wpart(const uint8_t *row, int64_t nb, int64_t ib, int t)
+    {
+        (void)t;
+        return wpart_map(row, nb, ib, [](uint4 n) { return sub4(n, 0x08080808u); });
+    }
     QDEV_DOT
 };
 
-/* IQ4_NL: as Q4_0 with the non-linear codebook. */
-template <> struct qdev<QT_IQ4_NL> {
-    static constexpr int QK = 32, TPB = 1, BYTES = 16;
-    typedef q32_w W;
-    typedef q32_a A;
+/* IQ4_NL: the non-linear codebook. */
+template <> struct qdev<QT_IQ4_NL> : q32_nib {
     __device__ static W wpart(const uint8_t *row, int64_t nb, int64_t ib, int t)
     {
         (void)t;
-        uint4 q = ld_w(row + ib * 16);
-        W w;
-        w.c[0] = iq4nl_lookup16(and4(q, 0x0F0F0F0Fu));
-        w.c[1] = iq4nl_lookup16(and4(shr4(q, 4), 0x0F0F0F0Fu));
-        w.d = h2f(*(const uint16_t *)(row + nb * 16 + ib * 2));
-        return w;
+        return wpart_map(row, nb, ib, [](uint4 n) { return iq4nl_lookup16(n); });
     }
-    __device__ static A apart(const int8_t *xq, const float *xd, int64_t ib, int t)
-    {
-        (void)t;
-        return q32_apart<2>(xq + ib * 32, xd[ib]);
-    }
-    __device__ static float mul(const W &w, const A &a) { return q32_mul<2>(w, a); }
     QDEV_DOT
 };
 #undef QDEV_DOT
