@@ -2,11 +2,12 @@
  * decode shape (N = 1) and a prefill shape (N = 512).
  *
  *   matmul_bench [-t threads] [-m M] [-k K] [-n N_prefill] [-r seconds]
- *                [-T q8_0,q4_k,...] [--plain]
+ *                [-T q8_0,q4_k,...] [--plain] [--as-one]
  *
  * Weights are random, quantized with qt_quantize_row; by default each weight
  * is prepared with cpu_weight_prepare (what the model loader does); --plain
- * measures the unprepared view. Each measurement repeats the call for about
+ * measures the unprepared view; --as-one passes CPU_MM_ROWS_AS_ONE (N rows through the
+ * decode kernels, as batched decode and verification do). Each measurement repeats the call for about
  * -r seconds (default 1.0) after one warm-up call and reports the fastest
  * and the median call. */
 #include <stdio.h>
@@ -41,11 +42,13 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+static unsigned g_flags; /* --as-one: CPU_MM_ROWS_AS_ONE (the decode kernels for every N) */
+
 static double time_calls(wk_pool *pool, const cpu_weight *w, const float *x, int64_t n, float *y,
                          cpu_scratch *scratch, double seconds, double *median)
 {
     wk_error err = {0};
-    if (cpu_matmul(pool, w, x, w->cols, n, y, w->rows, scratch, &err)) {
+    if (cpu_matmul_ex(pool, w, x, w->cols, n, y, w->rows, scratch, g_flags, &err)) {
         fprintf(stderr, "matmul failed: %s\n", err.msg);
         exit(1);
     }
@@ -55,7 +58,7 @@ static double time_calls(wk_pool *pool, const cpu_weight *w, const float *x, int
     double t0 = now_s(), t = t0;
     while ((t - t0 < seconds || reps < 5) && reps < MAX_REPS) {
         double a = now_s();
-        cpu_matmul(pool, w, x, w->cols, n, y, w->rows, scratch, &err);
+        cpu_matmul_ex(pool, w, x, w->cols, n, y, w->rows, scratch, g_flags, &err);
         t = now_s();
         times[reps++] = t - a;
     }
@@ -78,8 +81,9 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "-r") && i + 1 < argc) seconds = atof(argv[++i]);
         else if (!strcmp(argv[i], "-T") && i + 1 < argc) types = argv[++i];
         else if (!strcmp(argv[i], "--plain")) plain = 1;
+        else if (!strcmp(argv[i], "--as-one")) g_flags = CPU_MM_ROWS_AS_ONE;
         else {
-            fprintf(stderr, "usage: %s [-t threads] [-m M] [-k K] [-n N] [-r seconds] [-T types] [--plain]\n",
+            fprintf(stderr, "usage: %s [-t threads] [-m M] [-k K] [-n N] [-r seconds] [-T types] [--plain] [--as-one]\n",
                     argv[0]);
             return 2;
         }
