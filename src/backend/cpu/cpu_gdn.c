@@ -141,7 +141,8 @@ static void gdn_prep_range(void *p, long b, long e, int worker)
 /* Token-by-token recurrence for value head h (spec 8.5 step 6). */
 /* Column block of the state run through all tokens before the next one,
  * copied to a contiguous scratch: a 128 × 64 block (32 KiB) then stays in L1
- * (in place, its 512-byte row stride would fold onto half the L1 sets). */
+ * (in place, its 512-byte row stride would fold onto half the L1 sets). One
+ * token runs in place: the copies would be two more passes over the state. */
 #define GDN_COL_BLOCK 64
 
 /* Token-by-token recurrence for value head h (spec 8.5 step 6). */
@@ -152,6 +153,11 @@ static void gdn_head_sequential(gdn_job *j, int32_t h, float *tmp)
     float *S = a->state + (size_t)h * d_k * d_v;
     for (int32_t c0 = 0; c0 < d_v; c0 += GDN_COL_BLOCK) {
         int32_t nc = d_v - c0 < GDN_COL_BLOCK ? d_v - c0 : GDN_COL_BLOCK;
+        if (a->n_t == 1) { /* one token (decode): nothing to reuse, so in place, without the two copies */
+            j->vec->gdn_step(S + c0, d_k, d_v, nc, j->qn + (size_t)ik * d_k, j->kn + (size_t)ik * d_k,
+                             a->v + (size_t)h * d_v + c0, j->decay[h], j->beta[h], a->out + (size_t)h * d_v + c0);
+            continue;
+        }
         for (int32_t i = 0; i < d_k; i++) memcpy(tmp + (size_t)i * nc, S + (size_t)i * d_v + c0, sizeof(float) * nc);
         for (int32_t t = 0; t < a->n_t; t++) {
             const float *q = j->qn + ((size_t)t * a->n_hk + ik) * d_k;
