@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "quant/blocks.h"
+#include "quant/q6k_x86.h"
 #include "quant/quant_impl.h"
 #include "util/f16.h"
 
@@ -261,21 +262,14 @@ static void dot_q6_K(int64_t n, float *s, const void *w, const void *a)
     const blk_q6_K *x = w;
     const blk_q8_K *y = a;
     __m256 acc = _mm256_setzero_ps();
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32);
+    const __m256i k32 = _mm256_set1_epi8(32);
     for (int64_t i = 0; i < n / 256; i++) {
         __m256i isum = _mm256_setzero_si256();
         for (int h = 0; h < 2; h++) {
             const uint8_t *ql = x[i].ql + 64 * h;
             const int8_t *sc = x[i].scales + 8 * h, *ay = y[i].qs + 128 * h;
-            __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
-            __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
-            __m256i qh = _mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h));
             __m256i u[4];
-            u[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
-            u[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
-            u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m30));
-            u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                   _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+            q6k_codes_256(ql, x[i].qh + 32 * h, u);
             for (int k = 0; k < 4; k++) {
                 __m256i yv = _mm256_loadu_si256((const __m256i *)(ay + 32 * k));
                 __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(u[k], yv), _mm256_maddubs_epi16(k32, yv));

@@ -20,6 +20,7 @@
 
 #include "backend/cpu/matmul_impl.h"
 #include "quant/blocks.h"
+#include "quant/q6k_x86.h"
 
 #define ROWS_MAX 4 /* weight rows per pass, at most */
 
@@ -423,20 +424,12 @@ static void gemm_q5_K(int64_t k, const void *w, size_t w_stride, int nw, const v
 /* Q6_K: codes u = 0..63 stand for u−32: Σ sc·(u−32)·a = Σ sc·u·a − 32·Σ sc·bsum. */
 static inline __m256i q6k_block(const blk_q6_K *x, const blk_q8_K *ab)
 {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
     __m256i isum = _mm256_setzero_si256();
     for (int h = 0; h < 2; h++) {
         const uint8_t *ql = x->ql + 64 * h;
         const int8_t *sc = x->scales + 8 * h, *ay = ab->qs + 128 * h;
-        __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
-        __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
-        __m256i qh = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * h));
         __m256i u[4];
-        u[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
-        u[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
-        u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m30));
-        u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                               _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+        q6k_codes_256(ql, x->qh + 32 * h, u);
         for (int q = 0; q < 4; q++) {
             __m256i yv = _mm256_loadu_si256((const __m256i *)(ay + 32 * q));
             /* u ≤ 63, |a| ≤ 127: maddubs pair sums ≤ 16002, no saturation */
@@ -483,7 +476,6 @@ static inline __attribute__((always_inline)) void gemm_q6_K_acts(int64_t k, cons
                                                                 int64_t y_stride, const int NA)
 {
     const int64_t nb = k / 256;
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
     for (int r = 0; r < nw; r++) {
         const blk_q6_K *wr = (const blk_q6_K *)((const uint8_t *)w + (size_t)r * w_stride);
         __m256 acc[4];
@@ -501,15 +493,8 @@ static inline __attribute__((always_inline)) void gemm_q6_K_acts(int64_t k, cons
             for (int h = 0; h < 2; h++) {
                 const uint8_t *ql = x->ql + 64 * h;
                 const int8_t *sc = x->scales + 8 * h;
-                const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
-                const __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
-                const __m256i qh = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * h));
                 __m256i u[4];
-                u[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
-                u[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
-                u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m30));
-                u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                       _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+                q6k_codes_256(ql, x->qh + 32 * h, u);
                 for (int q = 0; q < 4; q++) {
                     const __m256i s16 = _mm256_set_m128i(_mm_set1_epi16(sc[2 * q + 1]), _mm_set1_epi16(sc[2 * q]));
 #pragma GCC unroll 4
