@@ -8,9 +8,9 @@
  * global memory into the mma fragments (no shared-memory staging: a decode product reads
  * every weight once), the next block's loads issued before the current one is multiplied.
  *
- * The k index inside a 32-element group is permuted alike on both sides (the fragment's
+ * Q4_K's k index inside a 32-element group is permuted alike on both sides (the fragment's
  * k = 4q + e and 16 + 4q + e hold elements 8q + e and 8q + 4 + e), so that each thread
- * loads 8 consecutive codes. K-quant activations follow the Q8_K rule (one scale per 256),
+ * loads 8 consecutive codes; Q6_K's k16 products keep the natural order. K-quant activations follow the Q8_K rule (one scale per 256),
  * so a block's products are summed in integers, isum = Σ sc·(qw·qx), msum = Σ m·Σqx, and
  * scaled once, y += d·dx·isum − dmin·dx·msum (Q6_K: y += d·dx·isum over its 16-element
  * scales), as cuda_mmq does.
