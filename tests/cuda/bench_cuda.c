@@ -397,7 +397,7 @@ static void bench_nt(void)
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         for (size_t j = 0; j < sizeof rows / sizeof rows[0]; j++) {
             g_ctx.sw.nt = 1;
-            bench_matmul_few(shapes[i].type, shapes[i].M, shapes[i].K, rows[j], rows[j] == 1 ? "one row" : "int8 matvec");
+            bench_matmul_few(shapes[i].type, shapes[i].M, shapes[i].K, rows[j], rows[j] == 1 ? "one row" : "default kernels");
             if (rows[j] == 1) continue;
             g_ctx.sw.nt = 0;
             g_ctx.sw.tc = 0;

@@ -83,6 +83,8 @@ typedef struct cuda_ctx {
                              0 with sw.int8 off: rows > 4 go to cuBLAS) */
     int64_t mmq_max_rows; /* int8 tensor cores (cuda_mmq) for quantized weights up to this many
                              rows (CUDA_MMQ_MAX_ROWS; 0 with sw.int8 off) */
+    int tc_per_sm[2][2];  /* blocks of cuda_matvec_tc's kernels resident per multiprocessor,
+                             [Q4_K, Q6_K][4, 8 warps]; 0 until its first launch asks */
 } cuda_ctx;
 
 /* Sets c's switches (and the row limits that follow from int8); hopper only where the

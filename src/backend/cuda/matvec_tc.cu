@@ -247,11 +247,12 @@ extern "C" int cuda_matvec_tc(cuda_ctx *c, const cuda_qweight *w, const int8_t *
     const dim3 grid(cdiv(w->rows, 16), cdiv(n, 8));
     const uint8_t *W = (const uint8_t *)w->data;
     const int64_t blocks = (int64_t)grid.x * grid.y;
+    /* blocks resident at once, asked of the driver once per context (not on every launch) */
     auto resident = [&](auto kernel, int nw) {
-        int per_sm = 0;
-        return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 32 * nw, 0) == cudaSuccess
-                   ? (int64_t)per_sm * c->sm_count
-                   : 1;
+        int &per_sm = c->tc_per_sm[w->type == QT_Q6_K][nw == 8];
+        if (!per_sm && cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 32 * nw, 0) != cudaSuccess)
+            per_sm = 1;
+        return (int64_t)per_sm * c->sm_count;
     };
     with_tc_type(w->type, [&](auto tag) {
         constexpr int T = decltype(tag)::value;
