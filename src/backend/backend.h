@@ -210,6 +210,9 @@ typedef struct be_ops {
     int (*gdn)(be_backend *be, const be_gdn_args *a, wk_error *err);
     void (*moe_route)(be_backend *be, const float *logits, int64_t n_t, int32_t n_expert, int32_t k,
                       int32_t *ids, float *weights);
+    /* Optional (NULL: be_moe_gate runs matmul and moe_route). */
+    int (*moe_gate)(be_backend *be, const be_weight *router, const be_weight *shgate, const float *u, int64_t n_t,
+                    int32_t k, float *logits, float *sh_logit, int32_t *ids, float *weights, wk_error *err);
     int (*moe_ffn)(be_backend *be, const be_moe_args *a, wk_error *err);
     bool moe_shared; /* moe_ffn runs be_moe_args.shared (else the caller composes it) */
     void (*add)(be_backend *be, float *y, const float *a, const float *b, int64_t n);
@@ -463,6 +466,20 @@ static inline void be_moe_route(be_backend *be, const float *logits, int64_t n_t
                                 int32_t k, int32_t *ids, float *weights)
 {
     be->ops->moe_route(be, logits, n_t, n_expert, k, ids, weights);
+}
+
+/* An MoE layer's router on n_t rows of u: logits = router · u (n_t × n_expert, n_expert =
+ * router->ne[1]), be_moe_route's picks into ids/weights, and when shgate (a 1-row weight)
+ * sh_logit[t] = shgate · u[t]. A backend may run it as one op (a decode step's: CUDA). */
+static inline int be_moe_gate(be_backend *be, const be_weight *router, const be_weight *shgate, const float *u,
+                              int64_t n_t, int32_t k, float *logits, float *sh_logit, int32_t *ids, float *weights,
+                              wk_error *err)
+{
+    if (be->ops->moe_gate) return be->ops->moe_gate(be, router, shgate, u, n_t, k, logits, sh_logit, ids, weights, err);
+    int rc = be->ops->matmul(be, router, u, n_t, logits, err);
+    if (rc) return rc;
+    be->ops->moe_route(be, logits, n_t, (int32_t)router->ne[1], k, ids, weights);
+    return shgate ? be->ops->matmul(be, shgate, u, n_t, sh_logit, err) : 0;
 }
 
 /* Whether be_moe_ffn takes a shared expert (be_moe_args.shared). */

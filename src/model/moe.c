@@ -10,10 +10,18 @@ int model_ffn_moe(const model *m, be_backend *be, model_scratch *s, const model_
     const model_hparams *hp = &m->hp;
     const int32_t k = (int32_t)hp->n_expert_used;
     const size_t E = hp->n_embd;
-    TRY(model_mm(be, b, &ly->ffn_gate_inp, in, s->router, err));
-    be_moe_route(be, s->router, b->n_t, (int32_t)hp->n_expert, k, s->expert_ids, s->expert_w);
     const bool has_shared = ly->ffn_gate_inp_shexp.data != NULL;
-    if (has_shared) TRY(model_mm(be, b, &ly->ffn_gate_inp_shexp, in, s->sh_gate, err));
+    /* the router per matmul group, as model_mm takes its product */
+    for (int32_t i = 0; i < b->n_grp; i++) {
+        const model_grp g = b->grp[i];
+        const size_t r = (size_t)g.row0;
+        be_rows_as_one(be, g.as_one);
+        int rc = be_moe_gate(be, &ly->ffn_gate_inp, has_shared ? &ly->ffn_gate_inp_shexp : NULL, in + r * E, g.n, k,
+                             s->router + r * hp->n_expert, s->sh_gate + r, s->expert_ids + r * (size_t)k,
+                             s->expert_w + r * (size_t)k, err);
+        be_rows_as_one(be, false);
+        if (rc) return rc;
+    }
     const bool fused_shared = has_shared && be_moe_takes_shared(be);
     /* per matmul group: the experts' matmuls take the group's rows as one call does */
     for (int32_t i = 0; i < b->n_grp; i++) {

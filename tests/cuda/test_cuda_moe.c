@@ -278,6 +278,114 @@ static void test_combine(int64_t n_t, int k, int64_t n, uint64_t seed)
     free(ys); free(w); free(lg); free(pos); free(ref); free(out);
 }
 
+/* cuda_moe_gate = the F32 matvec, cuda_moe_route and the shared gate's matvec, bit for bit,
+ * twice in a row (its arrival counters must be back at zero after a launch). */
+static void test_gate(int32_t n_expert, int64_t K, int64_t n_t, int k, int shared, uint64_t seed)
+{
+    uint64_t rng = seed;
+    const int64_t rows = n_expert + 1;
+    float *w = malloc(sizeof(float) * rows * K), *x = malloc(sizeof(float) * n_t * K);
+    for (int64_t i = 0; i < rows * K; i++) w[i] = 0.05f * ref_randn(&rng);
+    wk_error err = {0};
+    cuda_qweight qw, qs;
+    if (cuda_qw_upload(&g_ctx, &qw, QT_F32, w, K, n_expert, K * 4, 1, K * 4 * n_expert, &err) ||
+        cuda_qw_upload(&g_ctx, &qs, QT_F32, w + n_expert * K, K, 1, K * 4, 1, K * 4, &err)) {
+        fprintf(stderr, "upload: %s\n", err.msg);
+        exit(2);
+    }
+    float *dx = dev_alloc(sizeof(float) * n_t * K);
+    float *dl = dev_alloc(sizeof(float) * n_t * n_expert), *dl2 = dev_alloc(sizeof(float) * n_t * n_expert);
+    float *dsh = dev_alloc(sizeof(float) * n_t), *dsh2 = dev_alloc(sizeof(float) * n_t);
+    int32_t *di = dev_alloc(sizeof(int32_t) * n_t * k), *di2 = dev_alloc(sizeof(int32_t) * n_t * k);
+    float *dw = dev_alloc(sizeof(float) * n_t * k), *dw2 = dev_alloc(sizeof(float) * n_t * k);
+    unsigned *arr = dev_alloc(sizeof(unsigned) * n_t);
+    CK(cudaMemset(arr, 0, sizeof(unsigned) * n_t));
+    const size_t nl = sizeof(float) * n_t * n_expert, ni = sizeof(int32_t) * n_t * k, nw = sizeof(float) * n_t * k;
+    float *l = malloc(nl), *l2 = malloc(nl), *wt = malloc(nw), *wt2 = malloc(nw), sh[8], sh2[8];
+    int32_t *id = malloc(ni), *id2 = malloc(ni);
+    double bad = 0;
+    for (int rep = 0; rep < 2; rep++) {
+        for (int64_t i = 0; i < n_t * K; i++) x[i] = ref_randn(&rng);
+        CK(cudaMemcpy(dx, x, sizeof(float) * n_t * K, cudaMemcpyHostToDevice));
+        OK(cuda_matvec(&g_ctx, &qw, NULL, NULL, dx, n_t, 1, NULL, dl, &err));
+        OK(cuda_moe_route(&g_ctx, dl, n_t, n_expert, k, di, dw));
+        if (shared) OK(cuda_matvec(&g_ctx, &qs, NULL, NULL, dx, n_t, 1, NULL, dsh, &err));
+        OK(cuda_moe_gate(&g_ctx, qw.data, shared ? qs.data : NULL, n_expert, K, dx, n_t, k, dl2, dsh2, di2, dw2, arr));
+        dev_download(l, dl, nl);
+        dev_download(l2, dl2, nl);
+        dev_download(id, di, ni);
+        dev_download(id2, di2, ni);
+        dev_download(wt, dw, nw);
+        dev_download(wt2, dw2, nw);
+        bad += memcmp(l, l2, nl) != 0;
+        bad += memcmp(id, id2, ni) != 0;
+        bad += memcmp(wt, wt2, nw) != 0;
+        if (shared) {
+            dev_download(sh, dsh, sizeof(float) * n_t);
+            dev_download(sh2, dsh2, sizeof(float) * n_t);
+            bad += memcmp(sh, sh2, sizeof(float) * n_t) != 0;
+        }
+    }
+    char name[160];
+    snprintf(name, sizeof name, "moe gate %d experts x %lld, %lld tokens, top %d%s = matvec + route, bit for bit",
+             (int)n_expert, (long long)K, (long long)n_t, k, shared ? ", shared gate" : "");
+    check_err(name, bad, 0);
+    cuda_qw_free(&qw);
+    cuda_qw_free(&qs);
+    cudaFree(dx); cudaFree(dl); cudaFree(dl2); cudaFree(dsh); cudaFree(dsh2); cudaFree(di); cudaFree(di2);
+    cudaFree(dw); cudaFree(dw2); cudaFree(arr);
+    free(w); free(x); free(l); free(l2); free(wt); free(wt2); free(id); free(id2);
+}
+
+/* cuda_moe_down_combine = cuda_matvec_moe per slot then cuda_moe_combine, bit for bit. */
+static void test_down_combine(uint32_t type, int64_t M, int64_t K, int n_mat, int n_t, int k, int extra,
+                              uint64_t seed)
+{
+    uint64_t rng = seed;
+    const int ks = k + extra;
+    const int64_t P = (int64_t)n_t * ks;
+    const size_t row_bytes = (size_t)(K / ref_block_elems(type)) * ref_block_bytes(type);
+    uint8_t *w = malloc(row_bytes * M * (n_mat + 1));
+    ref_random_blocks(type, w, K * M * (n_mat + 1), &rng);
+    int32_t *ids = malloc(sizeof(int32_t) * n_t * k);
+    random_ids(ids, n_t, k, n_mat, &rng);
+    for (int i = 0; i < n_t * k; i++) ids[i] = ids[i] < n_mat ? ids[i] : 0; /* the router's are in range */
+    float *x = malloc(sizeof(float) * K * P), *wt = malloc(sizeof(float) * n_t * k), lg[8];
+    for (int64_t i = 0; i < K * P; i++) x[i] = ref_randn(&rng);
+    for (int i = 0; i < n_t * k; i++) wt[i] = ref_randf(&rng);
+    for (int i = 0; i < n_t; i++) lg[i] = 2.0f * ref_randn(&rng);
+    wk_error err = {0};
+    cuda_qweight qw, qx;
+    if (cuda_qw_upload(&g_ctx, &qw, type, w, K, M, row_bytes, n_mat, row_bytes * M, &err) ||
+        cuda_qw_upload(&g_ctx, &qx, type, w + row_bytes * M * n_mat, K, M, row_bytes, 1, row_bytes * M, &err)) {
+        fprintf(stderr, "upload: %s\n", err.msg);
+        exit(2);
+    }
+    int32_t *dids = dev_upload(ids, sizeof(int32_t) * n_t * k);
+    float *dx = dev_upload(x, sizeof(float) * K * P), *dwt = dev_upload(wt, sizeof(float) * n_t * k);
+    float *dlg = dev_upload(lg, sizeof(float) * n_t);
+    int8_t *dxq = dev_alloc(K * P);
+    float *dxd = dev_alloc(sizeof(float) * K / 32 * P);
+    OK(cuda_quantize_act(&g_ctx, dx, P, K, cuda_act_group(type), dxq, dxd));
+    float *dy = dev_alloc(sizeof(float) * M * P), *dref = dev_alloc(sizeof(float) * M * n_t);
+    float *dout = dev_alloc(sizeof(float) * M * n_t);
+    OK(cuda_matvec_moe(&g_ctx, &qw, NULL, qx.data, NULL, dxq, dxd, n_t, k, ks, 1, dids, dy, NULL, &err));
+    OK(cuda_moe_combine(&g_ctx, dref, dy, NULL, dwt, extra ? dlg : NULL, n_t, k, ks, M));
+    OK(cuda_moe_down_combine(&g_ctx, &qw, qx.data, dxq, dxd, n_t, k, ks, dids, dwt, extra ? dlg : NULL, dout, &err));
+    float *ref = malloc(sizeof(float) * M * n_t), *out = malloc(sizeof(float) * M * n_t);
+    dev_download(ref, dref, sizeof(float) * M * n_t);
+    dev_download(out, dout, sizeof(float) * M * n_t);
+    char name[160];
+    snprintf(name, sizeof name, "moe down + combine %s M=%lld K=%lld, %d tokens x %d slots = matvec + combine",
+             qt_type_name(type), (long long)M, (long long)K, n_t, ks);
+    check_err(name, memcmp(ref, out, sizeof(float) * M * n_t) ? ref_rel_err(out, ref, M * n_t) + 1.0 : 0.0, 0.0);
+    cuda_qw_free(&qw);
+    cuda_qw_free(&qx);
+    cudaFree(dids); cudaFree(dx); cudaFree(dwt); cudaFree(dlg); cudaFree(dxq); cudaFree(dxd); cudaFree(dy);
+    cudaFree(dref); cudaFree(dout);
+    free(w); free(ids); free(x); free(wt); free(ref); free(out);
+}
+
 void test_moe_all(void)
 {
     static const uint32_t k_qtypes[] = {QT_Q4_K, QT_Q5_K, QT_Q6_K, QT_Q8_0, QT_Q4_0, QT_IQ4_NL};
@@ -294,4 +402,15 @@ void test_moe_all(void)
     test_glu_quant(32, 96, 21, 0, 1042);
     test_glu_quant(32, 96, 21, 1, 1043);
     test_combine(53, 8, 2048, 1050);
+    for (int n_t = 1; n_t <= 4; n_t++) test_gate(256, 2048, n_t, 8, 1, 1060 + n_t); /* 35B-A3B */
+    test_gate(128, 768, 3, 8, 0, 1065);                                              /* no shared gate */
+    test_gate(60, 520, 2, 4, 1, 1066);                                               /* a partial block */
+    for (size_t i = 0; i < sizeof k_qtypes / sizeof k_qtypes[0]; i++) {
+        const uint32_t t = k_qtypes[i];
+        const int big = cuda_act_group(t) == 256;
+        /* the 35B-A3B down shape (512 columns: 2 or 4 rows a warp), one block (4), a long row (1) */
+        test_down_combine(t, 2048, 512, 16, 1, 8, 1, 1070 + i);
+        test_down_combine(t, 130, big ? 256 : 96, 8, 3, 2, 1, 1080 + i);
+        test_down_combine(t, 66, 2048, 8, 4, 8, 0, 1090 + i);
+    }
 }

@@ -115,6 +115,7 @@ typedef struct cuda_be {
     void *host_stage;
     size_t host_stage_bytes;
     unsigned long long *pick_dev, *pick_host; /* be_argmax's result: device slot, pinned copy */
+    unsigned *gate_arrivals; /* cuda_moe_gate's counters, one per token (CUDA_MATVEC_MAX_ROWS) */
     /* a decode step's residual add, held back until the next op: when that
      * op is the RMSNorm of its sum, both run as one kernel */
     struct {
@@ -215,7 +216,7 @@ static void keep_launch(cuda_be *b, int rc, const char *what)
 enum {
     OP_FROM_HOST = 1, OP_MATMUL, OP_GET_ROWS, OP_RMS_NORM, OP_ROPE_CACHE, OP_ROPE, OP_KV_STORE, OP_ATTENTION,
     OP_SSM_CONV, OP_GDN, OP_MOE_ROUTE, OP_MOE_FFN, OP_ADD, OP_ADD_BIAS, OP_SWIGLU, OP_MUL_SIGMOID, OP_MUL_SILU,
-    OP_ADD_SCALED_SIGMOID, OP_KV_STORE_Q8_0, OP_RMS_NORM_GATED,
+    OP_ADD_SCALED_SIGMOID, OP_KV_STORE_Q8_0, OP_RMS_NORM_GATED, OP_MOE_GATE,
 };
 
 static double host_s(void)
@@ -982,6 +983,48 @@ static void cb_moe_route(be_backend *be, const float *logits, int64_t n_t, int32
     keep_launch(b, cuda_moe_route(&b->ctx, logits, n_t, n_expert, k, ids, weights), "moe_route");
 }
 
+/* be_moe_gate: a decode step's router (F32 weights, the usual form) in one launch; other
+ * batches and types as the ops it replaces. */
+static int cb_moe_gate(be_backend *be, const be_weight *router, const be_weight *shgate, const float *u, int64_t n_t,
+                       int32_t k, float *logits, float *sh_logit, int32_t *ids, float *weights, wk_error *err)
+{
+    cuda_be *b = cb_of(be);
+    const int32_t n_expert = (int32_t)router->ne[1];
+    const int64_t K = router->ne[0];
+    const bool one = n_t <= CUDA_MATVEC_MAX_ROWS && router->type == QT_F32 && (!shgate || shgate->type == QT_F32) &&
+                     K % 8 == 0 && k <= n_expert && n_expert <= 8192;
+    if (!one) {
+        int rc = cb_matmul(be, router, u, n_t, logits, err);
+        if (rc) return rc;
+        cb_moe_route(be, logits, n_t, n_expert, k, ids, weights);
+        return shgate ? cb_matmul(be, shgate, u, n_t, sh_logit, err) : take_error(b, err);
+    }
+    /* the MoE input quantized by the norm before it stays cached for moe_ffn */
+    act_written(b, logits, (size_t)n_t * n_expert * sizeof *logits);
+    if (shgate) act_written(b, sh_logit, (size_t)n_t * sizeof *sh_logit);
+    act_written(b, ids, (size_t)n_t * k * sizeof *ids);
+    act_written(b, weights, (size_t)n_t * k * sizeof *weights);
+    if (take_error(b, err)) return err->code;
+    if (g_skip(b, OP_MOE_GATE, router->data, shgate ? shgate->data : NULL, u, n_t, k, logits, sh_logit, ids, weights))
+        return 0;
+    const cuda_qweight *dr = dev_weight(b, router, err);
+    const cuda_qweight *ds = shgate ? dev_weight(b, shgate, err) : NULL;
+    if (!dr || (shgate && !ds)) return err->code ? err->code : WK_EIO;
+    if (!b->gate_arrivals) { /* a step's first run is op by op (never captured): allocated there */
+        if (cudaMalloc((void **)&b->gate_arrivals, CUDA_MATVEC_MAX_ROWS * sizeof(unsigned)) != cudaSuccess ||
+            cudaMemsetAsync(b->gate_arrivals, 0, CUDA_MATVEC_MAX_ROWS * sizeof(unsigned), b->ctx.stream) !=
+                cudaSuccess) {
+            cudaGetLastError();
+            if (b->gate_arrivals) cudaFree(b->gate_arrivals);
+            b->gate_arrivals = NULL;
+            return wk_fail(err, WK_ENOMEM, "cuda: the router's counters");
+        }
+    }
+    int rc = cuda_moe_gate(&b->ctx, (const float *)dr->data, ds ? (const float *)ds->data : NULL, n_expert, K, u, n_t,
+                           k, logits, sh_logit, ids, weights, b->gate_arrivals);
+    return rc ? wk_fail(err, rc, "cuda: moe gate (%d experts, top %d)", (int)n_expert, (int)k) : 0;
+}
+
 static int moe_scratch(cuda_be *b, size_t bytes, wk_error *err)
 {
     if (bytes <= b->moe_bytes) return 0;
@@ -1132,11 +1175,18 @@ static int moe_int8(cuda_be *b, const be_moe_args *a, const cuda_qweight *wg, co
         rc = cuda_moe_glu_quant(c, G, fused ? G + F : U, (size_t)(fused ? 2 * F : F), np, F,
                                 cuda_act_group(wd->type), hq, hd);
         if (rc) return wk_fail(err, rc, "cuda moe: swiglu");
+        const float *sh_logit = sh ? a->shared->logit + t0 : NULL;
+        if (decode && ks <= CUDA_MOE_DOWN_MAX_SLOTS) { /* the down product and the weighted sum as one kernel */
+            rc = cuda_moe_down_combine(c, wd, xdn, hq, hd, nt, k, ks, ids, a->weights + t0 * k, sh_logit,
+                                       a->out + t0 * E, err);
+            if (rc) return rc;
+            continue;
+        }
         rc = decode ? cuda_matvec_moe(c, wd, NULL, xdn, NULL, hq, hd, nt, k, ks, 1, ids, Y, NULL, err)
                     : cuda_mmq_grouped(c, wd, NULL, xdn, NULL, &plan, 0, hq, hd, Y, NULL, err);
         if (rc) return rc;
-        rc = cuda_moe_combine(c, a->out + t0 * E, Y, decode ? NULL : plan.pos, a->weights + t0 * k,
-                              sh ? a->shared->logit + t0 : NULL, nt, k, ks, E);
+        rc = cuda_moe_combine(c, a->out + t0 * E, Y, decode ? NULL : plan.pos, a->weights + t0 * k, sh_logit, nt, k,
+                              ks, E);
         if (rc) return wk_fail(err, rc, "cuda moe: combine");
     }
     return 0;
@@ -1337,6 +1387,7 @@ static void cb_free(be_backend *be)
     if (b->stage) cudaFree(b->stage);
     if (b->host_stage) cudaFreeHost(b->host_stage);
     if (b->pick_dev) cudaFree(b->pick_dev);
+    if (b->gate_arrivals) cudaFree(b->gate_arrivals);
     if (b->pick_host) cudaFreeHost(b->pick_host);
     if (b->moe) cudaFree(b->moe);
     cuda_ctx_free(&b->ctx);
@@ -1372,6 +1423,7 @@ static be_ops make_ops(void)
     o.gdn = cb_gdn;
     o.moe_route = cb_moe_route;
     o.moe_ffn = cb_moe_ffn;
+    o.moe_gate = cb_moe_gate;
     o.moe_shared = true;
     o.add = cb_add;
     o.add_bias = cb_add_bias;

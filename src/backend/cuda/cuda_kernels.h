@@ -381,8 +381,17 @@ int cuda_gdn_chunked(cuda_ctx *c, const cuda_gdn *a, const float *qn, const floa
 
 /* ---- MoE (moe.cu; the grouped products in mmq.cu) ------------------------------------ */
 
+/* Per token t (n_t rows of n_expert logits): softmax, the k largest (ties to the lower id),
+ * renormalized to sum 1, into ids/weights (n_t × k). */
 int cuda_moe_route(cuda_ctx *c, const float *logits, int64_t n_t, int32_t n_expert, int32_t k,
                    int32_t *ids, float *weights);
+/* A few tokens' router in one launch: logits = W · x (W: n_expert F32 rows of K), sh_logit[t]
+ * = wsh · x[t] when wsh (one F32 row), then cuda_moe_route's picks; logits bit-identical to
+ * cuda_matvec's F32 kernel, ids and weights to cuda_moe_route on them. arrivals: n_t
+ * counters of device memory, zero before the first launch (each launch leaves them so). */
+int cuda_moe_gate(cuda_ctx *c, const float *W, const float *wsh, int32_t n_expert, int64_t K, const float *x,
+                  int64_t n_t, int32_t k, float *logits, float *sh_logit, int32_t *ids, float *weights,
+                  unsigned *arrivals);
 
 /* A batch's (token, slot) pairs sorted by expert. Pair i is (token i / ks, slot i % ks):
  * slot j < k is the router's pick ids[t·k + j]; with ks = k + 1, slot k is expert
@@ -430,6 +439,13 @@ int cuda_moe_combine(cuda_ctx *c, float *out, const float *ys, const int32_t *po
 int cuda_matvec_moe(cuda_ctx *c, const cuda_qweight *w0, const cuda_qweight *w1, const void *extra0,
                     const void *extra1, const int8_t *xq, const float *xd, int64_t n_t, int32_t k, int32_t ks,
                     int64_t slots_per_x, const int32_t *ids, float *y0, float *y1, wk_error *err);
+/* The decode form of the down product with the weighted sum: out[t] = Σ_j weights[t·k + j] ·
+ * W[ids[t·k + j]] · x[t·ks + j] (+ σ(sh_logit[t]) · extra · x[t·ks + k] when ks = k + 1),
+ * bit for bit cuda_matvec_moe (slots_per_x 1) then cuda_moe_combine. */
+#define CUDA_MOE_DOWN_MAX_SLOTS 16
+int cuda_moe_down_combine(cuda_ctx *c, const cuda_qweight *w, const void *extra, const int8_t *xq, const float *xd,
+                          int64_t n_t, int32_t k, int32_t ks, const int32_t *ids, const float *weights,
+                          const float *sh_logit, float *out, wk_error *err);
 
 #ifdef __cplusplus
 }

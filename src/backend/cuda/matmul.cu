@@ -731,6 +731,80 @@ extern "C" int cuda_matvec_moe(cuda_ctx *c, const cuda_qweight *w0, const cuda_q
     return launch_matvec(c, w0, sg, xq, xd, NULL, n_t * ks, slots_per_x, ids, err);
 }
 
+/* The decode form of a MoE down product and the weighted sum after it in one launch:
+ * block (rows row0 .. row0 + R - 1, token t), warp j slot j's matrix (the extra one for
+ * slot k), each row's dot as matvec_q1_kernel takes it; then per row the slots' results
+ * summed in slot order as moe_combine_kernel does. Bit for bit cuda_matvec_moe per slot
+ * and cuda_moe_combine, without the slots' rows going through memory. Rows shorter than a
+ * warp's step (ffn_down's 512 columns: 2 blocks of Q4_K fill half a warp, of Q6_K a
+ * quarter) take R = BPI / nb rows a warp, a group of 32 / R lanes each: the lanes the
+ * one-row kernel left idle add zeros first in its warp_sum, so the sums are the same. */
+template <int T, int R>
+__global__ void __launch_bounds__(CUDA_MOE_DOWN_MAX_SLOTS * 32)
+moe_down_combine_kernel(const uint8_t *__restrict__ W, const uint8_t *__restrict__ Wx, size_t row_bytes,
+                        size_t mat_bytes, int64_t M, int64_t K, const int8_t *__restrict__ xq,
+                        const float *__restrict__ xd, const int32_t *__restrict__ ids, const float *__restrict__ w,
+                        const float *__restrict__ sh_logit, int k, int ks, float *__restrict__ out)
+{
+    typedef qdev<T> Q;
+    constexpr int SG = 32 / R;                    /* lanes per row */
+    __shared__ float v[CUDA_MOE_DOWN_MAX_SLOTS][R];
+    const int lane = threadIdx.x & 31, j = threadIdx.x / 32, r = lane / SG, ll = lane % SG;
+    const int64_t row = (int64_t)blockIdx.x * R + r, t = blockIdx.y;
+    pdl_enter();
+    const uint8_t *wm = j < k ? W + (int64_t)ids[t * k + j] * mat_bytes : Wx;
+    const int64_t s = t * ks + j;
+    const int8_t *xqr = xq + s * K;
+    const float *xdr = xd + s * (K / 32);
+    const int64_t nb = K / Q::QK;
+    float acc = 0.0f;
+    if (row < M) {
+        const uint8_t *wr = wm + row * row_bytes;
+#pragma unroll 4
+        for (int64_t ib = ll / Q::TPB; ib < nb; ib += SG / Q::TPB) acc += Q::dot(wr, nb, ib, ll % Q::TPB, xqr, xdr);
+    }
+#pragma unroll
+    for (int o = SG / 2; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    if (ll == 0) v[j][r] = acc;
+    __syncthreads();
+    if (threadIdx.x < R && (int64_t)blockIdx.x * R + threadIdx.x < M) {
+        float o = 0.0f;
+        for (int q = 0; q < ks; q++) {
+            const float wq = q < k ? w[t * k + q] : 1.0f / (1.0f + expf(-sh_logit[t]));
+            o += wq * v[q][threadIdx.x];
+        }
+        out[t * M + (int64_t)blockIdx.x * R + threadIdx.x] = o;
+    }
+}
+
+extern "C" int cuda_moe_down_combine(cuda_ctx *c, const cuda_qweight *w, const void *extra, const int8_t *xq,
+                                     const float *xd, int64_t n_t, int32_t k, int32_t ks, const int32_t *ids,
+                                     const float *weights, const float *sh_logit, float *out, wk_error *err)
+{
+    if (!cuda_mmq_supported(w->type) || ks < k || ks > k + 1 || ks > CUDA_MOE_DOWN_MAX_SLOTS || (ks > k && (!extra || !sh_logit)))
+        return wk_fail(err, WK_EINVAL, "cuda moe: bad down + combine launch (%s, %d slots)", qt_type_name(w->type),
+                       (int)ks);
+    if (n_t <= 0) return 0;
+    if (n_t > 65535) return wk_fail(err, WK_EINVAL, "cuda moe: %lld tokens is too many", (long long)n_t);
+    const bool known = with_qtype(w->type, [&](auto tag) {
+        constexpr int T = decltype(tag)::value;
+        constexpr int BPI = 32 / qdev<T>::TPB;
+        const int64_t nb = w->cols / qdev<T>::QK;
+        auto go = [&](auto kernel, int R) {
+            launch_k(c, kernel, dim3(cdiv(w->rows, R), (unsigned)n_t), ks * 32, 0, (const uint8_t *)w->data,
+                     (const uint8_t *)extra, w->row_bytes, w->mat_bytes, w->rows, w->cols, xq, xd, ids, weights,
+                     sh_logit, (int)k, (int)ks, out);
+        };
+        /* the most rows a warp (a power of 2, at most 4) while every lane still takes one block at most */
+        if (BPI >= 4 && nb * 4 <= BPI) go(moe_down_combine_kernel<T, 4>, 4);
+        else if (BPI >= 2 && nb * 2 <= BPI) go(moe_down_combine_kernel<T, 2>, 2);
+        else go(moe_down_combine_kernel<T, 1>, 1);
+    });
+    if (!known) return wk_fail(err, WK_EUNSUPPORTED, "cuda moe: type %s", qt_type_name(w->type));
+    CU_CHECK_LAUNCH(err, "moe down + combine");
+    return 0;
+}
+
 extern "C" int cuda_matvec(cuda_ctx *c, const cuda_qweight *w, const int8_t *xq, const float *xd,
                            const float *xf, int64_t n_slots, int64_t slots_per_x, const int32_t *ids,
                            float *y, wk_error *err)

@@ -11,25 +11,27 @@
 
 /* ---- router ------------------------------------------------------------------------------ */
 
-__global__ void moe_route_kernel(const float *logits, int n_expert, int k, int32_t *ids, float *weights)
+/* One token's routing, by all threads of a block of ROUTE_THREADS: p = softmax(l) over the
+ * n_expert logits (p: n_expert floats of shared memory), then the k largest p (ties to the
+ * lower id) renormalized by their sum. The picks run in warp 0 alone, without block
+ * barriers between them; each is an argmax, so the order of the scan does not matter.
+ * l is read through L2 (__ldcg): moe_gate_kernel's other blocks wrote it. */
+#define ROUTE_THREADS 256
+__device__ void route_block(const float *l, int n_expert, int k, int32_t *ids, float *weights, float *p)
 {
-    extern __shared__ float p[];
     __shared__ float red[32];
-    __shared__ int redi[32];
-    pdl_enter();
-    const float *l = logits + (int64_t)blockIdx.x * n_expert;
     float mx = -INFINITY;
-    for (int i = threadIdx.x; i < n_expert; i += blockDim.x) mx = fmaxf(mx, l[i]);
+    for (int i = threadIdx.x; i < n_expert; i += ROUTE_THREADS) mx = fmaxf(mx, __ldcg(l + i));
     mx = warp_max(mx);
-    const int w = threadIdx.x / 32, lane = threadIdx.x & 31, nw = blockDim.x / 32;
+    const int w = threadIdx.x / 32, lane = threadIdx.x & 31, nw = ROUTE_THREADS / 32;
     if (lane == 0) red[w] = mx;
     __syncthreads();
     mx = lane < nw ? red[lane] : -INFINITY;
     mx = warp_max(mx);
     __syncthreads();
     float s = 0.0f;
-    for (int i = threadIdx.x; i < n_expert; i += blockDim.x) {
-        p[i] = expf(l[i] - mx);
+    for (int i = threadIdx.x; i < n_expert; i += ROUTE_THREADS) {
+        p[i] = expf(__ldcg(l + i) - mx);
         s += p[i];
     }
     s = warp_sum(s);
@@ -37,37 +39,42 @@ __global__ void moe_route_kernel(const float *logits, int n_expert, int k, int32
     __syncthreads();
     s = lane < nw ? red[lane] : 0.0f;
     s = warp_sum(s);
+    for (int i = threadIdx.x; i < n_expert; i += ROUTE_THREADS) p[i] /= s;
     __syncthreads();
-    for (int i = threadIdx.x; i < n_expert; i += blockDim.x) p[i] /= s;
-    __syncthreads();
+    if (w != 0) return;
     float picked_sum = 0.0f;
     for (int j = 0; j < k; j++) {
-        /* argmax with ties to the lower id */
         float bv = -1.0f;
         int bi = 1 << 30;
-        for (int i = threadIdx.x; i < n_expert; i += blockDim.x)
+        for (int i = lane; i < n_expert; i += 32)
             if (p[i] > bv || (p[i] == bv && i < bi)) { bv = p[i]; bi = i; }
         for (int o = 16; o > 0; o >>= 1) {
             float ov = __shfl_xor_sync(0xffffffffu, bv, o);
             int oi = __shfl_xor_sync(0xffffffffu, bi, o);
             if (ov > bv || (ov == bv && oi < bi)) { bv = ov; bi = oi; }
         }
-        if (lane == 0) { red[w] = bv; redi[w] = bi; }
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            for (int q = 1; q < nw; q++)
-                if (red[q] > red[0] || (red[q] == red[0] && redi[q] < redi[0])) { red[0] = red[q]; redi[0] = redi[q]; }
-            ids[(int64_t)blockIdx.x * k + j] = redi[0];
-            weights[(int64_t)blockIdx.x * k + j] = red[0];
-            picked_sum += red[0];
-            p[redi[0]] = -2.0f; /* taken */
+        /* every lane holds the pick now */
+        picked_sum += bv;
+        if (lane == 0) {
+            ids[j] = bi;
+            weights[j] = bv;
+            p[bi] = -2.0f; /* taken */
         }
-        __syncthreads();
+        __syncwarp();
     }
-    if (threadIdx.x == 0) {
+    if (lane == 0) {
         const float norm = fmaxf(picked_sum, 6.1035e-5f);
-        for (int j = 0; j < k; j++) weights[(int64_t)blockIdx.x * k + j] /= norm;
+        for (int j = 0; j < k; j++) weights[j] /= norm;
     }
+}
+
+__global__ void __launch_bounds__(ROUTE_THREADS)
+moe_route_kernel(const float *logits, int n_expert, int k, int32_t *ids, float *weights)
+{
+    extern __shared__ float p[];
+    pdl_enter();
+    const int64_t t = blockIdx.x;
+    route_block(logits + t * n_expert, n_expert, k, ids + t * k, weights + t * k, p);
 }
 
 extern "C" int cuda_moe_route(cuda_ctx *c, const float *logits, int64_t n_t, int32_t n_expert, int32_t k,
@@ -75,7 +82,58 @@ extern "C" int cuda_moe_route(cuda_ctx *c, const float *logits, int64_t n_t, int
 {
     if (n_t <= 0) return 0;
     if (k > n_expert || n_expert > 8192) return WK_EINVAL;
-    launch_k(c, moe_route_kernel, (unsigned)n_t, 256, n_expert * sizeof(float), logits, n_expert, k, ids, weights);
+    launch_k(c, moe_route_kernel, (unsigned)n_t, ROUTE_THREADS, n_expert * sizeof(float), logits, n_expert, k, ids,
+             weights);
+    return cu_launch_status();
+}
+
+/* The router of a few tokens in one launch: warp r of the grid's x (8 a block) takes row r of
+ * [W; wsh] (F32, K columns) for token blockIdx.y, with matvec_f_kernel's dot (the same
+ * logits); the last of a token's blocks to finish routes it (route_block). The arrival
+ * counter wraps back to 0 with that block's increment (atomicInc), ready for the next launch. */
+__global__ void __launch_bounds__(ROUTE_THREADS)
+moe_gate_kernel(const float *__restrict__ W, const float *__restrict__ wsh, int n_expert, int64_t K,
+                const float *__restrict__ x, float *logits, float *sh_logit, int k, int32_t *ids, float *weights,
+                unsigned *arrivals)
+{
+    extern __shared__ float p[];
+    __shared__ bool last;
+    pdl_enter();
+    const int lane = threadIdx.x & 31;
+    const int64_t row = (int64_t)blockIdx.x * (ROUTE_THREADS / 32) + threadIdx.x / 32, t = blockIdx.y;
+    if (row < n_expert + (wsh ? 1 : 0)) {
+        const float *wr = row < n_expert ? W + row * K : wsh;
+        const float *xr = x + t * K;
+        float acc = 0.0f;
+        for (int64_t i = lane * 8; i < K; i += 256) {
+            const float4 u = *(const float4 *)(wr + i), v = *(const float4 *)(wr + i + 4);
+            const float4 a = *(const float4 *)(xr + i), b = *(const float4 *)(xr + i + 4);
+            acc += u.x * a.x + u.y * a.y + u.z * a.z + u.w * a.w + v.x * b.x + v.y * b.y + v.z * b.z + v.w * b.w;
+        }
+        acc = warp_sum(acc);
+        if (lane == 0) {
+            if (row < n_expert) logits[t * n_expert + row] = acc;
+            else sh_logit[t] = acc;
+        }
+    }
+    __threadfence(); /* this block's logits are visible before its arrival is counted */
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicInc(arrivals + t, gridDim.x - 1) == gridDim.x - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    route_block(logits + t * n_expert, n_expert, k, ids + t * k, weights + t * k, p);
+}
+
+extern "C" int cuda_moe_gate(cuda_ctx *c, const float *W, const float *wsh, int32_t n_expert, int64_t K,
+                             const float *x, int64_t n_t, int32_t k, float *logits, float *sh_logit, int32_t *ids,
+                             float *weights, unsigned *arrivals)
+{
+    if (n_t <= 0) return 0;
+    if (k > n_expert || n_expert > 8192 || K % 8 || n_t > 65535) return WK_EINVAL;
+    const int64_t rows = n_expert + (wsh ? 1 : 0);
+    launch_k(c, moe_gate_kernel, dim3(cdiv(rows, ROUTE_THREADS / 32), (unsigned)n_t), ROUTE_THREADS,
+             n_expert * sizeof(float), W, wsh, n_expert, K, x, logits, sh_logit, k, ids, weights, arrivals);
     return cu_launch_status();
 }
 
