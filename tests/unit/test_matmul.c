@@ -273,13 +273,13 @@ static void test_amx_and_vnni_panel_kernels_agree_bit_for_bit(void **state)
 
 /* CPU_MM_ROWS_AS_ONE: every row of a call of n rows (past the panel threshold too) is
  * bit for bit the row of a call of one, plain and prepared weights, gathered too; n
- * covers the decode kernels' row counts (2..8, split in passes past 4) and a tile. */
+ * covers the decode kernels' row counts (2..8: one weight row against all of them) and a tile. */
 static void test_rows_as_one_equal_single_rows(void **state)
 {
     (void)state;
     uint64_t seed = 77;
     wk_pool *pool = wk_pool_new(2);
-    static const int64_t ns[] = {2, 3, 4, 5, 6, 8, 9, 19};
+    static const int64_t ns[] = {2, 3, 4, 5, 6, 7, 8, 9, 19};
     for (size_t c = 0; c < N_TYPES * (sizeof ns / sizeof ns[0]); c++) {
         const size_t t = c / (sizeof ns / sizeof ns[0]);
         int64_t k = qt_traits_of(k_types[t])->block_elems == 256 ? 512 : 160, m = 40, n = ns[c % (sizeof ns / sizeof ns[0])];

@@ -324,9 +324,28 @@ static inline __attribute__((always_inline)) void gemm_kq45(int64_t k, const voi
     }
 }
 
-/* One weight row at a time against NA (1..4) activation rows: a super-block's scales and
+/* k_mins for the NA activation rows ab[0..NA) of one weight block, row i in lane i (0 past
+ * NA): the mins spread once, and one transposing reduction instead of one sum per row
+ * (exact: integers). */
+static inline __m256i k_mins_rows(const uint8_t mn[8], const blk_q8_K *const *ab, const int NA)
+{
+    __m128i m8 = _mm_loadl_epi64((const __m128i *)mn);
+    const __m256i m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+    __m256i p[ONE_ROW_MAX_ACTS];
+#pragma GCC unroll 8
+    for (int i = 0; i < ONE_ROW_MAX_ACTS; i++)
+        p[i] = i < NA ? _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)ab[i]->bsums), m16)
+                      : _mm256_setzero_si256();
+    /* per 128-bit half, hadd pairs lanes: a = rows 0..3, b = rows 4..7, halves = elements 0..3, 4..7 */
+    const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+    const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
+}
+
+/* One weight row at a time against NA (1..8) activation rows: a super-block's scales and
  * codes are decoded once for all of them. Integer sums are exact in any order; the float
- * steps per pair are gemm_kq45's. */
+ * steps per pair are gemm_kq45's (the min term's three steps lane by lane, rounding as the
+ * scalar ones). */
 static inline __attribute__((always_inline)) void gemm_kq45_acts(int64_t k, const void *w, size_t w_stride,
                                                                 int nw, const void *a, size_t a_stride, float *y,
                                                                 int64_t y_stride, int q5, const int NA)
@@ -335,9 +354,10 @@ static inline __attribute__((always_inline)) void gemm_kq45_acts(int64_t k, cons
     const __m256i m4 = _mm256_set1_epi8(0x0F), b16 = _mm256_set1_epi8(0x10);
     for (int r = 0; r < nw; r++) {
         const uint8_t *wr = (const uint8_t *)w + (size_t)r * w_stride;
-        __m256 acc[4];
-        float msum[4] = {0};
-#pragma GCC unroll 4
+        __m256 acc[ONE_ROW_MAX_ACTS];
+        float msum[ONE_ROW_MAX_ACTS] = {0};
+        __m256 msum_v = _mm256_setzero_ps(); /* from 4 rows on: lane i = activation row i */
+#pragma GCC unroll 8
         for (int i = 0; i < NA; i++) acc[i] = _mm256_setzero_ps();
         for (int64_t b = 0; b < nb; b++) {
             const uint8_t *scales, *qs, *qh = NULL;
@@ -351,9 +371,9 @@ static inline __attribute__((always_inline)) void gemm_kq45_acts(int64_t k, cons
             }
             uint8_t sc[8], mn[8];
             k_scales8(scales, sc, mn);
-            const blk_q8_K *ab[4];
-            __m256i isum[4];
-#pragma GCC unroll 4
+            const blk_q8_K *ab[ONE_ROW_MAX_ACTS];
+            __m256i isum[ONE_ROW_MAX_ACTS];
+#pragma GCC unroll 8
             for (int i = 0; i < NA; i++) {
                 ab[i] = (const blk_q8_K *)((const uint8_t *)a + (size_t)i * a_stride) + b;
                 isum[i] = _mm256_setzero_si256();
@@ -367,7 +387,7 @@ static inline __attribute__((always_inline)) void gemm_kq45_acts(int64_t k, cons
                     hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(hv, 2 * g + 1), 4), b16));
                 }
                 const __m256i slo = _mm256_set1_epi16(sc[2 * g]), shi = _mm256_set1_epi16(sc[2 * g + 1]);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
                 for (int i = 0; i < NA; i++) {
                     const int8_t *ay = ab[i]->qs + 64 * g;
                     /* as kq45_block: no saturation of the int16 pair sums */
@@ -378,35 +398,50 @@ static inline __attribute__((always_inline)) void gemm_kq45_acts(int64_t k, cons
                 }
             }
             const float fd = h2f(d), fdmin = h2f(dmin);
+            /* msum_i += d_i · dmin · imin_i; from 4 rows on the same steps in lanes (below, the
+             * transposing reduction costs more than the per-row sums) */
+            if (NA >= 4) {
+                float ad[ONE_ROW_MAX_ACTS];
+#pragma GCC unroll 8
+                for (int i = 0; i < ONE_ROW_MAX_ACTS; i++) ad[i] = i < NA ? ab[i]->d : 0.0f;
+#pragma GCC unroll 8
+                for (int i = 0; i < NA; i++)
+                    acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(ad[i] * fd), _mm256_cvtepi32_ps(isum[i]), acc[i]);
+                const __m256 dm = _mm256_mul_ps(_mm256_loadu_ps(ad), _mm256_set1_ps(fdmin));
+                msum_v = _mm256_add_ps(msum_v, _mm256_mul_ps(dm, _mm256_cvtepi32_ps(k_mins_rows(mn, ab, NA))));
+            } else {
 #pragma GCC unroll 4
-            for (int i = 0; i < NA; i++) {
-                const int imin = k_mins(mn, ab[i]->bsums);
-                acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(ab[i]->d * fd), _mm256_cvtepi32_ps(isum[i]), acc[i]);
-                msum[i] += ab[i]->d * fdmin * (float)imin;
+                for (int i = 0; i < NA; i++) {
+                    const int imin = k_mins(mn, ab[i]->bsums);
+                    acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(ab[i]->d * fd), _mm256_cvtepi32_ps(isum[i]), acc[i]);
+                    msum[i] += ab[i]->d * fdmin * (float)imin;
+                }
             }
         }
-#pragma GCC unroll 4
+        if (NA >= 4) _mm256_storeu_ps(msum, msum_v);
+#pragma GCC unroll 8
         for (int i = 0; i < NA; i++) y[i * y_stride + r] = hsum8(acc[i]) - msum[i];
     }
 }
 
-/* Q4_K / Q5_K: where ROWS_FOR asks for one weight row at a time, up to 4 activation rows
- * share each block's decode (5..8 in two such passes), else ROWS_MAX rows side by side. */
+/* Q4_K / Q5_K: where ROWS_FOR asks for one weight row at a time, up to 8 activation rows
+ * share each block's decode, else ROWS_MAX rows side by side. */
 static void gemm_kq45_any(int64_t k, const void *w, size_t w_stride, int nw, const void *a, size_t a_stride, int na,
                           float *y, int64_t y_stride, int q5)
 {
+#define KQ45_ACTS(NA) gemm_kq45_acts(k, w, w_stride, nw, a, a_stride, y, y_stride, q5, NA)
     switch (ROWS_FOR(na) > 1 ? 0 : na) {
-    case 1: gemm_kq45_acts(k, w, w_stride, nw, a, a_stride, y, y_stride, q5, 1); return;
-    case 2: gemm_kq45_acts(k, w, w_stride, nw, a, a_stride, y, y_stride, q5, 2); return;
-    case 3: gemm_kq45_acts(k, w, w_stride, nw, a, a_stride, y, y_stride, q5, 3); return;
-    case 4: gemm_kq45_acts(k, w, w_stride, nw, a, a_stride, y, y_stride, q5, 4); return;
-    case 0: gemm_kq45(k, w, w_stride, nw, a, a_stride, na, y, y_stride, q5, ROWS_MAX); return;
-    default: /* 5..8 rows (a tile of at most 32 weight rows, in cache): two passes of 4 and the rest */
-        gemm_kq45_any(k, w, w_stride, nw, a, a_stride, 4, y, y_stride, q5);
-        gemm_kq45_any(k, w, w_stride, nw, (const uint8_t *)a + 4 * a_stride, a_stride, na - 4, y + 4 * y_stride,
-                      y_stride, q5);
-        return;
+    case 1: KQ45_ACTS(1); return;
+    case 2: KQ45_ACTS(2); return;
+    case 3: KQ45_ACTS(3); return;
+    case 4: KQ45_ACTS(4); return;
+    case 5: KQ45_ACTS(5); return;
+    case 6: KQ45_ACTS(6); return;
+    case 7: KQ45_ACTS(7); return;
+    case 8: KQ45_ACTS(8); return;
+    default: gemm_kq45(k, w, w_stride, nw, a, a_stride, na, y, y_stride, q5, ROWS_MAX); return;
     }
+#undef KQ45_ACTS
 }
 
 static void gemm_q4_K(int64_t k, const void *w, size_t w_stride, int nw, const void *a, size_t a_stride, int na,
@@ -469,7 +504,7 @@ static inline __attribute__((always_inline)) void gemm_q6_K_rows(int64_t k, cons
     }
 }
 
-/* Q6_K, one weight row at a time against NA (1..4) activation rows: a block's codes are
+/* Q6_K, one weight row at a time against NA (1..8) activation rows: a block's codes are
  * decoded once for all of them (q6k_block's integer sums, the float steps of gemm_q6_K). */
 static inline __attribute__((always_inline)) void gemm_q6_K_acts(int64_t k, const void *w, size_t w_stride,
                                                                 int nw, const void *a, size_t a_stride, float *y,
@@ -478,14 +513,14 @@ static inline __attribute__((always_inline)) void gemm_q6_K_acts(int64_t k, cons
     const int64_t nb = k / 256;
     for (int r = 0; r < nw; r++) {
         const blk_q6_K *wr = (const blk_q6_K *)((const uint8_t *)w + (size_t)r * w_stride);
-        __m256 acc[4];
-#pragma GCC unroll 4
+        __m256 acc[ONE_ROW_MAX_ACTS];
+#pragma GCC unroll 8
         for (int i = 0; i < NA; i++) acc[i] = _mm256_setzero_ps();
         for (int64_t b = 0; b < nb; b++) {
             const blk_q6_K *x = &wr[b];
-            const blk_q8_K *ab[4];
-            __m256i isum[4];
-#pragma GCC unroll 4
+            const blk_q8_K *ab[ONE_ROW_MAX_ACTS];
+            __m256i isum[ONE_ROW_MAX_ACTS];
+#pragma GCC unroll 8
             for (int i = 0; i < NA; i++) {
                 ab[i] = (const blk_q8_K *)((const uint8_t *)a + (size_t)i * a_stride) + b;
                 isum[i] = _mm256_setzero_si256();
@@ -497,7 +532,7 @@ static inline __attribute__((always_inline)) void gemm_q6_K_acts(int64_t k, cons
                 q6k_codes_256(ql, x->qh + 32 * h, u);
                 for (int q = 0; q < 4; q++) {
                     const __m256i s16 = _mm256_set_m128i(_mm_set1_epi16(sc[2 * q + 1]), _mm_set1_epi16(sc[2 * q]));
-#pragma GCC unroll 4
+#pragma GCC unroll 8
                     for (int i = 0; i < NA; i++) {
                         const __m256i yv = _mm256_loadu_si256((const __m256i *)(ab[i]->qs + 128 * h + 32 * q));
                         isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(_mm256_maddubs_epi16(u[q], yv), s16));
@@ -506,7 +541,7 @@ static inline __attribute__((always_inline)) void gemm_q6_K_acts(int64_t k, cons
             }
             const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x->scales));
             const float fd = h2f(x->d);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (int i = 0; i < NA; i++) {
                 const __m256i bs = _mm256_loadu_si256((const __m256i *)ab[i]->bsums);
                 const __m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(bs, s16), 5);
@@ -514,7 +549,7 @@ static inline __attribute__((always_inline)) void gemm_q6_K_acts(int64_t k, cons
                                          acc[i]);
             }
         }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int i = 0; i < NA; i++) y[i * y_stride + r] = hsum8(acc[i]);
     }
 }
@@ -522,17 +557,19 @@ static inline __attribute__((always_inline)) void gemm_q6_K_acts(int64_t k, cons
 static void gemm_q6_K(int64_t k, const void *w, size_t w_stride, int nw, const void *a, size_t a_stride, int na,
                       float *y, int64_t y_stride)
 {
+#define Q6K_ACTS(NA) gemm_q6_K_acts(k, w, w_stride, nw, a, a_stride, y, y_stride, NA)
     switch (ROWS_FOR(na) > 1 ? 0 : na) {
-    case 1: gemm_q6_K_acts(k, w, w_stride, nw, a, a_stride, y, y_stride, 1); return;
-    case 2: gemm_q6_K_acts(k, w, w_stride, nw, a, a_stride, y, y_stride, 2); return;
-    case 3: gemm_q6_K_acts(k, w, w_stride, nw, a, a_stride, y, y_stride, 3); return;
-    case 4: gemm_q6_K_acts(k, w, w_stride, nw, a, a_stride, y, y_stride, 4); return;
-    case 0: gemm_q6_K_rows(k, w, w_stride, nw, a, a_stride, na, y, y_stride, ROWS_MAX); return;
-    default: /* 5..8 rows, as gemm_kq45_any */
-        gemm_q6_K(k, w, w_stride, nw, a, a_stride, 4, y, y_stride);
-        gemm_q6_K(k, w, w_stride, nw, (const uint8_t *)a + 4 * a_stride, a_stride, na - 4, y + 4 * y_stride, y_stride);
-        return;
+    case 1: Q6K_ACTS(1); return;
+    case 2: Q6K_ACTS(2); return;
+    case 3: Q6K_ACTS(3); return;
+    case 4: Q6K_ACTS(4); return;
+    case 5: Q6K_ACTS(5); return;
+    case 6: Q6K_ACTS(6); return;
+    case 7: Q6K_ACTS(7); return;
+    case 8: Q6K_ACTS(8); return;
+    default: gemm_q6_K_rows(k, w, w_stride, nw, a, a_stride, na, y, y_stride, ROWS_MAX); return;
     }
+#undef Q6K_ACTS
 }
 
 cpu_gemm_fn GEMM_DECODE_SELECT(enum qt_type type)
