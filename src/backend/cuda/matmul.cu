@@ -601,7 +601,6 @@ matvec_f_kernel(const uint8_t *__restrict__ W, size_t row_bytes, size_t mat_byte
     const uint8_t *wr = W + e * mat_bytes + row * row_bytes;
     const float *x = xf + (s / slots_per_x) * K;
     float acc = 0.0f;
-#pragma unroll 8 /* every load in flight before the first product */
     for (int64_t i = lane * 8; i < K; i += 256) {
         float w[8];
         load8<T>(wr, i, w);

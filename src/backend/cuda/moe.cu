@@ -105,9 +105,8 @@ moe_gate_kernel(const float *__restrict__ W, const float *__restrict__ wsh, int 
         const float *wr = row < n_expert ? W + row * K : wsh;
         const float *xr = x + t * K;
         float acc = 0.0f;
-#pragma unroll 8 /* every load in flight before the first product */
         for (int64_t i = lane * 8; i < K; i += 256) {
-            const float4 u = __ldg((const float4 *)(wr + i)), v = __ldg((const float4 *)(wr + i + 4));
+            const float4 u = *(const float4 *)(wr + i), v = *(const float4 *)(wr + i + 4);
             const float4 a = *(const float4 *)(xr + i), b = *(const float4 *)(xr + i + 4);
             acc += u.x * a.x + u.y * a.y + u.z * a.z + u.w * a.w + v.x * b.x + v.y * b.y + v.z * b.z + v.w * b.w;
         }
