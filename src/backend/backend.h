@@ -208,6 +208,10 @@ typedef struct be_ops {
     void (*ssm_conv)(be_backend *be, float *y, size_t y_stride, const float *x, size_t x_stride,
                      int64_t n_t, int64_t n_ch, const float *w, int32_t k, float *state);
     int (*gdn)(be_backend *be, const be_gdn_args *a, wk_error *err);
+    /* Optional (NULL: be_ssm_conv_seqs / be_gdn_seqs call ssm_conv / gdn once per sequence). */
+    void (*ssm_conv_seqs)(be_backend *be, float *y, size_t y_stride, const float *x, size_t x_stride,
+                          int32_t n_seq, int64_t n_ch, const float *w, int32_t k, float *const *states);
+    int (*gdn_seqs)(be_backend *be, const be_gdn_args *a, float *const *states, wk_error *err);
     void (*moe_route)(be_backend *be, const float *logits, int64_t n_t, int32_t n_expert, int32_t k,
                       int32_t *ids, float *weights);
     /* Optional (NULL: be_moe_gate runs matmul and moe_route). */
@@ -457,6 +461,42 @@ static inline void be_ssm_conv(be_backend *be, float *y, size_t y_stride, const 
 static inline int be_gdn(be_backend *be, const be_gdn_args *a, wk_error *err)
 {
     return be->ops->gdn(be, a, err);
+}
+
+/* Decode of several sequences at once, one token each: row i of x and y belongs to
+ * sequence i, whose conv state is states[i]; the same result as a be_ssm_conv per row. */
+static inline void be_ssm_conv_seqs(be_backend *be, float *y, size_t y_stride, const float *x, size_t x_stride,
+                                    int32_t n_seq, int64_t n_ch, const float *w, int32_t k, float *const *states)
+{
+    if (be->ops->ssm_conv_seqs) {
+        be->ops->ssm_conv_seqs(be, y, y_stride, x, x_stride, n_seq, n_ch, w, k, states);
+        return;
+    }
+    for (int32_t i = 0; i < n_seq; i++)
+        be->ops->ssm_conv(be, y + (size_t)i * y_stride, y_stride, x + (size_t)i * x_stride, x_stride, 1, n_ch, w, k,
+                          states[i]);
+}
+
+/* be_gdn of a->n_t sequences of one token each: row i of the inputs and of out belongs to
+ * sequence i, whose state is states[i] (a->state is not used); the same result as a
+ * be_gdn per row. */
+static inline int be_gdn_seqs(be_backend *be, const be_gdn_args *a, float *const *states, wk_error *err)
+{
+    if (be->ops->gdn_seqs) return be->ops->gdn_seqs(be, a, states, err);
+    for (int32_t i = 0; i < a->n_t; i++) {
+        be_gdn_args g = *a;
+        g.q += (size_t)i * a->qk_stride;
+        g.k += (size_t)i * a->qk_stride;
+        g.v += (size_t)i * a->v_stride;
+        g.alpha += (size_t)i * (size_t)a->n_hv;
+        g.beta += (size_t)i * (size_t)a->n_hv;
+        g.out += (size_t)i * a->out_stride;
+        g.n_t = 1;
+        g.state = states[i];
+        int rc = be->ops->gdn(be, &g, err);
+        if (rc) return rc;
+    }
+    return 0;
 }
 
 /* Softmax router: for each token, p = softmax(logits[t]) over n_expert; picks the

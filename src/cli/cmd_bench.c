@@ -34,6 +34,9 @@ static void bench_usage(FILE *out)
             CLI_POLICY_HELP CLI_KV_TYPE_HELP
             "  --verify LIST        speculative verification of K drafts (vk<K>, K <= 8): K + 1 tokens as\n"
             "                       one batch, rolled back; its cost relative to one decode step (tg)\n"
+            "  --seqs LIST          batched decode of N sequences (bs<N>, N <= 64): one token of each per\n"
+            "                       step with its logits, as `wick serve --parallel N` decodes; tok/s of\n"
+            "                       all and the aggregate speed-up over one stream (tg)\n"
             "  --spec SOURCE        decode through the request pipeline with and without speculation\n"
             "                       (ngram, draft, mtp, auto), interleaved: tok/s, acceptance, and a check\n"
             "                       that the greedy outputs are the same\n"
@@ -103,10 +106,11 @@ int cmd_bench(int argc, char **argv)
         {"json", no_argument, 0, 'J'}, {"membw", no_argument, 0, 'W'}, {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'},
         {"verify", required_argument, 0, 'V'}, {"spec", required_argument, 0, 'S'},
         {"draft", required_argument, 0, 'D'}, {"prompt-file", required_argument, 0, 'P'},
+        {"seqs", required_argument, 0, 'B'},
         {0, 0, 0, 0},
     };
-    int32_t vk[16];
-    int n_vk = 0;
+    int32_t vk[16], bs[16];
+    int n_vk = 0, n_bs = 0;
     bench_spec_opts so = {0};
     const char *path = NULL;
     int32_t pp[16] = {512}, tg[16] = {128}, depths[16] = {0};
@@ -132,6 +136,7 @@ int cmd_bench(int argc, char **argv)
         case 'q': quiet = 1; break;
         case 'h': bench_usage(stdout); return 0;
         case 'V': if (parse_list("--verify", optarg, vk, 16, &n_vk)) return 2; break;
+        case 'B': if (parse_list("--seqs", optarg, bs, 16, &n_bs)) return 2; break;
         case 'S': {
             wk_error e = {0};
             if (eng_spec_mode_parse(optarg, &so.spec, &e)) {
@@ -191,13 +196,25 @@ int cmd_bench(int argc, char **argv)
             if (tg[i] > 0) tests[n_tests++] = (eng_bench_test){ENG_BENCH_TG, tg[i], depths[di]};
         for (int i = 0; i < n_vk; i++)
             if (vk[i] > 0) tests[n_tests++] = (eng_bench_test){ENG_BENCH_VK, vk[i], depths[di]};
+        for (int i = 0; i < n_bs; i++)
+            if (bs[i] > 0) tests[n_tests++] = (eng_bench_test){ENG_BENCH_BS, bs[i], depths[di]};
+    }
+    int32_t n_seq = 1;
+    for (int i = 0; i < n_bs; i++) {
+        if (bs[i] > ENG_BENCH_BS_MAX) {
+            fprintf(stderr, "wick bench: --seqs: at most %d sequences, not %d\n", ENG_BENCH_BS_MAX, bs[i]);
+            return 2;
+        }
+        if (bs[i] > n_seq) n_seq = bs[i];
     }
     if (n_tests == 0) {
         fprintf(stderr, "wick bench: nothing to measure (all sizes are 0)\n");
         return 2;
     }
-    for (int32_t i = 0; i < n_tests; i++)
-        if (tests[i].depth + tests[i].n + 1 > max_ctx) max_ctx = tests[i].depth + tests[i].n + 1;
+    for (int32_t i = 0; i < n_tests; i++) {
+        const int32_t adds = tests[i].kind == ENG_BENCH_BS ? ENG_BENCH_BS_STEPS : tests[i].n;
+        if (tests[i].depth + adds + 1 > max_ctx) max_ctx = tests[i].depth + adds + 1;
+    }
 
     wk_error err = {0};
     model *m = NULL;
@@ -210,6 +227,7 @@ int cmd_bench(int argc, char **argv)
     eo.n_threads = threads;
     eo.n_ctx = max_ctx;
     eo.n_ubatch = ubatch;
+    eo.n_seq = n_seq;
     eo.policy = policy;
     eo.kv_type = kv_type;
     eo.device = device;
@@ -259,7 +277,7 @@ int cmd_bench(int argc, char **argv)
             fprintf(stderr, "wick bench: %s\n", err.msg);
             break;
         }
-        double tg_ms = 0; /* one decode step at this depth, for the vk ratios */
+        double tg_ms = 0; /* one decode step at this depth, for the vk and bs ratios */
         for (int32_t i = 0; i < e - g; i++)
             if (res[i].test.kind == ENG_BENCH_TG) tg_ms = res[i].ms_per_step;
         for (int32_t i = 0; i < e - g; i++) {
@@ -276,9 +294,12 @@ int cmd_bench(int argc, char **argv)
                 if (membw) printf("\"copy_gbytes_per_s\": %.3f, \"read_gbytes_per_s\": %.3f, ", copy_gbps, read_gbps);
                 if (r->test.kind == ENG_BENCH_TG) printf("\"gbytes_per_s\": %.3f, ", r->gbytes_per_s);
                 else if (r->test.kind == ENG_BENCH_PP) printf("\"gflop_per_s\": %.3f, ", r->gflop_per_s);
-                else
+                else if (r->test.kind == ENG_BENCH_VK)
                     printf("\"ms_per_step\": %.4f, \"rollback_ms\": %.4f, \"cost_vs_decode\": %.4f, ", r->ms_per_step,
                            r->rollback_ms, tg_ms > 0 ? r->ms_per_step / tg_ms : 0.0);
+                else
+                    printf("\"ms_per_step\": %.4f, \"cost_vs_decode\": %.4f, \"speedup_vs_one\": %.4f, ", r->ms_per_step,
+                           tg_ms > 0 ? r->ms_per_step / tg_ms : 0.0, tg_ms > 0 ? r->test.n * tg_ms / r->ms_per_step : 0.0);
                 printf("\"kv_type\": \"%s\", \"kv_bytes_per_token\": %llu, ", cli_kv_type_name(kv_type), kv_per_tok);
                 printf("\"device\": \"%s\", ", eng_device_name(device));
                 printf("\"peak_rss_bytes\": %llu, \"attn_policy\": \"%s\", \"ubatch\": %d, \"arch\": \"%s\", "
@@ -288,6 +309,11 @@ int cmd_bench(int argc, char **argv)
                 char rate[96];
                 if (r->test.kind == ENG_BENCH_TG) snprintf(rate, sizeof rate, "%.1f GB/s", r->gbytes_per_s);
                 else if (r->test.kind == ENG_BENCH_PP) snprintf(rate, sizeof rate, "%.1f GFLOP/s", r->gflop_per_s);
+                else if (r->test.kind == ENG_BENCH_BS && tg_ms > 0)
+                    snprintf(rate, sizeof rate, "%.2f x tg step, %.2f x one stream", r->ms_per_step / tg_ms,
+                             r->test.n * tg_ms / r->ms_per_step);
+                else if (r->test.kind == ENG_BENCH_BS)
+                    snprintf(rate, sizeof rate, "%.2f ms/step", r->ms_per_step);
                 else if (tg_ms > 0)
                     snprintf(rate, sizeof rate, "%.2f x tg step (rollback %.2f ms), ceiling %.2f x", r->ms_per_step / tg_ms,
                              r->rollback_ms, (r->test.n + 1) * tg_ms / r->ms_per_step);

@@ -21,7 +21,10 @@ void eng_bench_tokens(int32_t *out, int32_t n, int32_t n_vocab, uint32_t seed)
 
 static int name_has(const gguf_tensor *t, const char *s) { return strstr(t->name_z, s) != NULL; }
 
-const char *eng_bench_kind_name(eng_bench_kind k) { return k == ENG_BENCH_PP ? "pp" : k == ENG_BENCH_TG ? "tg" : "vk"; }
+const char *eng_bench_kind_name(eng_bench_kind k)
+{
+    return k == ENG_BENCH_PP ? "pp" : k == ENG_BENCH_TG ? "tg" : k == ENG_BENCH_VK ? "vk" : "bs";
+}
 
 void eng_bench_model_costs(const model *m, eng_bench_costs *c)
 {
@@ -88,13 +91,30 @@ static int verify_steps(eng_ctx *ctx, eng_seq *seq, int32_t k, const int32_t *to
     return rc;
 }
 
-/* One timed repetition: the sequence stands at the depth snapshot. */
-static int run_once(eng_ctx *ctx, eng_seq *seq, const eng_bench_test *t, const int32_t *tokens, double *ms,
-                    double *rollback_ms, wk_error *err)
+/* ENG_BENCH_BS_STEPS steps of the n sequences, one token each, logits to the host. */
+static int batch_steps(eng_ctx *ctx, eng_seq *const *seqs, int32_t n, const int32_t *tokens, int32_t n_tokens,
+                       wk_error *err)
 {
+    eng_step_item items[ENG_BENCH_BS_MAX];
+    int rc = 0;
+    for (int32_t i = 0; i < ENG_BENCH_BS_STEPS && rc == 0; i++) {
+        for (int32_t j = 0; j < n; j++)
+            items[j] = (eng_step_item){.seq = seqs[j], .tokens = &tokens[(i * n + j) % n_tokens], .n = 1, .logits = true};
+        rc = eng_step(ctx, items, n, err);
+    }
+    return rc;
+}
+
+/* One timed repetition: the sequences stand at the depth snapshot. */
+static int run_once(eng_ctx *ctx, eng_seq *const *seqs, const eng_bench_test *t, const int32_t *tokens,
+                    int32_t n_tokens, double *ms, double *rollback_ms, wk_error *err)
+{
+    eng_seq *seq = seqs[0];
     double t0 = wk_now_ms();
     int rc = 0;
-    if (t->kind == ENG_BENCH_VK) {
+    if (t->kind == ENG_BENCH_BS) {
+        rc = batch_steps(ctx, seqs, t->n, tokens, n_tokens, err);
+    } else if (t->kind == ENG_BENCH_VK) {
         rc = verify_steps(ctx, seq, t->n, tokens, rollback_ms, err);
     } else if (t->kind == ENG_BENCH_PP) {
         rc = eng_prefill(ctx, seq, tokens, t->n, NULL, err);
@@ -114,7 +134,7 @@ int eng_bench_run(eng_ctx *ctx, const eng_bench_test *tests, int32_t n_tests, in
                   eng_bench_result *results, eng_bench_progress_fn progress, void *user, wk_error *err)
 {
     if (n_tests <= 0 || reps <= 0) return wk_fail(err, WK_EINVAL, "bench: need at least one test and one repetition");
-    int32_t n_vocab = eng_n_vocab(ctx), max_n = 1, max_depth = 0, cap = 1;
+    int32_t n_vocab = eng_n_vocab(ctx), max_n = 1, max_depth = 0, cap = 1, n_seqs = 1;
     for (int32_t i = 0; i < n_tests; i++) {
         if (tests[i].n <= 0 || tests[i].depth < 0)
             return wk_fail(err, WK_EINVAL, "bench: test %d has n %d, depth %d", i, tests[i].n, tests[i].depth);
@@ -122,7 +142,14 @@ int eng_bench_run(eng_ctx *ctx, const eng_bench_test *tests, int32_t n_tests, in
         if (tests[i].depth > max_depth) max_depth = tests[i].depth;
         if (tests[i].kind == ENG_BENCH_VK && (tests[i].n > ENG_SPEC_MAX_DRAFT || tests[i].n + 1 > eng_ctx_options(ctx)->n_ubatch))
             return wk_fail(err, WK_EINVAL, "bench: vk%d: at most %d drafts and ubatch - 1", tests[i].n, ENG_SPEC_MAX_DRAFT);
-        if (tests[i].depth + tests[i].n + 1 > cap) cap = tests[i].depth + tests[i].n + 1;
+        if (tests[i].kind == ENG_BENCH_BS) {
+            const int32_t most = eng_ctx_options(ctx)->n_seq < ENG_BENCH_BS_MAX ? eng_ctx_options(ctx)->n_seq : ENG_BENCH_BS_MAX;
+            if (tests[i].n > most)
+                return wk_fail(err, WK_EINVAL, "bench: bs%d: the context takes at most %d sequences", tests[i].n, most);
+            if (tests[i].n > n_seqs) n_seqs = tests[i].n;
+        }
+        const int32_t adds = tests[i].kind == ENG_BENCH_BS ? ENG_BENCH_BS_STEPS : tests[i].n;
+        if (tests[i].depth + adds + 1 > cap) cap = tests[i].depth + adds + 1;
     }
     eng_bench_costs costs;
     eng_bench_model_costs(eng_ctx_model(ctx), &costs);
@@ -130,7 +157,7 @@ int eng_bench_run(eng_ctx *ctx, const eng_bench_test *tests, int32_t n_tests, in
     int32_t *depth_tokens = malloc((size_t)(max_depth > 0 ? max_depth : 1) * sizeof *depth_tokens);
     int32_t *new_tokens = malloc((size_t)max_n * sizeof *new_tokens);
     double *ms = malloc((size_t)reps * sizeof *ms);
-    eng_seq *seq = NULL;
+    eng_seq *seqs[ENG_BENCH_BS_MAX] = {0}, *seq = NULL;
     eng_snapshot snap = {0};
     bool *done = calloc((size_t)n_tests, sizeof *done);
     int rc = 0;
@@ -140,8 +167,9 @@ int eng_bench_run(eng_ctx *ctx, const eng_bench_test *tests, int32_t n_tests, in
     }
     eng_bench_tokens(depth_tokens, max_depth, n_vocab, 12345);
     eng_bench_tokens(new_tokens, max_n, n_vocab, 777);
-    rc = eng_seq_new(&seq, ctx, cap, err);
+    for (int32_t j = 0; j < n_seqs && rc == 0; j++) rc = eng_seq_new(&seqs[j], ctx, cap, err);
     if (rc) goto out;
+    seq = seqs[0];
 
     bool warmed = false;
     for (int32_t g = 0; g < n_tests; g++) {
@@ -154,6 +182,11 @@ int eng_bench_run(eng_ctx *ctx, const eng_bench_test *tests, int32_t n_tests, in
             goto out;
         }
         if ((rc = seq_snapshot(seq, &snap, err))) goto out;
+        for (int32_t j = 1; j < n_seqs; j++) /* the bs tests' other sequences: copies of the first */
+            if ((rc = eng_seq_copy_prefix(seqs[j], seq, depth, err)) || (rc = seq_restore(seqs[j], &snap, err))) {
+                wk_fail_prefix(err, "bench: sequence %d to depth %d", j, depth);
+                goto out;
+            }
         if (!warmed) {
             /* touch every weight (page faults, caches) before the first timing */
             if ((rc = eng_prefill(ctx, seq, new_tokens, max_n < 16 ? max_n : 16, NULL, err)) ||
@@ -168,8 +201,10 @@ int eng_bench_run(eng_ctx *ctx, const eng_bench_test *tests, int32_t n_tests, in
             const eng_bench_test *t = &tests[i];
             double rollback = 0;
             for (int32_t r = 0; r < reps; r++) {
-                if ((rc = seq_restore(seq, &snap, err))) goto out;
-                if ((rc = run_once(ctx, seq, t, new_tokens, &ms[r], &rollback, err))) {
+                const int32_t n_back = t->kind == ENG_BENCH_BS ? t->n : 1;
+                for (int32_t j = 0; j < n_back; j++)
+                    if ((rc = seq_restore(seqs[j], &snap, err))) goto out;
+                if ((rc = run_once(ctx, seqs, t, new_tokens, max_n, &ms[r], &rollback, err))) {
                     wk_fail_prefix(err, "bench: %s%d at depth %d", eng_bench_kind_name(t->kind), t->n, depth);
                     goto out;
                 }
@@ -182,16 +217,17 @@ int eng_bench_run(eng_ctx *ctx, const eng_bench_test *tests, int32_t n_tests, in
             res->test = *t;
             res->reps = reps;
             res->ms_median = med;
-            /* tokens a repetition handles: vk verifies k + 1 per step */
-            double toks = t->kind == ENG_BENCH_VK ? (double)(t->n + 1) * ENG_BENCH_VK_STEPS : t->n;
+            /* tokens a repetition handles: vk verifies k + 1 per step, bs decodes n per step */
+            const int32_t steps = t->kind == ENG_BENCH_VK ? ENG_BENCH_VK_STEPS : t->kind == ENG_BENCH_BS ? ENG_BENCH_BS_STEPS : t->n;
+            const double toks = t->kind == ENG_BENCH_VK ? (double)(t->n + 1) * steps : t->kind == ENG_BENCH_BS ? (double)t->n * steps : t->n;
             res->tok_per_s_median = toks / (med / 1e3);
             res->tok_per_s_min = toks / (ms[reps - 1] / 1e3);
             res->tok_per_s_max = toks / (ms[0] / 1e3);
-            res->ms_per_step = t->kind == ENG_BENCH_VK ? med / ENG_BENCH_VK_STEPS : med / t->n;
+            res->ms_per_step = med / steps;
             res->rollback_ms = t->kind == ENG_BENCH_VK ? rollback : 0;
             double n = t->n, d = depth;
-            if (t->kind == ENG_BENCH_VK) {
-                /* no rate: the step's weights are read once for k + 1 rows */
+            if (t->kind == ENG_BENCH_VK || t->kind == ENG_BENCH_BS) {
+                /* no rate: the step's weights are read once for all its rows */
             } else if (t->kind == ENG_BENCH_TG) {
                 double mean_pos = d + (n + 1.0) / 2.0; /* keys attended per step, averaged */
                 double bytes = costs.weight_bytes_per_token + costs.kv_bytes_per_pos * mean_pos +
@@ -208,7 +244,8 @@ int eng_bench_run(eng_ctx *ctx, const eng_bench_test *tests, int32_t n_tests, in
     }
 out:
     eng_snapshot_free(&snap);
-    if (seq) eng_seq_free(seq);
+    for (int32_t j = 0; j < n_seqs; j++)
+        if (seqs[j]) eng_seq_free(seqs[j]);
     free(depth_tokens);
     free(new_tokens);
     free(ms);

@@ -15,6 +15,11 @@
  *     (recurrent state copied back, KV cut). Its ms per step against tg's ms per
  *     token is the cost of verifying K drafts relative to one decode step;
  *     (K + 1) / that is the speed-up ceiling at full acceptance.
+ *   bs<N> at depth D: continuous batching's decode step: N sequences, each at
+ *     depth D (copies of the first), advance one token each in one eng_step with
+ *     the last row's logits brought to the host, as the server's decode steps do;
+ *     ENG_BENCH_BS_STEPS steps per repetition. N x tg's ms per token over its ms
+ *     per step is the aggregate speed-up over one stream.
  * Tokens are pseudo-random ids (the golden files' LCG), so no tokenizer work
  * is timed. A short warm-up touches every weight before the first timing.
  *
@@ -35,23 +40,28 @@
 #include "model/model.h"
 #include "util/err.h"
 
-typedef enum eng_bench_kind { ENG_BENCH_PP = 0, ENG_BENCH_TG = 1, ENG_BENCH_VK = 2 } eng_bench_kind;
+typedef enum eng_bench_kind { ENG_BENCH_PP = 0, ENG_BENCH_TG = 1, ENG_BENCH_VK = 2, ENG_BENCH_BS = 3 } eng_bench_kind;
 
 /* Verification steps timed per vk repetition. */
 #define ENG_BENCH_VK_STEPS 16
+/* Batched decode steps timed per bs repetition. */
+#define ENG_BENCH_BS_STEPS 32
+/* The most sequences a bs test decodes together. */
+#define ENG_BENCH_BS_MAX 64
 
 typedef struct eng_bench_test {
     eng_bench_kind kind;
-    int32_t n;     /* tokens prefilled (pp) or decoded (tg), drafts verified per step (vk) */
+    int32_t n;     /* tokens prefilled (pp) or decoded (tg), drafts verified per step (vk),
+                      sequences decoded together (bs) */
     int32_t depth; /* tokens already in the context */
 } eng_bench_test;
 
 typedef struct eng_bench_result {
     eng_bench_test test;
     int32_t reps;
-    double tok_per_s_median, tok_per_s_min, tok_per_s_max; /* vk: tokens verified per second */
+    double tok_per_s_median, tok_per_s_min, tok_per_s_max; /* vk: tokens verified per second; bs: of all sequences */
     double ms_median;          /* wall time of one repetition */
-    double ms_per_step;        /* vk: one verification step (batch + rollback); tg: one token */
+    double ms_per_step;        /* vk: one verification step (batch + rollback); tg: one token; bs: one step */
     double rollback_ms;        /* vk: of which the rollback (state copy back, KV cut), median */
     double gbytes_per_s;       /* decode: achieved memory traffic (0 for pp) */
     double gflop_per_s;        /* prefill: achieved arithmetic (0 for tg) */
@@ -73,7 +83,7 @@ typedef struct eng_bench_costs {
 
 void eng_bench_model_costs(const model *m, eng_bench_costs *out);
 
-/* "pp", "tg", "vk". */
+/* "pp", "tg", "vk", "bs". */
 const char *eng_bench_kind_name(eng_bench_kind k);
 
 /* Called after each repetition (for progress output); may be NULL. */

@@ -36,47 +36,86 @@ static int gated_attention(const model *m, be_backend *be, model_scratch *s, con
     return model_mm(be, b, &ly->wo, s->att, s->tmp, err);
 }
 
+/* The DeltaNet scan's arguments for n_t rows from row r on (conv outputs in s->conv). */
+static be_gdn_args gdn_args(const model_hparams *hp, const model_layer *ly, model_scratch *s, size_t r, int32_t n_t,
+                            float *state)
+{
+    const int32_t Hk = (int32_t)hp->ssm_n_hk, Hv = (int32_t)hp->ssm_n_hv;
+    const size_t key_dim = (size_t)Hk * hp->ssm_d_k, value_dim = (size_t)Hv * hp->ssm_d_v;
+    const size_t conv_dim = 2 * key_dim + value_dim;
+    float *conv = s->conv + r * conv_dim;
+    return (be_gdn_args){
+        .q = conv,
+        .k = conv + key_dim,
+        .v = conv + 2 * key_dim,
+        .qk_stride = conv_dim,
+        .v_stride = conv_dim,
+        .alpha = s->alpha + r * (size_t)Hv,
+        .beta = s->beta + r * (size_t)Hv,
+        .ssm_a = wf32(&ly->ssm_a),
+        .dt_bias = wf32(&ly->ssm_dt),
+        .n_t = n_t,
+        .n_hk = Hk,
+        .n_hv = Hv,
+        .d_k = (int32_t)hp->ssm_d_k,
+        .d_v = (int32_t)hp->ssm_d_v,
+        .eps = hp->eps,
+        .state = state,
+        .out = s->gdn_o + r * value_dim,
+        .out_stride = value_dim,
+        .chunked = GDN_USE_CHUNKED,
+    };
+}
+
+/* A decode batch of several sequences: one token each, in row order. */
+static bool one_token_each(const model_batch *b)
+{
+    if (b->n_seg < 2) return false;
+    for (int32_t i = 0; i < b->n_seg; i++)
+        if (b->seg[i].n_t != 1 || b->seg[i].row0 != i) return false;
+    return true;
+}
+
+#define SEQS_PER_CALL 32 /* sequences per be_ssm_conv_seqs / be_gdn_seqs call */
+
 /* Gated DeltaNet (8.5): projections → causal conv + SiLU → delta-rule scan over
- * the recurrent state (both per sequence) → per-head RMSNorm gated by SiLU(z) → W_out. */
+ * the recurrent state (both per sequence; a decode batch's sequences in one call each) →
+ * per-head RMSNorm gated by SiLU(z) → W_out. */
 static int gated_deltanet(const model *m, be_backend *be, model_scratch *s, const model_layer *ly, uint32_t il,
                           const model_batch *b, wk_error *err)
 {
     const model_hparams *hp = &m->hp;
-    const int32_t Hk = (int32_t)hp->ssm_n_hk, Hv = (int32_t)hp->ssm_n_hv;
-    const int32_t dk = (int32_t)hp->ssm_d_k, dv = (int32_t)hp->ssm_d_v;
-    const size_t key_dim = (size_t)Hk * dk, value_dim = (size_t)Hv * dv, conv_dim = 2 * key_dim + value_dim;
+    const int32_t Hv = (int32_t)hp->ssm_n_hv, dv = (int32_t)hp->ssm_d_v;
+    const size_t key_dim = (size_t)hp->ssm_n_hk * hp->ssm_d_k, conv_dim = 2 * key_dim + (size_t)Hv * dv;
     const be_weight *proj[4] = {&ly->ssm_qkv, &ly->ssm_z, &ly->ssm_beta, &ly->ssm_alpha};
     float *const proj_out[4] = {s->qkv, s->z, s->beta, s->alpha};
+    const float *conv_w = wf32(&ly->ssm_conv1d);
+    const int32_t conv_k = (int32_t)hp->ssm_conv_k;
     TRY(model_mm_multi(be, b, proj, 4, s->cur, proj_out, err));
-    for (int32_t i = 0; i < b->n_seg; i++) {
-        const model_seg *sg = &b->seg[i];
-        model_layer_state *ls = &sg->layers[il];
-        const size_t r = (size_t)sg->row0;
-        float *conv = s->conv + r * conv_dim;
-        be_ssm_conv(be, conv, conv_dim, s->qkv + r * conv_dim, conv_dim, sg->n_t, (int64_t)conv_dim,
-                    wf32(&ly->ssm_conv1d), (int32_t)hp->ssm_conv_k, ls->conv);
-        be_gdn_args g = {
-            .q = conv,
-            .k = conv + key_dim,
-            .v = conv + 2 * key_dim,
-            .qk_stride = conv_dim,
-            .v_stride = conv_dim,
-            .alpha = s->alpha + r * (size_t)Hv,
-            .beta = s->beta + r * (size_t)Hv,
-            .ssm_a = wf32(&ly->ssm_a),
-            .dt_bias = wf32(&ly->ssm_dt),
-            .n_t = sg->n_t,
-            .n_hk = Hk,
-            .n_hv = Hv,
-            .d_k = dk,
-            .d_v = dv,
-            .eps = hp->eps,
-            .state = ls->ssm,
-            .out = s->gdn_o + r * value_dim,
-            .out_stride = value_dim,
-            .chunked = GDN_USE_CHUNKED,
-        };
-        TRY(be_gdn(be, &g, err));
+    if (one_token_each(b)) {
+        for (int32_t i0 = 0; i0 < b->n_seg; i0 += SEQS_PER_CALL) {
+            const int32_t n = b->n_seg - i0 < SEQS_PER_CALL ? b->n_seg - i0 : SEQS_PER_CALL;
+            float *conv_state[SEQS_PER_CALL], *ssm_state[SEQS_PER_CALL];
+            for (int32_t i = 0; i < n; i++) {
+                conv_state[i] = b->seg[i0 + i].layers[il].conv;
+                ssm_state[i] = b->seg[i0 + i].layers[il].ssm;
+            }
+            const size_t r = (size_t)i0;
+            be_ssm_conv_seqs(be, s->conv + r * conv_dim, conv_dim, s->qkv + r * conv_dim, conv_dim, n,
+                             (int64_t)conv_dim, conv_w, conv_k, conv_state);
+            const be_gdn_args g = gdn_args(hp, ly, s, r, n, NULL);
+            TRY(be_gdn_seqs(be, &g, ssm_state, err));
+        }
+    } else {
+        for (int32_t i = 0; i < b->n_seg; i++) {
+            const model_seg *sg = &b->seg[i];
+            model_layer_state *ls = &sg->layers[il];
+            const size_t r = (size_t)sg->row0;
+            be_ssm_conv(be, s->conv + r * conv_dim, conv_dim, s->qkv + r * conv_dim, conv_dim, sg->n_t,
+                        (int64_t)conv_dim, conv_w, conv_k, ls->conv);
+            const be_gdn_args g = gdn_args(hp, ly, s, r, sg->n_t, ls->ssm);
+            TRY(be_gdn(be, &g, err));
+        }
     }
     be_rms_norm_gated(be, s->gdn_o, s->gdn_o, (int64_t)b->n_t * Hv, dv, wf32(&ly->ssm_norm), hp->eps, s->z);
     return model_mm(be, b, &ly->ssm_out, s->gdn_o, s->tmp, err);

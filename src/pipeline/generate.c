@@ -87,9 +87,10 @@ static void loop_free(decode_loop *L)
  * sampler (or the speculative verifier) over the logits of this position,
  * the grammar's forbidden tokens at -inf first. *row gets those logits.
  * -1: nothing can be said; -2 with *status set: the grammar failed. */
-static int32_t pick_token(pl_request *r, decode_loop *L, int32_t picked, const float **row, int *status)
+static int32_t pick_token(pl_request *r, decode_loop *L, int32_t picked, const float *own, const float **row,
+                          int *status)
 {
-    const float *logits = L->spec ? pl_spec_logits(L->spec) : eng_logits(r->pe->ctx);
+    const float *logits = L->spec ? pl_spec_logits(L->spec) : own ? own : eng_logits(r->pe->ctx);
     *row = logits;
     if (picked >= -1) return picked;
     if (L->con.on) {
@@ -138,13 +139,64 @@ static void flush_text(decode_loop *L)
     pl_output_finish(&L->out);
 }
 
+/* One generated token's host work: pick it (from own, the sequence's logits, when not NULL),
+ * the step hook, the grammar, end of generation, its text and the client's events. true: the
+ * loop ends here (L->finish, *status say why). */
+static bool take_token(pl_request *r, decode_loop *L, int32_t i, int32_t max_new, int32_t picked, const float *own,
+                       int32_t *taken, double *t_first, int *status)
+{
+    const eng_request *req = r->req;
+    const pl_sink *sink = r->sink;
+    const tok_vocab *v = r->pe->vocab;
+    const int32_t n_vocab = eng_n_vocab(r->pe->ctx);
+    wk_error err = {0};
+    const float *logits;
+    int32_t tok = pick_token(r, L, picked, own, &logits, status);
+    if (tok == -2) return true;
+    if (L->con.on) { /* the budget runs out: close the constrained answer instead of cutting it */
+        int32_t forced = pl_constraint_force(&L->con, max_new - i, L->eog);
+        if (forced >= 0) tok = forced;
+    }
+    if (sink->step_logits) {
+        int32_t forced = sink->step_logits(sink->user, i, logits, n_vocab, tok);
+        if (forced >= 0 && forced < n_vocab) tok = forced;
+    }
+    if (tok < 0) return true; /* every logit -inf/NaN (or forbidden): nothing sensible to say */
+    if (L->con.on && pl_constraint_accept(&L->con, tok, &err)) {
+        *status = pl_fail(r, 500, "server_error", NULL, "constrained output: %.440s", err.msg);
+        return true;
+    }
+    eng_sampler_accept(L->smp, tok);
+    if (i == 0) {
+        *t_first = wk_now_ms();
+        r->c.ttft_ms = *t_first - r->t0_ms;
+    }
+    if (sink->token) sink->token(sink->user, tok);
+    if (v && tok_is_eog(v, tok)) {
+        if (req->emit_special) emit_token_text(L, tok);
+        return true;
+    }
+    r->c.completion_tokens++;
+    L->out.any_reasoning_this_token = L->out.any_content_this_token = false;
+    emit_token_text(L, tok);
+    if (L->out.any_reasoning_this_token && !L->out.any_content_this_token) r->c.reasoning_tokens++;
+    if (sink->live) sink->live(sink->user, PL_PHASE_DECODE, &r->c);
+    if (L->stopped) return true;
+    if (L->con.on && pl_constraint_done(&L->con)) return true; /* the grammar is complete: nothing may follow */
+    if (i + 1 == max_new) {
+        L->finish = "length";
+        return true;
+    }
+    *taken = tok;
+    return false;
+}
+
 int pl_generate(pl_request *r)
 {
     const eng_request *req = r->req;
     const pl_sink *sink = r->sink;
     eng_ctx *ctx = r->pe->ctx;
     eng_seq *seq = r->plan.seq;
-    const tok_vocab *v = r->pe->vocab;
     decode_loop L = {0};
     int status = loop_setup(r, &L);
     if (status) {
@@ -157,7 +209,10 @@ int pl_generate(pl_request *r)
     /* plain greedy without a step hook or a grammar: the backend picks each next token where the
      * logits are (a GPU sends one index, not the vocabulary's logits); -2: take it from eng_logits */
     const bool device_pick = eng_sampler_is_plain_greedy(L.smp) && !sink->step_logits && !L.con.on && !L.spec;
-    const int32_t n_vocab = eng_n_vocab(ctx);
+    /* --parallel: after this sequence's own decode steps its token's host work runs without the
+     * engine lock, beside the other sequences' (it reads the sequence's own logits, which only the
+     * next step, waiting for this thread, overwrites); speculation drives the context: locked */
+    const bool apart = eng_ctx_options(ctx)->n_seq > 1 && !L.spec;
     int32_t picked = -2;
     double t_first = 0;
     wk_error err = {0};
@@ -166,43 +221,14 @@ int pl_generate(pl_request *r)
             status = pl_fail(r, 499, "cancelled", NULL, "request cancelled during generation");
             break;
         }
-        const float *logits;
-        int32_t tok = pick_token(r, &L, picked, &logits, &status);
-        if (tok == -2) break;
-        if (L.con.on) { /* the budget runs out: close the constrained answer instead of cutting it */
-            int32_t forced = pl_constraint_force(&L.con, max_new - i, L.eog);
-            if (forced >= 0) tok = forced;
-        }
-        if (sink->step_logits) {
-            int32_t forced = sink->step_logits(sink->user, i, logits, n_vocab, tok);
-            if (forced >= 0 && forced < n_vocab) tok = forced;
-        }
-        if (tok < 0) break; /* every logit -inf/NaN (or forbidden): nothing sensible to say */
-        if (L.con.on && pl_constraint_accept(&L.con, tok, &err)) {
-            status = pl_fail(r, 500, "server_error", NULL, "constrained output: %.440s", err.msg);
-            break;
-        }
-        eng_sampler_accept(L.smp, tok);
-        if (i == 0) {
-            t_first = wk_now_ms();
-            r->c.ttft_ms = t_first - r->t0_ms;
-        }
-        if (sink->token) sink->token(sink->user, tok);
-        if (v && tok_is_eog(v, tok)) {
-            if (req->emit_special) emit_token_text(&L, tok);
-            break;
-        }
-        r->c.completion_tokens++;
-        L.out.any_reasoning_this_token = L.out.any_content_this_token = false;
-        emit_token_text(&L, tok);
-        if (L.out.any_reasoning_this_token && !L.out.any_content_this_token) r->c.reasoning_tokens++;
-        if (sink->live) sink->live(sink->user, PL_PHASE_DECODE, &r->c);
-        if (L.stopped) break;
-        if (L.con.on && pl_constraint_done(&L.con)) break; /* the grammar is complete: nothing may follow */
-        if (i + 1 == max_new) {
-            L.finish = "length";
-            break;
-        }
+        /* the first token comes from the prefill's logits (or the cache's), in the context */
+        const bool unlocked = apart && i > 0;
+        if (unlocked) pl_engine_unlock(r->pe);
+        int32_t tok = -1;
+        const bool end = take_token(r, &L, i, max_new, picked, unlocked ? eng_seq_logits(seq) : NULL, &tok, &t_first,
+                                    &status);
+        if (unlocked) pl_engine_lock(r->pe);
+        if (end) break;
         int rc = L.spec        ? pl_spec_feed(L.spec, tok, max_new - i - 1, &err)
                  : device_pick ? eng_decode_greedy(ctx, seq, tok, &picked, &err)
                                : eng_decode(ctx, seq, tok, &err);

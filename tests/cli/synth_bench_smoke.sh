@@ -45,6 +45,21 @@ PY
 "$WICK_BIN" synth -q --preset tiny-qwen35moe --type q4_k_m -o "$tmp/hybrid.gguf"
 "$WICK_BIN" bench -m "$tmp/hybrid.gguf" -p 16 -n 4 -d 0,8 -r 2 -t 1 --json -q >"$tmp/hybrid.jsonl"
 python3 -c 'import json,sys; rows=[json.loads(l) for l in open(sys.argv[1])]; assert len(rows)==4 and all(r["tok_per_s_median"]>0 and r["arch"]=="qwen35moe" for r in rows), rows' "$tmp/hybrid.jsonl"
+# batched decode of several sequences (bs<N>) beside one stream, at depth 0 and 8 of the hybrid
+"$WICK_BIN" bench -m "$tmp/hybrid.gguf" -p 0 -n 4 --seqs 1,3 -d 0,8 -r 1 -t 1 --json -q >"$tmp/bs.jsonl"
+python3 - "$tmp/bs.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+assert sorted((r["test"], r["depth"]) for r in rows) == [("bs1", 0), ("bs1", 8), ("bs3", 0), ("bs3", 8), ("tg4", 0), ("tg4", 8)], rows
+for r in rows:
+    if r["test"].startswith("bs"):
+        assert r["ms_per_step"] > 0 and r["speedup_vs_one"] > 0 and r["cost_vs_decode"] > 0, r
+        assert "gbytes_per_s" not in r and "gflop_per_s" not in r, r
+PY
+if "$WICK_BIN" bench -m "$tmp/tiny.gguf" --seqs 65 -q 2>"$tmp/err"; then
+    echo "FAIL: --seqs 65 accepted"; exit 1
+fi
+grep -q "at most 64 sequences" "$tmp/err"
 # the table form
 "$WICK_BIN" bench -m "$tmp/tiny.gguf" -p 16 -n 4 -r 1 -t 1 -q >"$tmp/table.md"
 grep -q "^| pp16 | 0 |" "$tmp/table.md"

@@ -133,7 +133,7 @@ static void bench_gdn_case(add_fn add, time_fn tm, const char *label, int n_t, i
     c.g = (cuda_gdn){dconv, dconv + n_hk * d, dconv + 2 * n_hk * d, stride, stride, dab, dab,
                      dev_upload(av, sizeof av), dev_upload(dt, sizeof dt), n_t, n_hk, n_hv, d, d, 1e-6f,
                      dev_upload(st, sizeof(float) * st_n), dev_alloc(sizeof(float) * n_t * n_hv * d),
-                     (size_t)n_hv * d};
+                     (size_t)n_hv * d, {0, {0}}};
     double ms = tm(gd_fn, &c, 7, n_t > 1 ? 2 : 50);
     /* decode: state read + written once; prefill: report per-token rate via FLOPs (6 per state element) */
     double bytes = n_t == 1 ? 2.0 * st_n * 4 : 0;

@@ -239,7 +239,7 @@ static void run_gdn_case(int n_t, int n_hk, int n_hv, int d_k, int d_v, uint64_t
     float *da = dev_upload(ssm_a, sizeof ssm_a), *ddt = dev_upload(dt, sizeof dt);
     float *dst = dev_upload(st, sizeof(float) * st_n), *dout = dev_alloc(sizeof(float) * n_t * out_stride);
     cuda_gdn g = {dconv, dconv + n_hk * d_k, dconv + 2 * n_hk * d_k, qk_stride, v_stride, dal, dbe, da, ddt,
-                  n_t, n_hk, n_hv, d_k, d_v, 1e-6f, dst, dout, out_stride};
+                  n_t, n_hk, n_hv, d_k, d_v, 1e-6f, dst, dout, out_stride, {0, {0}}};
     wk_error err = {0};
     if (cuda_gdn_scan_path(&g_ctx, &g, path, &err)) {
         fprintf(stderr, "gdn: %s\n", err.msg);
@@ -289,7 +289,7 @@ static void run_gdn_fused_case(int n_hk, int n_hv, int d_k, int d_v, uint64_t se
         dst[p] = dev_upload(st, sizeof(float) * st_n);
         dout[p] = dev_alloc(sizeof(float) * out_n);
         cuda_gdn g = {dconv, dconv + n_hk * d_k, dconv + 2 * n_hk * d_k, qk_stride, qk_stride, dab, dab + n_hv, da,
-                      ddt, 1, n_hk, n_hv, d_k, d_v, 1e-6f, dst[p], dout[p], out_n};
+                      ddt, 1, n_hk, n_hv, d_k, d_v, 1e-6f, dst[p], dout[p], out_n, {0, {0}}};
         wk_error err = {0};
         if (cuda_gdn_scan_path(&g_ctx, &g, p == 0 ? 2 : 1, &err)) { /* two kernels, then the fused one */
             fprintf(stderr, "gdn: %s\n", err.msg);
@@ -311,8 +311,82 @@ static void run_gdn_fused_case(int n_hk, int n_hv, int d_k, int d_v, uint64_t se
     free(conv); free(ab); free(st);
 }
 
+/* n_seq sequences of one token in one launch (cuda_gdn.seqs) against a fused call per
+ * sequence: outputs and states bit for bit. */
+static void run_gdn_seqs_case(int n_seq, int n_hk, int n_hv, int d_k, int d_v, uint64_t seed)
+{
+    uint64_t rng = seed;
+    const size_t qk_stride = (size_t)2 * n_hk * d_k + (size_t)n_hv * d_v;
+    const size_t out_n = (size_t)n_hv * d_v, st_n = (size_t)n_hv * d_k * d_v;
+    float *conv = malloc(sizeof(float) * n_seq * qk_stride), *al = malloc(sizeof(float) * n_seq * n_hv);
+    float *be = malloc(sizeof(float) * n_seq * n_hv);
+    for (size_t i = 0; i < n_seq * qk_stride; i++) conv[i] = ref_randn(&rng);
+    for (int i = 0; i < n_seq * n_hv; i++) {
+        al[i] = 3.0f * ref_randn(&rng);
+        be[i] = ref_randn(&rng);
+    }
+    float ssm_a[64], dt[64];
+    for (int j = 0; j < n_hv; j++) {
+        ssm_a[j] = -expf(ref_randf(&rng));
+        dt[j] = ref_randf(&rng);
+    }
+    float *dconv = dev_upload(conv, sizeof(float) * n_seq * qk_stride);
+    float *dal = dev_upload(al, sizeof(float) * n_seq * n_hv), *dbe = dev_upload(be, sizeof(float) * n_seq * n_hv);
+    float *da = dev_upload(ssm_a, sizeof ssm_a), *ddt = dev_upload(dt, sizeof dt);
+    float *dst[2][CUDA_SEQS_MAX], *dout[2], *out_h[2], *st_h[2];
+    float *st = malloc(sizeof(float) * st_n);
+    for (int i = 0; i < n_seq; i++) {
+        for (size_t e = 0; e < st_n; e++) st[e] = 0.1f * ref_randn(&rng);
+        for (int p = 0; p < 2; p++) dst[p][i] = dev_upload(st, sizeof(float) * st_n);
+    }
+    wk_error err = {0};
+    for (int p = 0; p < 2; p++) {
+        dout[p] = dev_alloc(sizeof(float) * n_seq * out_n);
+        cuda_gdn g = {dconv, dconv + n_hk * d_k, dconv + 2 * n_hk * d_k, qk_stride, qk_stride, dal, dbe, da,
+                      ddt, 1, n_hk, n_hv, d_k, d_v, 1e-6f, NULL, dout[p], out_n, {0, {0}}};
+        for (int i = 0; i < n_seq && p == 0; i++) { /* one call per sequence */
+            cuda_gdn gi = g;
+            gi.q += i * qk_stride;
+            gi.k += i * qk_stride;
+            gi.v += i * qk_stride;
+            gi.alpha += i * n_hv;
+            gi.beta += i * n_hv;
+            gi.out += i * out_n;
+            gi.state = dst[0][i];
+            if (cuda_gdn_scan(&g_ctx, &gi, &err)) break;
+        }
+        if (p == 1) {
+            g.n_t = n_seq;
+            g.seqs.n = n_seq;
+            for (int i = 0; i < n_seq; i++) g.seqs.p[i] = dst[1][i];
+            cuda_gdn_scan(&g_ctx, &g, &err);
+        }
+        if (err.code) {
+            fprintf(stderr, "gdn: %s\n", err.msg);
+            exit(2);
+        }
+        out_h[p] = malloc(sizeof(float) * n_seq * out_n);
+        st_h[p] = malloc(sizeof(float) * n_seq * st_n);
+        dev_download(out_h[p], dout[p], sizeof(float) * n_seq * out_n);
+        for (int i = 0; i < n_seq; i++) dev_download(st_h[p] + i * st_n, dst[p][i], sizeof(float) * st_n);
+    }
+    char name[128];
+    snprintf(name, sizeof name, "gdn %d sequences in one launch = a call each, heads %d/%d d_k=%d (bits)", n_seq,
+             n_hk, n_hv, d_k);
+    check_err(name, memcmp(out_h[0], out_h[1], sizeof(float) * n_seq * out_n) ||
+                        memcmp(st_h[0], st_h[1], sizeof(float) * n_seq * st_n), 0);
+    for (int p = 0; p < 2; p++) {
+        for (int i = 0; i < n_seq; i++) cudaFree(dst[p][i]);
+        cudaFree(dout[p]); free(out_h[p]); free(st_h[p]);
+    }
+    cudaFree(dconv); cudaFree(dal); cudaFree(dbe); cudaFree(da); cudaFree(ddt);
+    free(conv); free(al); free(be); free(st);
+}
+
 void test_gdn_all(void)
 {
+    run_gdn_seqs_case(8, 16, 48, 128, 128, 13); /* Qwen3.5-27B heads, eight streams */
+    run_gdn_seqs_case(CUDA_SEQS_MAX, 2, 4, 64, 64, 14);
     run_gdn_fused_case(16, 48, 128, 128, 11); /* Qwen3.5-27B heads */
     run_gdn_fused_case(2, 4, 64, 64, 12);     /* the golden tiny qwen35 shape */
     run_gdn_case(1, 16, 48, 128, 128, 1, 0, 1.0f, 2e-5); /* decode, Qwen3.5-27B heads */

@@ -292,6 +292,51 @@ static void test_ssm_conv(int n_t)
     free(x); free(w); free(st); free(yr); free(y); free(yg); free(str); free(stg);
 }
 
+/* n_seq sequences of one token in one launch against a call per sequence: bit for bit. */
+static void test_ssm_conv_seqs(int n_seq)
+{
+    uint64_t rng = 71 + n_seq;
+    const int n_ch = 300, k = 4, xs = 320;
+    float *x = randn_host(n_seq * xs, &rng), *w = randn_host(n_ch * k, &rng);
+    float *dx = dev_upload(x, sizeof(float) * n_seq * xs), *dw = dev_upload(w, sizeof(float) * n_ch * k);
+    float *dy[2], *y[2], *st[2][CUDA_SEQS_MAX], *stg[2];
+    cuda_seq_states s = {n_seq, {0}};
+    for (int p = 0; p < 2; p++) {
+        dy[p] = dev_alloc(sizeof(float) * n_seq * xs);
+        y[p] = malloc(sizeof(float) * n_seq * xs);
+        stg[p] = malloc(sizeof(float) * n_seq * (k - 1) * n_ch);
+    }
+    for (int i = 0; i < n_seq; i++) {
+        float *h = randn_host((k - 1) * n_ch, &rng);
+        for (int p = 0; p < 2; p++) st[p][i] = dev_upload(h, sizeof(float) * (k - 1) * n_ch);
+        free(h);
+        OK(cuda_ssm_conv(&g_ctx, dy[0] + (size_t)i * xs, xs, dx + (size_t)i * xs, xs, 1, n_ch, dw, k, st[0][i]));
+        s.p[i] = st[1][i];
+    }
+    OK(cuda_ssm_conv_seqs(&g_ctx, dy[1], xs, dx, xs, n_ch, dw, k, &s));
+    for (int p = 0; p < 2; p++) {
+        for (int i = 0; i < n_seq; i++) {
+            float *row = malloc(sizeof(float) * xs);
+            dev_download(row, dy[p] + (size_t)i * xs, sizeof(float) * xs);
+            memcpy(y[p] + (size_t)i * xs, row, sizeof(float) * n_ch); /* the written channels only */
+            free(row);
+            dev_download(stg[p] + (size_t)i * (k - 1) * n_ch, st[p][i], sizeof(float) * (k - 1) * n_ch);
+            cudaFree(st[p][i]);
+        }
+    }
+    int same = 1;
+    for (int i = 0; i < n_seq; i++)
+        same &= !memcmp(y[0] + (size_t)i * xs, y[1] + (size_t)i * xs, sizeof(float) * n_ch);
+    same &= !memcmp(stg[0], stg[1], sizeof(float) * n_seq * (k - 1) * n_ch);
+    char name[96];
+    snprintf(name, sizeof name, "ssm_conv of %d sequences in one launch = a call each (bits)", n_seq);
+    check_err(name, !same, 0);
+    for (int p = 0; p < 2; p++) {
+        cudaFree(dy[p]); free(y[p]); free(stg[p]);
+    }
+    cudaFree(dx); cudaFree(dw); free(x); free(w);
+}
+
 static void test_moe_route(void)
 {
     uint64_t rng = 61;
@@ -349,5 +394,7 @@ void test_elementwise_all(void)
     test_ssm_conv(1);
     test_ssm_conv(2);
     test_ssm_conv(37);
+    test_ssm_conv_seqs(5);
+    test_ssm_conv_seqs(CUDA_SEQS_MAX);
     test_moe_route();
 }

@@ -216,7 +216,7 @@ static void keep_launch(cuda_be *b, int rc, const char *what)
 enum {
     OP_FROM_HOST = 1, OP_MATMUL, OP_GET_ROWS, OP_RMS_NORM, OP_ROPE_CACHE, OP_ROPE, OP_KV_STORE, OP_ATTENTION,
     OP_SSM_CONV, OP_GDN, OP_MOE_ROUTE, OP_MOE_FFN, OP_ADD, OP_ADD_BIAS, OP_SWIGLU, OP_MUL_SIGMOID, OP_MUL_SILU,
-    OP_ADD_SCALED_SIGMOID, OP_KV_STORE_Q8_0, OP_RMS_NORM_GATED, OP_MOE_GATE,
+    OP_ADD_SCALED_SIGMOID, OP_KV_STORE_Q8_0, OP_RMS_NORM_GATED, OP_MOE_GATE, OP_SSM_CONV_SEQS, OP_GDN_SEQS,
 };
 
 static double host_s(void)
@@ -932,6 +932,60 @@ static void cb_ssm_conv(be_backend *be, float *y, size_t y_stride, const float *
                 "ssm_conv");
 }
 
+/* Folds n pointers into the step's signature (before the op's own g_skip). */
+static void g_fold(cuda_be *b, float *const *p, int32_t n)
+{
+    step_graphs *g = &b->g;
+    if (g->mode == G_OFF || g->mode == G_FAILED) return;
+    for (int32_t i = 0; i < n; i++) g->sig = (g->sig ^ g_word((const void *)p[i])) * 0x100000001B3ull + 0x9E37u;
+}
+
+/* be_ssm_conv_seqs: the sequences CUDA_SEQS_MAX at a time, one launch each. */
+static void cb_ssm_conv_seqs(be_backend *be, float *y, size_t y_stride, const float *x, size_t x_stride, int32_t n_seq,
+                             int64_t n_ch, const float *w, int32_t k, float *const *states)
+{
+    cuda_be *b = cb_of(be);
+    cuda_ctx_act_invalidate(&b->ctx); /* may write rows a cached activation came from */
+    g_fold(b, states, n_seq);
+    if (g_skip(b, OP_SSM_CONV_SEQS, y, y_stride, x, x_stride, n_seq, n_ch, w, k)) return;
+    const float *dw = dev_f32(b, w, (size_t)n_ch * k);
+    for (int32_t i0 = 0; i0 < n_seq; i0 += CUDA_SEQS_MAX) {
+        cuda_seq_states st;
+        st.n = n_seq - i0 < CUDA_SEQS_MAX ? n_seq - i0 : CUDA_SEQS_MAX;
+        for (int32_t i = 0; i < st.n; i++) st.p[i] = states[i0 + i];
+        keep_launch(b, cuda_ssm_conv_seqs(&b->ctx, y + (size_t)i0 * y_stride, y_stride, x + (size_t)i0 * x_stride,
+                                          x_stride, n_ch, dw, k, &st),
+                    "ssm_conv (sequences)");
+    }
+}
+
+static int gdn_launch(cuda_be *b, const be_gdn_args *a, float *const *states, wk_error *err);
+
+/* be_gdn_seqs: the sequences CUDA_SEQS_MAX at a time, one launch each. */
+static int cb_gdn_seqs(be_backend *be, const be_gdn_args *a, float *const *states, wk_error *err)
+{
+    cuda_be *b = cb_of(be);
+    cuda_ctx_act_invalidate(&b->ctx); /* may write rows a cached activation came from */
+    if (take_error(b, err)) return err->code;
+    g_fold(b, states, a->n_t);
+    if (g_skip(b, OP_GDN_SEQS, a->q, a->k, a->v, a->qk_stride, a->v_stride, a->alpha, a->beta, a->ssm_a, a->dt_bias,
+               a->n_t, a->n_hk, a->n_hv, a->d_k, a->d_v, a->eps, a->out, a->out_stride))
+        return 0;
+    for (int32_t i0 = 0; i0 < a->n_t; i0 += CUDA_SEQS_MAX) {
+        be_gdn_args g = *a;
+        g.n_t = a->n_t - i0 < CUDA_SEQS_MAX ? a->n_t - i0 : CUDA_SEQS_MAX;
+        g.q += (size_t)i0 * a->qk_stride;
+        g.k += (size_t)i0 * a->qk_stride;
+        g.v += (size_t)i0 * a->v_stride;
+        g.alpha += (size_t)i0 * (size_t)a->n_hv;
+        g.beta += (size_t)i0 * (size_t)a->n_hv;
+        g.out += (size_t)i0 * a->out_stride;
+        int rc = gdn_launch(b, &g, states + i0, err);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
 static int cb_gdn(be_backend *be, const be_gdn_args *a, wk_error *err)
 {
     cuda_be *b = cb_of(be);
@@ -940,6 +994,13 @@ static int cb_gdn(be_backend *be, const be_gdn_args *a, wk_error *err)
     if (g_skip(b, OP_GDN, a->q, a->k, a->v, a->qk_stride, a->v_stride, a->alpha, a->beta, a->ssm_a, a->dt_bias, a->n_t,
                a->n_hk, a->n_hv, a->d_k, a->d_v, a->eps, a->state, a->out, a->out_stride))
         return 0;
+    return gdn_launch(b, a, NULL, err);
+}
+
+/* A gdn op's launch: one sequence (states NULL), or a->n_t <= CUDA_SEQS_MAX sequences of one
+ * token each. */
+static int gdn_launch(cuda_be *b, const be_gdn_args *a, float *const *states, wk_error *err)
+{
     cuda_gdn g;
     memset(&g, 0, sizeof g);
     g.q = a->q;
@@ -960,6 +1021,10 @@ static int cb_gdn(be_backend *be, const be_gdn_args *a, wk_error *err)
     g.state = a->state;
     g.out = a->out;
     g.out_stride = a->out_stride;
+    if (states) {
+        g.seqs.n = a->n_t;
+        for (int32_t i = 0; i < a->n_t; i++) g.seqs.p[i] = states[i];
+    }
     if (take_error(b, err)) return err->code;
     return cuda_gdn_scan(&b->ctx, &g, err); /* a->chunked: same result, the scan kernel serves both */
 }
@@ -1121,11 +1186,15 @@ static bool moe_extra_ok(const cuda_qweight *p, const cuda_qweight *s)
 /* Tokens per pass of the int8 path: bounds its scratch (about 10 KB per (token, slot)
  * pair on the 35B-A3B shape). */
 #define MOE_CHUNK_TOKENS 2048
+/* Tokens up to which the int8 path takes the (token, slot) pairs through the
+ * expert-indexed matvec, as decode does, rather than sorted into grouped MMQ tiles:
+ * a few tokens fill too few tiles (continuous batching's decode steps; see README). */
+#define MOE_MATVEC_MAX_TOKENS 32
 
 /* The int8 path: every product on quantized activations (as llama.cpp's CPU backend
  * rounds them), the shared expert as one more slot when sh (its gate, up, down), every
  * expert of a product in one launch:
- *   up to CUDA_MATVEC_MAX_ROWS tokens (decode): the pairs in slot order through the
+ *   up to MOE_MATVEC_MAX_TOKENS tokens (decode steps): the pairs in slot order through the
  *   expert-indexed matvec (gate and up in one launch);
  *   more: the pairs sorted by expert on the device (cuda_moe_sort: no host sync, so a
  *   step stays capturable), then grouped products on int8 tensor cores (cuda_mmq_grouped). */
@@ -1136,7 +1205,7 @@ static int moe_int8(cuda_be *b, const be_moe_args *a, const cuda_qweight *wg, co
     const bool fused = wu == NULL;
     const int64_t E = wg->cols, F = fused ? wg->rows / 2 : wg->rows, FG = wg->rows;
     const int32_t k = a->k, ks = k + (sh ? 1 : 0), n_e = (int32_t)wg->n_mat + (sh ? 1 : 0);
-    const bool decode = a->n_t <= CUDA_MATVEC_MAX_ROWS;
+    const bool decode = a->n_t <= MOE_MATVEC_MAX_TOKENS;
     const int64_t chunk = a->n_t < MOE_CHUNK_TOKENS ? a->n_t : MOE_CHUNK_TOKENS;
     const int64_t P = chunk * ks;
     const int bn = P < 48 * n_e ? 32 : 64; /* rows per tile: the mean rows per expert decides */
@@ -1420,6 +1489,8 @@ static be_ops make_ops(void)
     o.kv_store = cb_kv_store;
     o.attention = cb_attention;
     o.ssm_conv = cb_ssm_conv;
+    o.ssm_conv_seqs = cb_ssm_conv_seqs;
+    o.gdn_seqs = cb_gdn_seqs;
     o.gdn = cb_gdn;
     o.moe_route = cb_moe_route;
     o.moe_ffn = cb_moe_ffn;

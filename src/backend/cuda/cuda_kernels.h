@@ -174,6 +174,11 @@ int cuda_matmul_int8(cuda_ctx *c, const cuda_qweight *w, const float *x, int64_t
  * pays only for a few (H200, Q4_K 17408x5120: n = 8 0.132 ms vs 0.151 ms for
  * dequant + cuBLAS; n = 32 0.50 vs 0.15). */
 #define CUDA_MMV_MAX_ROWS 8
+/* Rows up to which cuda_matmul keeps cuda_matvec_tc above cuda_ctx.mmv_max_rows (tiles of 8
+ * rows, the weight read once per tile) before cuda_mmq, whose few column tiles leave most of
+ * the card idle at such sizes (H200, 27B Q4_K, 4 layers, 16 sequences of one token:
+ * mmq 287 us per product, matvec_tc 34 us per tile of 8). */
+#define CUDA_MMV_TC_MAX_ROWS 32
 /* Rows up to which cuda_matmul uses cuda_mmq (int8 tensor cores) above
  * cuda_ctx.mmv_max_rows: the default of cuda_ctx.mmq_max_rows. */
 #define CUDA_MMQ_MAX_ROWS 64
@@ -349,8 +354,20 @@ int cuda_attn_decode_kernel(int which);
 
 /* ---- Gated DeltaNet ---------------------------------------------------------------- */
 
+/* The recurrent states of several sequences decoded in one call, one token each: row i of
+ * the call's inputs and outputs is sequence i, whose state is p[i]. Passed by value. */
+#define CUDA_SEQS_MAX 16
+typedef struct cuda_seq_states {
+    int32_t n; /* 0: one sequence, the call's own state */
+    float *p[CUDA_SEQS_MAX];
+} cuda_seq_states;
+
 int cuda_ssm_conv(cuda_ctx *c, float *y, size_t y_stride, const float *x, size_t x_stride,
                   int64_t n_t, int64_t n_ch, const float *w, int32_t k, float *state);
+/* cuda_ssm_conv of s->n sequences of one token each (row i with state s->p[i]) in one launch,
+ * bit for bit s->n calls of one row. */
+int cuda_ssm_conv_seqs(cuda_ctx *c, float *y, size_t y_stride, const float *x, size_t x_stride, int64_t n_ch,
+                       const float *w, int32_t k, const cuda_seq_states *s);
 
 typedef struct cuda_gdn {
     const float *q, *k, *v;
@@ -362,10 +379,12 @@ typedef struct cuda_gdn {
     float *state;                /* [n_hv][d_k][d_v] */
     float *out;
     size_t out_stride;
+    cuda_seq_states seqs;        /* n > 0: n sequences of one token (n_t == n), row i with state p[i] */
 } cuda_gdn;
 
-/* One token (decode): one kernel; more: q/k norm + gates first, then the token scan,
- * or from 64 tokens on the chunked form (deltanet_chunked.cu). */
+/* One token (decode): one kernel, also for a->seqs.n sequences of one token each (bit for bit
+ * a call per sequence); more: q/k norm + gates first, then the token scan, or from 64 tokens
+ * on the chunked form (deltanet_chunked.cu). */
 int cuda_gdn_scan(cuda_ctx *c, const cuda_gdn *a, wk_error *err);
 /* Forces a path for tests (0 = auto, 1 = the fused one-token kernel: n_t must be 1,
  * 2 = prepare + token scan, 3 = prepare + chunked (its state kernel on tensor cores),

@@ -67,7 +67,9 @@ __global__ void gdn_prep_kernel(const cuda_gdn a, float *qn, float *kn, float *g
 
 /* FUSED (decode, n_t == 1): the block normalizes its key head's q and k (warps 0
  * and 1) and forms its value head's gates (the last thread) itself, with the
- * operations of gdn_prep_kernel (bit-identical); qn, kn, gates are unused.
+ * operations of gdn_prep_kernel (bit-identical); qn, kn, gates are unused. With
+ * a.seqs.n sequences of one token each, blockIdx.z is the sequence: its row of the
+ * inputs and output and its own state, the same operations as a call of its own.
  * Otherwise they come from gdn_prep_kernel. */
 template <int DK, int TPC, bool FUSED>
 __global__ void __launch_bounds__(GDN_COLS * TPC)
@@ -87,26 +89,28 @@ gdn_scan_kernel(const cuda_gdn a, const float *__restrict__ qn, const float *__r
     const int hk = j % a.n_hk;                /* GGUF order: value head j reads key head j mod n_hk */
     const int col = threadIdx.x / TPC, r = threadIdx.x % TPC;
     const int c = c0 + col;
-    float *S = a.state + (size_t)j * DK * a.d_v;
+    const int z = FUSED ? blockIdx.z : 0; /* the sequence (FUSED: its one token is row z) */
+    float *S = (FUSED && a.seqs.n ? a.seqs.p[z] : a.state) + (size_t)j * DK * a.d_v;
     pdl_enter(); /* launch_k: the state, q/k/v and the gates come from earlier kernels */
 
     float s[RPT];
 #pragma unroll
     for (int ii = 0; ii < RPT; ii++) s[ii] = S[(size_t)(r * RPT + ii) * a.d_v + c];
 
-    for (int t0 = 0; t0 < a.n_t; t0 += TC) {
-        const int nt = min(TC, a.n_t - t0);
+    const int n_t = FUSED ? 1 : a.n_t; /* FUSED: one token of each sequence */
+    for (int t0 = 0; t0 < n_t; t0 += TC) {
+        const int nt = min(TC, n_t - t0);
         __syncthreads();
         if (FUSED) { /* one token (t0 = 0): q/k of key head hk and the gates of value head j from the inputs */
             const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
             if (warp < 2) {
                 const bool is_q = warp == 0;
-                const float *src = (is_q ? a.q : a.k) + (size_t)hk * a.d_k;
+                const float *src = (is_q ? a.q : a.k) + (size_t)z * a.qk_stride + (size_t)hk * a.d_k;
                 const float scale = gdn_qk_scale(src, a, is_q);
                 float *dst = is_q ? qsh[0] : ks[0];
                 for (int i = lane; i < DK; i += 32) dst[(i / RPT) * RSTRIDE + i % RPT] = src[i] * scale;
             }
-            if (threadIdx.x == blockDim.x - 1) gdn_gates(a, 0, j, &gs[0][0], &gs[0][1]);
+            if (threadIdx.x == blockDim.x - 1) gdn_gates(a, z, j, &gs[0][0], &gs[0][1]);
         } else {
             for (int idx = threadIdx.x; idx < nt * DK; idx += blockDim.x) {
                 const int tt = idx / DK, i = idx % DK;
@@ -117,7 +121,7 @@ gdn_scan_kernel(const cuda_gdn a, const float *__restrict__ qn, const float *__r
         }
         for (int idx = threadIdx.x; idx < nt * GDN_COLS; idx += blockDim.x) {
             const int tt = idx / GDN_COLS, cc = idx % GDN_COLS;
-            vs[tt][cc] = a.v[(size_t)(t0 + tt) * a.v_stride + (size_t)j * a.d_v + c0 + cc];
+            vs[tt][cc] = a.v[(size_t)(z + t0 + tt) * a.v_stride + (size_t)j * a.d_v + c0 + cc];
         }
         if (!FUSED)
             for (int idx = threadIdx.x; idx < nt * 2; idx += blockDim.x)
@@ -149,7 +153,7 @@ gdn_scan_kernel(const cuda_gdn a, const float *__restrict__ qn, const float *__r
             }
 #pragma unroll
             for (int m = 1; m < TPC; m <<= 1) o += __shfl_xor_sync(0xffffffffu, o, m);
-            if (r == 0) a.out[(size_t)(t0 + tt) * a.out_stride + (size_t)j * a.d_v + c] = o;
+            if (r == 0) a.out[(size_t)(z + t0 + tt) * a.out_stride + (size_t)j * a.d_v + c] = o;
         }
     }
 #pragma unroll
@@ -169,14 +173,21 @@ extern "C" int cuda_gdn_scan_path(cuda_ctx *c, const cuda_gdn *a, int path, wk_e
         return wk_fail(err, WK_EUNSUPPORTED, "gdn: d_k %d, d_v %d, %d key / %d value heads (kernel: d_k 64 or 128, d_v a "
                        "multiple of 16, value heads a multiple of key heads)", a->d_k, a->d_v, a->n_hk, a->n_hv);
     const bool aligned = !((uintptr_t)a->state & 15); /* the chunked kernels move the state as float4 */
+    /* several sequences of one token each: only the fused one-launch form has a z per sequence */
+    const int n_seq = a->seqs.n;
+    if (n_seq && (n_seq > CUDA_SEQS_MAX || a->n_t != n_seq || (path != 0 && path != 1)))
+        return wk_fail(err, WK_EINVAL, "gdn: %d sequences of one token each, %d rows, path %d", n_seq, a->n_t, path);
+    if (n_seq) path = 1;
     if (path == 0) path = a->n_t == 1 ? 1 : aligned && a->n_t >= GDN_CHUNKED_MIN ? 3 : 2;
     if (path >= 3 && !aligned) return wk_fail(err, WK_EINVAL, "gdn: the chunked form needs a 16-byte aligned state");
-    if (path == 1 && a->n_t != 1) return wk_fail(err, WK_EINVAL, "gdn: the fused kernel takes one token, not %d", a->n_t);
+    if (path == 1 && a->n_t != 1 && !n_seq)
+        return wk_fail(err, WK_EINVAL, "gdn: the fused kernel takes one token, not %d", a->n_t);
     if (path < 1 || path > 4) return wk_fail(err, WK_EINVAL, "gdn: no path %d", path);
     const dim3 grid(a->n_hv, a->d_v / GDN_COLS);
-    if (path == 1) { /* one launch: each block prepares what it reads */
-        if (a->d_k == 128) launch_k(c, gdn_scan_kernel<128, 8, true>, grid, GDN_COLS * 8, 0, *a, nullptr, nullptr, nullptr);
-        else launch_k(c, gdn_scan_kernel<64, 4, true>, grid, GDN_COLS * 4, 0, *a, nullptr, nullptr, nullptr);
+    if (path == 1) { /* one launch: each block prepares what it reads; z: the sequences */
+        const dim3 g1(a->n_hv, a->d_v / GDN_COLS, n_seq ? n_seq : 1);
+        if (a->d_k == 128) launch_k(c, gdn_scan_kernel<128, 8, true>, g1, GDN_COLS * 8, 0, *a, nullptr, nullptr, nullptr);
+        else launch_k(c, gdn_scan_kernel<64, 4, true>, g1, GDN_COLS * 4, 0, *a, nullptr, nullptr, nullptr);
         CU_CHECK_LAUNCH(err, "gdn (fused scan)");
         return 0;
     }

@@ -404,21 +404,29 @@ extern "C" int cuda_add_scaled_sigmoid(cuda_ctx *c, float *y, const float *x, co
 
 #define CONV_MAX_K 8
 
+/* Causal conv + SiLU of n_t rows of one sequence (state), or of st.n sequences of one token
+ * each (row t with state st.p[t]): the same operations per channel either way. */
 __global__ void ssm_conv_kernel(float *y, size_t y_stride, const float *x, size_t x_stride, int64_t n_t,
-                                int64_t n_ch, const float *__restrict__ w, int k, float *state)
+                                int64_t n_ch, const float *__restrict__ w, int k, float *state, const cuda_seq_states st)
 {
     pdl_enter();
     const int64_t gi = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (gi >= n_t * n_ch) return;
     const int64_t ch = gi % n_ch, t = gi / n_ch;
+    const bool seqs = st.n > 0;
+    const int64_t tt = seqs ? 0 : t; /* the row's time within its sequence */
+    if (seqs) {
+        x += t * x_stride;
+        state = st.p[t];
+    }
     float acc = 0.0f;
     for (int j = 0; j < k; j++) {
-        const int64_t src = t - (k - 1) + j; /* input time of tap j */
+        const int64_t src = tt - (k - 1) + j; /* input time of tap j */
         const float v = src >= 0 ? x[src * x_stride + ch] : state[(k - 1 + src) * n_ch + ch];
         acc += w[ch * k + j] * v;
     }
     y[t * y_stride + ch] = acc / (1.0f + expf(-acc));
-    if (n_t == 1) { /* a decode step: this thread alone reads the channel's state, so it shifts it too */
+    if (seqs || n_t == 1) { /* a decode step: this thread alone reads the channel's state, so it shifts it too */
         for (int j = 0; j < k - 2; j++) state[j * n_ch + ch] = state[(j + 1) * n_ch + ch];
         if (k > 1) state[(k - 2) * n_ch + ch] = x[ch];
     }
@@ -443,8 +451,19 @@ extern "C" int cuda_ssm_conv(cuda_ctx *c, float *y, size_t y_stride, const float
 {
     if (k < 1 || k > CONV_MAX_K) return WK_EINVAL;
     if (n_t * n_ch <= 0) return 0;
-    launch_k(c, ssm_conv_kernel, EW_LAUNCH(n_t * n_ch), y, y_stride, x, x_stride, n_t, n_ch, w, k, state);
+    const cuda_seq_states one = {0, {}};
+    launch_k(c, ssm_conv_kernel, EW_LAUNCH(n_t * n_ch), y, y_stride, x, x_stride, n_t, n_ch, w, k, state, one);
     if (k > 1 && n_t > 1) launch_k(c, ssm_conv_state_kernel, EW_LAUNCH(n_ch), x, x_stride, n_t, n_ch, k, state);
+    return cu_launch_status();
+}
+
+extern "C" int cuda_ssm_conv_seqs(cuda_ctx *c, float *y, size_t y_stride, const float *x, size_t x_stride,
+                                  int64_t n_ch, const float *w, int32_t k, const cuda_seq_states *s)
+{
+    if (k < 1 || k > CONV_MAX_K || s->n < 1 || s->n > CUDA_SEQS_MAX) return WK_EINVAL;
+    if (n_ch <= 0) return 0;
+    launch_k(c, ssm_conv_kernel, EW_LAUNCH(s->n * n_ch), y, y_stride, x, x_stride, (int64_t)s->n, n_ch, w, k,
+             (float *)NULL, *s);
     return cu_launch_status();
 }
 

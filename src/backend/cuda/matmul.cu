@@ -1059,14 +1059,18 @@ extern "C" int cuda_matmul(cuda_ctx *c, const cuda_qweight *w, int64_t mat, cons
         if (rc) return wk_fail(err, rc, "cuda: rounding activations of a %lld-column matmul", (long long)K);
         x = (const float *)scr; /* the products below take no other scratch for F32 weights */
     }
-    if (quant && n > c->mmv_max_rows && n > 1 && n <= c->mmq_max_rows && cuda_mmq_supported(w->type) &&
+    /* a few more rows than one matvec tile (continuous batching's decode steps): the tensor-core
+     * matvec's tiles of 8 rows, each row as it would come out alone */
+    const bool tc_tiles = quant && n > c->mmv_max_rows && n <= CUDA_MMV_TC_MAX_ROWS && c->mmv_max_rows > 1 &&
+                          c->sw.tc && cuda_matvec_tc_supported(w->type, K);
+    if (quant && !tc_tiles && n > c->mmv_max_rows && n > 1 && n <= c->mmq_max_rows && cuda_mmq_supported(w->type) &&
         K % 32 == 0 && (cuda_act_group(w->type) == 32 || K % 256 == 0)) {
         int8_t *xq;
         float *xd;
         int rc = act_quantized(c, x, n, K, cuda_act_group(w->type), &xq, &xd, err);
         return rc ? rc : cuda_mmq(c, w, mat, xq, xd, n, y, err);
     }
-    if (n <= CUDA_MATVEC_MAX_ROWS || (quant && n <= c->mmv_max_rows)) {
+    if (n <= CUDA_MATVEC_MAX_ROWS || (quant && n <= c->mmv_max_rows) || tc_tiles) {
         if (!quant) {
             cuda_qweight one = *w;
             one.data = (uint8_t *)w->data + mat * w->mat_bytes;
