@@ -197,8 +197,9 @@ static void check_rc(int rc, const char *what, const wk_error *err)
     }
 }
 
-/* cuda_matmul on n rows with int8 activations (cuda_matvec_nt up to cuda_ctx.mmv_max_rows,
- * then cuda_mmq on tensor cores): against the reference on rounded activations, and for
+/* cuda_matmul on n rows with int8 activations (cuda_matvec_nt or _tc up to
+ * cuda_ctx.mmv_max_rows, cuda_matvec_tc up to CUDA_MMV_TC_MAX_ROWS where it has the type, then
+ * cuda_mmq on tensor cores): against the reference on rounded activations, and for
  * the matvec path bit for bit against one-row matvecs of the same rows (a prompt row
  * gets what a decode step would). */
 static void test_matvec_rows(uint32_t type, int64_t M, int64_t K, int64_t n, uint64_t seed)
@@ -306,7 +307,7 @@ static void test_matvec_multi(uint32_t type, int64_t K, int n, uint64_t seed)
 void test_matmul_all(void)
 {
     static const uint32_t k_qtypes[] = {QT_Q4_K, QT_Q5_K, QT_Q6_K, QT_Q8_0, QT_Q4_0, QT_IQ4_NL};
-    static const int64_t k_rows[] = {2, 5, 8, 13, 64};
+    static const int64_t k_rows[] = {2, 5, 8, 13, 64, CUDA_MMV_TC_MAX_ROWS};
     for (size_t i = 0; i < sizeof k_qtypes / sizeof k_qtypes[0]; i++)
         for (size_t j = 0; j < sizeof k_rows / sizeof k_rows[0]; j++)
             test_matvec_rows(k_qtypes[i], j % 2 ? 77 : 160, 2048 + 256 * (int64_t)j, k_rows[j], 700 + 10 * i + j);

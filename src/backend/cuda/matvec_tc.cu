@@ -2,7 +2,8 @@
  * sequences at once and speculative verification, where the weight read is shared and
  * the dp4a kernels (matmul.cu) pay for every activation row in integer work.
  *
- * A block owns 16 weight rows and 8 activation rows (one m16n8 tile); its NW warps split
+ * A block owns 16 weight rows and 8 activation rows (one m16n8 tile; the grid's x the
+ * activation tiles, y the weight tiles); its NW warps split
  * the 256-element blocks of K between them (warp w takes w, w + NW, ...) and add their
  * partial sums in warp order at the end. Each warp reads its weight blocks straight from
  * global memory into the mma fragments (no shared-memory staging: a decode product reads
@@ -186,7 +187,7 @@ matvec_tc_kernel(const uint8_t *__restrict__ W, size_t row_bytes, int64_t M, int
     __shared__ __align__(16) float part[NW > 1 ? NW - 1 : 1][32][4];
     const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
     const int g = lane >> 2, q = lane & 3;
-    const int64_t r0 = (int64_t)blockIdx.x * 16, t0 = (int64_t)blockIdx.y * 8;
+    const int64_t r0 = (int64_t)blockIdx.y * 16, t0 = (int64_t)blockIdx.x * 8;
     const int nt = (int)(n - t0 < 8 ? n - t0 : 8);
     const int64_t nb = K / 256;
     const uint8_t *wa = W + (r0 + g < M ? r0 + g : M - 1) * row_bytes;
@@ -243,8 +244,11 @@ extern "C" int cuda_matvec_tc(cuda_ctx *c, const cuda_qweight *w, const int8_t *
     if (!cuda_matvec_tc_supported(w->type, w->cols))
         return wk_fail(err, WK_EUNSUPPORTED, "cuda tensor-core matvec: %s x %lld", qt_type_name(w->type),
                        (long long)w->cols);
-    if (cdiv(n, 8) > 65535) return wk_fail(err, WK_EINVAL, "cuda matvec: %lld rows is too many", (long long)n);
-    const dim3 grid(cdiv(w->rows, 16), cdiv(n, 8));
+    if (cdiv(w->rows, 16) > 65535)
+        return wk_fail(err, WK_EINVAL, "cuda matvec: %lld weight rows is too many", (long long)w->rows);
+    /* the activation tiles of one weight tile next to each other in launch order: past 8 rows
+     * the weight tile is read from DRAM once and found in L2 by the others */
+    const dim3 grid(cdiv(n, 8), cdiv(w->rows, 16));
     const uint8_t *W = (const uint8_t *)w->data;
     const int64_t blocks = (int64_t)grid.x * grid.y;
     /* blocks resident at once, asked of the driver once per context (not on every launch) */
