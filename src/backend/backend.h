@@ -477,6 +477,20 @@ static inline void be_ssm_conv_seqs(be_backend *be, float *y, size_t y_stride, c
                           states[i]);
 }
 
+/* The arguments of rows i0 .. i0 + n - 1 of a (inputs and outputs advanced, n_t = n). */
+static inline be_gdn_args be_gdn_rows(const be_gdn_args *a, int32_t i0, int32_t n)
+{
+    be_gdn_args g = *a;
+    g.q += (size_t)i0 * a->qk_stride;
+    g.k += (size_t)i0 * a->qk_stride;
+    g.v += (size_t)i0 * a->v_stride;
+    g.alpha += (size_t)i0 * (size_t)a->n_hv;
+    g.beta += (size_t)i0 * (size_t)a->n_hv;
+    g.out += (size_t)i0 * a->out_stride;
+    g.n_t = n;
+    return g;
+}
+
 /* be_gdn of a->n_t sequences of one token each: row i of the inputs and of out belongs to
  * sequence i, whose state is states[i] (a->state is not used); the same result as a
  * be_gdn per row. */
@@ -484,14 +498,7 @@ static inline int be_gdn_seqs(be_backend *be, const be_gdn_args *a, float *const
 {
     if (be->ops->gdn_seqs) return be->ops->gdn_seqs(be, a, states, err);
     for (int32_t i = 0; i < a->n_t; i++) {
-        be_gdn_args g = *a;
-        g.q += (size_t)i * a->qk_stride;
-        g.k += (size_t)i * a->qk_stride;
-        g.v += (size_t)i * a->v_stride;
-        g.alpha += (size_t)i * (size_t)a->n_hv;
-        g.beta += (size_t)i * (size_t)a->n_hv;
-        g.out += (size_t)i * a->out_stride;
-        g.n_t = 1;
+        be_gdn_args g = be_gdn_rows(a, i, 1);
         g.state = states[i];
         int rc = be->ops->gdn(be, &g, err);
         if (rc) return rc;

@@ -96,3 +96,56 @@ test('16 concurrent streams equal their sequential results (hybrid model)', { sk
 test('16 concurrent streams equal their sequential results (pure attention model)', { skip: !haveGolden && 'no golden data' }, async () => {
   await check('tiny-qwen3-Q8_0.gguf');
 });
+
+// Under --parallel each token's host work (sampling, the grammar's mask, stop strings, the
+// client's events) runs beside the other sequences' (generate.c): 8 concurrent chat streams,
+// each with its own sampler state (seeded temperature with top-p and a presence penalty, a
+// logit bias, a stop string, a json_schema grammar), equal what each gives alone.
+const SCHEMA = { type: 'object', properties: { answer: { type: 'string' }, n: { type: 'integer' } },
+  required: ['answer', 'n'], additionalProperties: false };
+function chatBody(i) {
+  const body = { messages: [{ role: 'user', content: `Request ${i}: ` + 'tell me more '.repeat(1 + i) }],
+    max_tokens: 40, stream: true, stream_options: { include_usage: true } };
+  switch (i % 4) {
+    case 0: return { ...body, temperature: 0.9, top_p: 0.9, presence_penalty: 0.5, seed: 1000 + i };
+    case 1: return { ...body, temperature: 0, logit_bias: { 65: 5, 66: -100 }, stop: ['e '] };
+    case 2: return { ...body, temperature: 0, max_tokens: 120,
+      response_format: { type: 'json_schema', json_schema: { name: 'reply', schema: SCHEMA, strict: true } } };
+    default: return { ...body, temperature: 0.7, top_k: 20, seed: 2000 + i };
+  }
+}
+
+async function chatStream(s, i) {
+  const r = await fetch(s.url + '/v1/chat/completions', { method: 'POST', body: JSON.stringify(chatBody(i)) });
+  assert.equal(r.status, 200);
+  const { events, done } = parseSse(await r.text());
+  assert.ok(done, `chat stream ${i} ended without [DONE]`);
+  let text = '';
+  let finish = null;
+  let tokens = null;
+  for (const e of events) {
+    if (e.usage) tokens = e.usage.completion_tokens;
+    for (const c of e.choices || []) {
+      if (c.delta && c.delta.content) text += c.delta.content;
+      if (c.finish_reason) finish = c.finish_reason;
+    }
+  }
+  return { text, finish, tokens };
+}
+
+test('8 concurrent chat streams with their own samplers, stops and grammars equal each alone', { skip: !haveGolden && 'no golden data' }, async () => {
+  const common = ['-m', goldenModel('tiny-qwen3-Q8_0.gguf'), '--chat-template', 'qwen3', '-t', '2', '-c', '2048',
+    '--ubatch', '32'];
+  const seq = await startServer([...common, '--parallel', '1']);
+  const par = await startServer([...common, '--parallel', '8']);
+  servers.push(seq, par);
+  const expected = [];
+  for (let i = 0; i < 8; i++) expected.push(await chatStream(seq, i));
+  const got = await Promise.all([...Array(8).keys()].map((i) => chatStream(par, i)));
+  for (let i = 0; i < 8; i++) assert.deepEqual(got[i], expected[i], `chat stream ${i} differs from its --parallel 1 result`);
+  for (const i of [2, 6]) {
+    const out = JSON.parse(got[i].text);
+    assert.equal(typeof out.answer, 'string');
+    assert.ok(Number.isInteger(out.n));
+  }
+});

@@ -972,14 +972,7 @@ static int cb_gdn_seqs(be_backend *be, const be_gdn_args *a, float *const *state
                a->n_t, a->n_hk, a->n_hv, a->d_k, a->d_v, a->eps, a->out, a->out_stride))
         return 0;
     for (int32_t i0 = 0; i0 < a->n_t; i0 += CUDA_SEQS_MAX) {
-        be_gdn_args g = *a;
-        g.n_t = a->n_t - i0 < CUDA_SEQS_MAX ? a->n_t - i0 : CUDA_SEQS_MAX;
-        g.q += (size_t)i0 * a->qk_stride;
-        g.k += (size_t)i0 * a->qk_stride;
-        g.v += (size_t)i0 * a->v_stride;
-        g.alpha += (size_t)i0 * (size_t)a->n_hv;
-        g.beta += (size_t)i0 * (size_t)a->n_hv;
-        g.out += (size_t)i0 * a->out_stride;
+        const be_gdn_args g = be_gdn_rows(a, i0, a->n_t - i0 < CUDA_SEQS_MAX ? a->n_t - i0 : CUDA_SEQS_MAX);
         int rc = gdn_launch(b, &g, states + i0, err);
         if (rc) return rc;
     }
