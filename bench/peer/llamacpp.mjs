@@ -138,6 +138,40 @@ export async function measure(handle, {kind, n, depth}, reps, threads) {
     };
 }
 
+/** Decode steps of one bs repetition, as in `wick bench --seqs`. */
+export const BS_STEPS = 32;
+
+/**
+ * bs<N> at depth 0, as `wick bench --seqs N`: N sequences of one context each decode one token
+ * per step, their evaluations issued together so that llama.cpp runs them as one batch (as
+ * llama-server -np N does); BS_STEPS steps per repetition. A wick-bench-shaped record.
+ */
+export async function measureSeqs(handle, n, reps, threads) {
+    const nVocab = vocabSize(handle.model);
+    const context = await handle.model.createContext({
+        contextSize: 512 * n, batchSize: 512, threads: {ideal: threads, min: threads}, sequences: n,
+    });
+    const seqs = [...Array(n).keys()].map(() => context.getSequence());
+    const start = randomTokens(n, nVocab, 777);
+    const tps = [];
+    for (let r = 0; r <= reps; r++) { /* repetition 0 warms up */
+        await Promise.all(seqs.map((q) => q.clearHistory()));
+        let tokens = [...start];
+        const t0 = performance.now();
+        for (let i = 0; i < BS_STEPS; i++) {
+            const res = await Promise.all(seqs.map((q, j) => q.controlledEvaluate([[tokens[j], {generateNext: {token: true}}]])));
+            tokens = res.map((x, j) => x[0]?.next?.token ?? start[j]);
+        }
+        if (r > 0) tps.push((n * BS_STEPS) / ((performance.now() - t0) / 1e3));
+    }
+    await context.dispose();
+    const s = stats(tps);
+    return {
+        test: `bs${n}`, depth: 0, n, reps, tok_per_s_median: s.median, tok_per_s_min: s.min, tok_per_s_max: s.max,
+        threads, model_bytes: fs.statSync(handle.path).size, engine: "llama.cpp",
+    };
+}
+
 export async function closeModel(handle) {
     await handle.context.dispose();
     await handle.model.dispose();
@@ -196,10 +230,10 @@ async function main(argv) {
         return;
     }
     if (argv[0] !== "--bench") {
-        console.error("usage: llamacpp.mjs --check FILE... | --version | --bench -m FILE [-p 512] [-n 128] [-d 0] [-r 3] [-t 2] [--json]");
+        console.error("usage: llamacpp.mjs --check FILE... | --version | --bench -m FILE [-p 512] [-n 128] [-d 0] [-r 3] [-t 2] [--seqs 1,8] [--json]");
         process.exit(2);
     }
-    const o = {m: null, p: [512], n: [128], d: [0], r: 3, t: 2, json: false, fa: "auto"};
+    const o = {m: null, p: [512], n: [128], d: [0], r: 3, t: 2, json: false, fa: "auto", seqs: []};
     for (let i = 1; i < argv.length; i++) {
         const a = argv[i];
         if (a === "-m") o.m = argv[++i];
@@ -209,6 +243,7 @@ async function main(argv) {
         else if (a === "-r") o.r = parseInt(argv[++i], 10);
         else if (a === "-t") o.t = parseInt(argv[++i], 10);
         else if (a === "--fa") o.fa = argv[++i] === "on" ? true : argv[i] === "off" ? false : "auto";
+        else if (a === "--seqs") o.seqs = parseList(argv[++i]);
         else if (a === "--json") o.json = true;
         else throw new Error(`unknown option ${a}`);
     }
@@ -218,6 +253,7 @@ async function main(argv) {
         for (const n of o.p) if (n > 0) print(await measure(h, {kind: "pp", n, depth}, o.r, o.t), o.json);
         for (const n of o.n) if (n > 0) print(await measure(h, {kind: "tg", n, depth}, o.r, o.t), o.json);
     }
+    for (const n of o.seqs) if (n > 0) print(await measureSeqs(h, n, o.r, o.t), o.json);
     await closeModel(h);
 }
 
