@@ -212,8 +212,8 @@ int cmd_bench(int argc, char **argv)
         return 2;
     }
     for (int32_t i = 0; i < n_tests; i++) {
-        const int32_t adds = tests[i].kind == ENG_BENCH_BS ? ENG_BENCH_BS_STEPS : tests[i].n;
-        if (tests[i].depth + adds + 1 > max_ctx) max_ctx = tests[i].depth + adds + 1;
+        const int32_t need = tests[i].depth + eng_bench_test_positions(&tests[i]);
+        if (need > max_ctx) max_ctx = need;
     }
 
     wk_error err = {0};

@@ -148,8 +148,8 @@ int eng_bench_run(eng_ctx *ctx, const eng_bench_test *tests, int32_t n_tests, in
                 return wk_fail(err, WK_EINVAL, "bench: bs%d: the context takes at most %d sequences", tests[i].n, most);
             if (tests[i].n > n_seqs) n_seqs = tests[i].n;
         }
-        const int32_t adds = tests[i].kind == ENG_BENCH_BS ? ENG_BENCH_BS_STEPS : tests[i].n;
-        if (tests[i].depth + adds + 1 > cap) cap = tests[i].depth + adds + 1;
+        const int32_t need = tests[i].depth + eng_bench_test_positions(&tests[i]);
+        if (need > cap) cap = need;
     }
     eng_bench_costs costs;
     eng_bench_model_costs(eng_ctx_model(ctx), &costs);

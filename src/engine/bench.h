@@ -83,6 +83,12 @@ typedef struct eng_bench_costs {
 
 void eng_bench_model_costs(const model *m, eng_bench_costs *out);
 
+/* Context positions a test needs past its depth (bs: per sequence). */
+static inline int32_t eng_bench_test_positions(const eng_bench_test *t)
+{
+    return (t->kind == ENG_BENCH_BS ? ENG_BENCH_BS_STEPS : t->n) + 1;
+}
+
 /* "pp", "tg", "vk", "bs". */
 const char *eng_bench_kind_name(eng_bench_kind k);
 
