@@ -351,27 +351,38 @@ static void tc_fn(void *p, int i)
         exit(2);
     }
 }
-static void bench_tc(uint32_t type, int64_t M, int64_t K, int64_t n, int kind)
+/* Every few-row kernel on one weight shape (its copies uploaded once): the one-row matvec
+ * (n = 1), the dp4a kernel (n ≤ 8), the tensor-core pick (stream-K where it takes the
+ * shape, else the tile kernel) and the tile kernel with 4 and 8 warps per 16 rows. */
+static void bench_tc(uint32_t type, int64_t M, int64_t K)
 {
+    static const int64_t rows[] = {1, 2, 5, 8, 16, 32};
+    static const int kinds[] = {0, 1, 2, 6, 10};
     tc_ctx m = {0};
     uint64_t rng = 11;
     size_t rb;
+    const int64_t nmax = 32;
     m.nw = upload_copies(type, M, K, &rng, (size_t)400 << 20, m.w, 8, &rb);
-    float *x = malloc(sizeof(float) * K * n);
-    for (int64_t i = 0; i < K * n; i++) x[i] = ref_randn(&rng);
-    float *dx = dev_upload(x, sizeof(float) * K * n);
-    m.xq = dev_alloc(K * n);
-    m.xd = dev_alloc(sizeof(float) * K / 32 * n);
-    if (cuda_quantize_act(&g_ctx, dx, n, K, cuda_act_group(type), m.xq, m.xd)) exit(2);
-    m.y = dev_alloc(sizeof(float) * M * n);
-    m.n = n;
-    m.kind = kind;
-    double ms = time_ms(tc_fn, &m, 10, 8);
-    char name[96], lb[32];
-    if (kind >= 2) snprintf(lb, sizeof lb, "tensor cores, %d warps", kind - 2);
-    snprintf(name, sizeof name, "kernel %-6s n=%lld %lldx%lld (%s)", qt_type_name(type), (long long)n, (long long)M,
-             (long long)K, kind == 0 ? "one row" : kind == 1 ? "dp4a" : lb);
-    add_row(name, ms, (double)rb * M, 2.0 * n * M * K);
+    float *x = malloc(sizeof(float) * K * nmax);
+    for (int64_t i = 0; i < K * nmax; i++) x[i] = ref_randn(&rng);
+    float *dx = dev_upload(x, sizeof(float) * K * nmax);
+    m.xq = dev_alloc(K * nmax);
+    m.xd = dev_alloc(sizeof(float) * K / 32 * nmax);
+    if (cuda_quantize_act(&g_ctx, dx, nmax, K, cuda_act_group(type), m.xq, m.xd)) exit(2);
+    m.y = dev_alloc(sizeof(float) * M * nmax);
+    for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++)
+        for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+            const int kind = kinds[k];
+            if ((kind == 0 && rows[r] != 1) || (kind == 1 && (rows[r] == 1 || rows[r] > 8))) continue;
+            m.n = rows[r];
+            m.kind = kind;
+            double ms = time_ms(tc_fn, &m, 10, 8);
+            static const char *tc_names[] = {"tensor cores, pick", "", "", "", "tiles, 4 warps", "", "", "", "tiles, 8 warps"};
+            char name[96];
+            snprintf(name, sizeof name, "kernel %-6s n=%lld %lldx%lld (%s)", qt_type_name(type), (long long)rows[r],
+                     (long long)M, (long long)K, kind == 0 ? "one row" : kind == 1 ? "dp4a" : tc_names[kind - 2]);
+            add_row(name, ms, (double)rb * M, 2.0 * rows[r] * M * K);
+        }
     for (int i = 0; i < m.nw; i++) cuda_qw_free(&m.w[i]);
     cudaFree(dx);
     cudaFree(m.xq);
@@ -406,16 +417,12 @@ static void bench_nt(void)
         }
     g_ctx.sw.nt = nt;
     g_ctx.mmv_max_rows = mmv;
-    /* the kernels alone: one row, dp4a, tensor cores with 4 and 8 warps and their own pick */
+    /* the kernels alone (bench_tc) */
     static const struct { uint32_t type; int64_t M, K; } tcs[] = {
         {QT_Q4_K, 17408, 5120}, {QT_Q4_K, 5120, 17408}, {QT_Q4_K, 6144, 5120}, {QT_Q4_K, 5120, 6144},
         {QT_Q4_K, 10240, 5120}, {QT_Q4_K, 48, 5120},    {QT_Q6_K, 17408, 5120}, {QT_Q6_K, 5120, 17408},
-        {QT_Q6_K, 6144, 5120}};
-    for (size_t i = 0; i < sizeof tcs / sizeof tcs[0]; i++)
-        for (size_t j = 0; j < sizeof rows / sizeof rows[0]; j++) {
-            bench_tc(tcs[i].type, tcs[i].M, tcs[i].K, rows[j], rows[j] == 1 ? 0 : 1);
-            for (int w = 0; w <= 8; w += 4) bench_tc(tcs[i].type, tcs[i].M, tcs[i].K, rows[j], 2 + w);
-        }
+        {QT_Q6_K, 6144, 5120},  {QT_Q6_K, 248320, 5120}};
+    for (size_t i = 0; i < sizeof tcs / sizeof tcs[0]; i++) bench_tc(tcs[i].type, tcs[i].M, tcs[i].K);
 }
 
 int main(int argc, char **argv)

@@ -256,6 +256,82 @@ static void test_matvec_tc(uint32_t type, int64_t M, int64_t K, int64_t n, int w
     rows_case_free(&c);
 }
 
+/* cuda_matmul_rows_multi on five Q4_K weights and n activation rows: the first four make one
+ * stream-K product (the 48-row ones inside it), the fifth (33 rows) takes the tile kernel.
+ * Each output against the reference on rounded activations, and each activation row bit for
+ * bit what cuda_matvec_tc_multi gives for that row alone. */
+static void test_matmul_rows_multi(int64_t K, int64_t n, uint64_t seed)
+{
+    const uint32_t type = QT_Q4_K;
+    enum { NW = 5 };
+    static const int64_t k_m[NW] = {9000, 48, 4100, 48, 33};
+    uint64_t rng = seed;
+    const size_t row_bytes = (size_t)(K / ref_block_elems(type)) * ref_block_bytes(type);
+    float *x = malloc(sizeof(float) * K * n), *xr = malloc(sizeof(float) * K * n);
+    for (int64_t i = 0; i < K * n; i++) x[i] = ref_randn(&rng);
+    for (int64_t r = 0; r < n; r++) ref_round_act(x + r * K, xr + r * K, K, cuda_act_group(type));
+    float *dx = dev_upload(x, sizeof(float) * K * n);
+    int8_t *dxq = dev_alloc(K * n);
+    float *dxd = dev_alloc(sizeof(float) * K / 32 * n);
+    cuda_qweight qw[NW];
+    const cuda_qweight *qp[NW];
+    float *dy[NW], *dy1[NW], *yref[NW];
+    wk_error err = {0};
+    for (int i = 0; i < NW; i++) {
+        uint8_t *w = malloc(row_bytes * k_m[i]);
+        ref_random_blocks(type, w, K * k_m[i], &rng);
+        float *wf = malloc(sizeof(float) * k_m[i] * K);
+        for (int64_t r = 0; r < k_m[i]; r++) ref_dequant_row(type, w + r * row_bytes, wf + r * K, K);
+        yref[i] = malloc(sizeof(float) * k_m[i] * n);
+        ref_matvec(wf, k_m[i], K, xr, n, 1, NULL, yref[i]);
+        if (cuda_qw_upload(&g_ctx, &qw[i], type, w, K, k_m[i], row_bytes, 1, row_bytes * k_m[i], &err)) {
+            fprintf(stderr, "upload: %s\n", err.msg);
+            exit(2);
+        }
+        free(w);
+        free(wf);
+        qp[i] = &qw[i];
+        dy[i] = dev_alloc(sizeof(float) * k_m[i] * n);
+        dy1[i] = dev_alloc(sizeof(float) * k_m[i] * n);
+    }
+    cuda_ctx_act_invalidate(&g_ctx);
+    check_rc(cuda_matmul_rows_multi(&g_ctx, qp, dy, NW, dx, n, &err), "matmul rows multi", &err);
+    OK(cuda_quantize_act(&g_ctx, dx, n, K, cuda_act_group(type), dxq, dxd));
+    for (int64_t t = 0; t < n; t++) {
+        float *yt[NW];
+        for (int i = 0; i < NW; i++) yt[i] = dy1[i] + t * k_m[i];
+        check_rc(cuda_matvec_tc_multi(&g_ctx, qp, yt, NW, dxq + t * K, dxd + t * (K / 32), 1, &err), "matvec_tc_multi",
+                 &err);
+    }
+    double worst = 0.0;
+    int same = 1;
+    for (int i = 0; i < NW; i++) {
+        float *a = malloc(sizeof(float) * k_m[i] * n), *b = malloc(sizeof(float) * k_m[i] * n);
+        dev_download(a, dy[i], sizeof(float) * k_m[i] * n);
+        dev_download(b, dy1[i], sizeof(float) * k_m[i] * n);
+        const double e = ref_rel_err(a, yref[i], k_m[i] * n);
+        if (e > worst) worst = e;
+        same &= !memcmp(a, b, sizeof(float) * k_m[i] * n);
+        free(a);
+        free(b);
+        cuda_qw_free(&qw[i]);
+        cudaFree(dy[i]);
+        cudaFree(dy1[i]);
+        free(yref[i]);
+    }
+    char name[128];
+    snprintf(name, sizeof name, "matmul rows multi Q4_K x5 n=%lld K=%lld%s", (long long)n, (long long)K,
+             g_ctx.sw.hopper ? "" : " (generic)");
+    check_err(name, worst, 2e-5);
+    snprintf(name, sizeof name, "matmul rows multi Q4_K x5 n=%lld = each row alone (bit for bit)", (long long)n);
+    check_err(name, same ? 0.0 : 1.0, 0.0);
+    cudaFree(dx);
+    cudaFree(dxq);
+    cudaFree(dxd);
+    free(x);
+    free(xr);
+}
+
 /* cuda_matvec_multi on n weights (rows 1, 300, 77, 4100, ...) = cuda_matmul of each, bit for bit. */
 static void test_matvec_multi(uint32_t type, int64_t K, int n, uint64_t seed)
 {
@@ -328,8 +404,10 @@ void test_matmul_all(void)
     test_matvec_rows(QT_Q4_K, 160, 2048, 5, 799);
     g_ctx.sw.nt = nt;
     g_ctx.sw.tc = tc;
-    /* tensor cores: 4 and 8 warps per 16 rows and the pick, M not a multiple of 16, K of 1 to 20
-     * blocks (fewer blocks than warps), 1 to 8 rows and more than 8 (two column tiles) */
+    /* tensor cores: the pick and the tile kernel with 4 and 8 warps per 16 rows; M not a
+     * multiple of 16, K of 1 to 20 blocks (fewer blocks than warps), 1 to 8 rows and more than
+     * 8 (two column tiles); then Q4_K shapes the pick gives to stream-K: ranges over several
+     * whole tiles, tiles split over two or three warps, 8 and 32 rows (slices of 8) */
     static const int k_warps[] = {0, 4, 8};
     static const uint32_t k_tc[] = {QT_Q4_K, QT_Q6_K};
     for (int t = 0; t < 2; t++)
@@ -340,7 +418,10 @@ void test_matmul_all(void)
             test_matvec_tc(k_tc[t], 16, 5120, 1, k_warps[i], seed + 2);
             test_matvec_tc(k_tc[t], 1000, 256 * 13, 5, k_warps[i], seed + 3);
             test_matvec_tc(k_tc[t], 40, 1024, 19, k_warps[i], seed + 4);
+            test_matvec_tc(k_tc[t], 2000 + 3, 2560, 32, k_warps[i], seed + 5);
         }
+    test_matvec_tc(QT_Q4_K, 40000 + 5, 2048, 8, 0, 870);
+    test_matvec_tc(QT_Q4_K, 14000 + 3, 5120, 32, 0, 871);
     /* tensor-core int8 products past one 64-row tile, rows past a 64-row block, and (32-element
      * types) K not a multiple of the 256-element chunk */
     const int64_t mmq = g_ctx.mmq_max_rows;
@@ -383,4 +464,6 @@ void test_matmul_all(void)
     test_matvec_multi(QT_Q6_K, 2048, 3, 920);
     test_matvec_multi(QT_Q8_0, 1024, 4, 921);
     test_matvec_multi(QT_IQ4_NL, 1024, 6, 922); /* two launches */
+    test_matmul_rows_multi(5120, 8, 930);
+    test_matmul_rows_multi(5120, 19, 931);
 }

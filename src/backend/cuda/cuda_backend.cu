@@ -672,12 +672,14 @@ static int cb_matmul(be_backend *be, const be_weight *w, const float *x, int64_t
 /* A decode step's products on one input (q/k/v, gate/up, the DeltaNet projections):
  * consecutive weights of one quantized type and width run as one launch
  * (cuda_matvec_multi; same results as one by one; e2e_cuda tg128 on the 27B shape 97.9 →
- * 107.9 tok/s). Batches of several rows go through cb_matmul weight by weight. */
+ * 107.9 tok/s). Steps of a few rows (batched decode, verification) share one activation
+ * quantization and, on tensor cores, launches (cuda_matmul_rows_multi); larger batches go
+ * through cb_matmul weight by weight. */
 static int cb_matmul_multi(be_backend *be, const be_weight *const *w, int n, const float *x, int64_t n_rows,
                            float *const *y, wk_error *err)
 {
     cuda_be *b = cb_of(be);
-    if (n_rows != 1) {
+    if (n_rows > CUDA_MMV_TC_MAX_ROWS) {
         for (int i = 0; i < n; i++) {
             int rc = cb_matmul(be, w[i], x, n_rows, y[i], err);
             if (rc) return rc;
@@ -701,11 +703,12 @@ static int cb_matmul_multi(be_backend *be, const be_weight *const *w, int n, con
         while (quant && j < n && dw[j]->type == dw[i]->type && dw[j]->cols == dw[i]->cols &&
                dw[j]->row_bytes == dw[i]->row_bytes)
             j++;
-        rc = j - i > 1 ? cuda_matvec_multi(&b->ctx, dw + i, y + i, j - i, x, err)
-                       : cuda_matmul(&b->ctx, dw[i], 0, x, 1, y[i], err);
+        rc = n_rows > 1  ? cuda_matmul_rows_multi(&b->ctx, dw + i, y + i, j - i, x, n_rows, err)
+             : j - i > 1 ? cuda_matvec_multi(&b->ctx, dw + i, y + i, j - i, x, err)
+                         : cuda_matmul(&b->ctx, dw[i], 0, x, 1, y[i], err);
         for (int k = i; k < j; k++) { /* y overlapping the cached rows would make them stale */
             const float *cx = b->ctx.actq_x;
-            if (cx && y[k] < cx + b->ctx.actq_n * b->ctx.actq_K && cx < y[k] + dw[k]->rows)
+            if (cx && y[k] < cx + b->ctx.actq_n * b->ctx.actq_K && cx < y[k] + n_rows * dw[k]->rows)
                 cuda_ctx_act_invalidate(&b->ctx);
         }
         i = j;

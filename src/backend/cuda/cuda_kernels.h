@@ -85,6 +85,11 @@ typedef struct cuda_ctx {
                              rows (CUDA_MMQ_MAX_ROWS; 0 with sw.int8 off) */
     int tc_per_sm[2][2];  /* blocks of cuda_matvec_tc's kernels resident per multiprocessor,
                              [Q4_K, Q6_K][4, 8 warps]; 0 until its first launch asks */
+    /* cuda_matvec_tc's stream-K split (made with the context: never inside a graph capture):
+     * the partial sums of warps that share a weight tile, and per tile the count of those that
+     * arrived (back to 0 when the last has added them up) */
+    float *tc_part;
+    unsigned *tc_cnt;
 } cuda_ctx;
 
 /* Sets c's switches (and the row limits that follow from int8); hopper only where the
@@ -152,6 +157,11 @@ int cuda_matvec(cuda_ctx *c, const cuda_qweight *w, const int8_t *xq, const floa
  * Each y[i] is bit-identical to cuda_matmul(w[i], x, 1). */
 int cuda_matvec_multi(cuda_ctx *c, const cuda_qweight *const *w, float *const *y, int n, const float *x,
                       wk_error *err);
+/* y[i] = x · w[i]ᵀ for nw weights and n rows of x (F32, device): where all take the tensor-core
+ * matvec (2..CUDA_MMV_TC_MAX_ROWS rows, one type and width) x is quantized once and the
+ * weights go to cuda_matvec_tc_multi; otherwise cuda_matmul of each. */
+int cuda_matmul_rows_multi(cuda_ctx *c, const cuda_qweight *const *w, float *const *y, int nw, const float *x,
+                           int64_t n, wk_error *err);
 
 /* ---- prefill matmul --------------------------------------------------------- */
 
@@ -179,6 +189,13 @@ int cuda_matmul_int8(cuda_ctx *c, const cuda_qweight *w, const float *x, int64_t
  * the card idle at such sizes (H200, 27B Q4_K, 4 layers, 16 sequences of one token:
  * mmq 287 us per product, matvec_tc 34 us per tile of 8). */
 #define CUDA_MMV_TC_MAX_ROWS 32
+/* cuda_matvec_tc's stream-K kernel: blocks of 4 warps per multiprocessor (the split of a product
+ * over its warps follows from this and the weights' shapes, never from the activation rows; the
+ * partial-sum buffer is sized by it), the fewest (tile, block of K) items of a product it takes,
+ * and the most 16-row weight tiles of one product it splits. */
+#define CUDA_TC_SK_BLOCKS_PER_SM 4
+#define CUDA_TC_SK_MIN_ITEMS 16384
+#define CUDA_TC_MAX_TILES 65536
 /* Rows up to which cuda_matmul uses cuda_mmq (int8 tensor cores) above
  * cuda_ctx.mmv_max_rows: the default of cuda_ctx.mmq_max_rows. */
 #define CUDA_MMQ_MAX_ROWS 64
@@ -200,9 +217,16 @@ int cuda_matvec_tc_supported(uint32_t type, int64_t K);
 /* y[t][0..M) = W · x[t] for t < n as cuda_matvec_nt, on int8 tensor cores (matvec_tc.cu):
  * each weight block read once per 8 rows and its integer products taken by mma, so a row
  * costs little more than one; each row's result is the same whatever n is, and equals
- * cuda_matvec's up to rounding. warps: per 16 weight rows (4 or 8; 0: picked by the grid). */
+ * cuda_matvec's up to rounding. warps: 0 picks the kernel (stream-K for Q4_K products of at
+ * least CUDA_TC_SK_MIN_ITEMS items, else the tile kernel with 4 or 8 warps per 16 weight rows by
+ * the weight's tile count), 4 or 8 asks for the tile kernel with that many. */
 int cuda_matvec_tc(cuda_ctx *c, const cuda_qweight *w, const int8_t *xq, const float *xd, int64_t n, float *y,
                    int warps, wk_error *err);
+/* y[i] = w[i] · x for nw weights of one type and width and the n activation rows xq/xd, as
+ * cuda_matvec_tc: runs of up to 4 Q4_K weights that make a stream-K product together are one
+ * launch (each row the same whatever n is; equal to its product alone up to rounding). */
+int cuda_matvec_tc_multi(cuda_ctx *c, const cuda_qweight *const *w, float *const *y, int nw, const int8_t *xq,
+                         const float *xd, int64_t n, wk_error *err);
 
 /* Embedding lookup: y[i] = row ids[i] (device ids) of w dequantized to F32. */
 int cuda_get_rows(cuda_ctx *c, const cuda_qweight *w, const int32_t *ids, int64_t n, float *y,

@@ -1004,6 +1004,26 @@ extern "C" int cuda_act_quantized(cuda_ctx *c, const float *x, int64_t n, int64_
     return act_quantized(c, x, n, K, group, xq, xd, err);
 }
 
+extern "C" int cuda_matmul_rows_multi(cuda_ctx *c, const cuda_qweight *const *w, float *const *y, int nw,
+                                      const float *x, int64_t n, wk_error *err)
+{
+    bool tc = n > 1 && n <= CUDA_MMV_TC_MAX_ROWS && c->mmv_max_rows > 1 && c->sw.tc;
+    for (int i = 0; i < nw && tc; i++)
+        tc = cuda_matvec_tc_supported(w[i]->type, w[i]->cols) && w[i]->type == w[0]->type &&
+             w[i]->cols == w[0]->cols && w[i]->row_bytes == w[0]->row_bytes && w[i]->n_mat == 1;
+    if (!tc) {
+        for (int i = 0; i < nw; i++) {
+            int rc = cuda_matmul(c, w[i], 0, x, n, y[i], err);
+            if (rc) return rc;
+        }
+        return 0;
+    }
+    int8_t *xq;
+    float *xd;
+    int rc = act_quantized(c, x, n, w[0]->cols, cuda_act_group(w[0]->type), &xq, &xd, err);
+    return rc ? rc : cuda_matvec_tc_multi(c, w, y, nw, xq, xd, n, err);
+}
+
 extern "C" int cuda_matvec_multi(cuda_ctx *c, const cuda_qweight *const *w, float *const *y, int n, const float *x,
                                  wk_error *err)
 {

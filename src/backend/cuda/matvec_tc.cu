@@ -1,8 +1,10 @@
-/* Products of 1 to 8 activation rows on int8 tensor cores: the decode steps of several
+/* Products of 1 to 32 activation rows on int8 tensor cores: the decode steps of several
  * sequences at once and speculative verification, where the weight read is shared and
- * the dp4a kernels (matmul.cu) pay for every activation row in integer work.
+ * the dp4a kernels (matmul.cu) pay for every activation row in integer work. Two kernels
+ * share the per-block arithmetic (tc_type): the tile kernel below, and for the largest Q4_K
+ * products a stream-K split over all resident warps (matvec_tc_sk_kernel).
  *
- * A block owns 16 weight rows and 8 activation rows (one m16n8 tile; the grid's x the
+ * Tile kernel: a block owns 16 weight rows and 8 activation rows (one m16n8 tile; the grid's x the
  * activation tiles, y the weight tiles); its NW warps split
  * the 256-element blocks of K between them (warp w takes w, w + NW, ...) and add their
  * partial sums in warp order at the end. Each warp reads its weight blocks straight from
@@ -50,6 +52,7 @@ template <int T> struct tc_type;
 /* Q4_K: headers (d, dmin, 12 scale bytes) and 8 code bytes of each 32-byte pair of
  * sub-blocks (low nibbles: sub-block 2p, high: 2p + 1) at 8q; activations alike. */
 template <> struct tc_type<QT_Q4_K> {
+    static constexpr int BYTES = 144; /* a block's bytes in a row */
     struct W {
         uint4 ha, hb;
         uint2 qa[4], qb[4];
@@ -109,6 +112,7 @@ template <> struct tc_type<QT_Q4_K> {
  * holding l = 16j + 4q .. + 3 of half j: ql bytes 64h + 32·(k odd) + 16j + 4q (low nibbles
  * for k < 2, high for k ≥ 2) and qh bytes 32h + 16j + 4q (bits 2k, 2k + 1). */
 template <> struct tc_type<QT_Q6_K> {
+    static constexpr int BYTES = 208; /* ql, qh and scales; d at the row's tail */
     struct W {
         unsigned la[2][4], lb[2][4]; /* ql words of half h at 16o + 4q */
         unsigned ha[2][2], hb[2][2]; /* qh words of half h at 16j + 4q */
@@ -225,6 +229,136 @@ matvec_tc_kernel(const uint8_t *__restrict__ W, size_t row_bytes, int64_t M, int
     if (2 * q + 1 < nt && rb < M) y[(ta + 1) * M + rb] = acc[3];
 }
 
+/* Stream-K split of one product over a fixed number of warps, all resident at once: the
+ * work is the items (16-row weight tile, 256-element block of K), tile-major, and warp w
+ * of wt takes the contiguous items [w·U/wt, (w+1)·U/wt), so every warp streams the same
+ * number of weight bytes and no grid ends on a half-empty wave (the tile kernel above
+ * loses its last wave's tail on the largest matrices). A warp covers a tile whole (and
+ * writes its outputs), or part of it: then its partial sums go to part[] and the last of
+ * the tile's warps to arrive (cnt[tile]) adds them in warp order and writes the outputs.
+ * Up to SK_SEGS weights of one type and width that multiply the same activations (gate and
+ * up, a DeltaNet layer's projections) are one product, their tiles end to end, so a
+ * 48-row weight costs no launch of its own. Past 8 activation rows, each group of 8 is a
+ * slice of the grid with the same split (blockIdx.x = range · slices + slice: the slices of
+ * a range run side by side and share its weights in L2), so the split depends on the
+ * weights' shapes and wt only, never on n: a row comes out bit for bit the same in a
+ * product of any number of rows. */
+#define SK_WARPS 4 /* warps per block */
+#define SK_SEGS 4
+
+struct sk_segs {
+    const uint8_t *W[SK_SEGS];
+    float *y[SK_SEGS];
+    int rows[SK_SEGS];
+    int tile0[SK_SEGS]; /* the segment's first tile in the product's tile space */
+    int n, tiles;
+};
+/* The segment of tile t. */
+__device__ __forceinline__ int sk_seg(const sk_segs &sg, int t)
+{
+    int i = 0;
+#pragma unroll
+    for (int j = 1; j < SK_SEGS; j++)
+        if (j < sg.n && t >= sg.tile0[j]) i = j;
+    return i;
+}
+
+/* a[i] by selects (a dynamic index into the kernel's parameters would copy them to the stack) */
+template <typename V> __device__ __forceinline__ V sk_pick(const V (&a)[SK_SEGS], int i)
+{
+    V v = a[0];
+#pragma unroll
+    for (int j = 1; j < SK_SEGS; j++)
+        if (i == j) v = a[j];
+    return v;
+}
+
+/* The first item of warp w of wt over u items, and the warp whose range holds item i. */
+__device__ __forceinline__ int sk_first(int w, int u, int wt) { return (int)((int64_t)w * u / wt); }
+__device__ __forceinline__ int sk_owner(int i, int u, int wt) { return (int)(((int64_t)(i + 1) * wt + u - 1) / u - 1); }
+
+template <int T>
+__global__ void __launch_bounds__(SK_WARPS * 32, 4)
+matvec_tc_sk_kernel(const sk_segs sg, size_t row_bytes, int K, const int8_t *__restrict__ xq,
+                    const float *__restrict__ xd, int n, float *__restrict__ part, unsigned *__restrict__ cnt)
+{
+    typedef tc_type<T> Q;
+    const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+    const int slices = (n + 7) / 8, slice = (int)(blockIdx.x % slices);
+    const int nb = K / 256, U = sg.tiles * nb, wt = (int)(gridDim.x / slices) * SK_WARPS;
+    const int gw = (int)(blockIdx.x / slices) * SK_WARPS + threadIdx.x / 32;
+    const int u0 = sk_first(gw, U, wt), u1 = sk_first(gw + 1, U, wt);
+    pdl_trigger();
+    if (u0 >= u1) return;
+    /* this slice's activation rows, partial sums and tile counters */
+    const int nt = n - 8 * slice < 8 ? n - 8 * slice : 8;
+    xq += (size_t)slice * 8 * K;
+    xd += (size_t)slice * 8 * (K / 32);
+    part += (size_t)slice * wt * 2 * 128;
+    cnt += (size_t)slice * CUDA_TC_MAX_TILES;
+    const int8_t *xa = g < nt ? xq + (size_t)g * K : NULL; /* B column g: zeros past n */
+    const float *xd0 = xd + (2 * q < nt ? 2 * q : 0) * (K / 32), *xd1 = xd + (2 * q + 1 < nt ? 2 * q + 1 : 0) * (K / 32);
+    int tile = u0 / nb, kb = u0 % nb, seg = u0; /* seg: the first item of this tile's part */
+    auto row = [&](int t, int r) {
+        const int i = sk_seg(sg, t), m = sk_pick(sg.rows, i), rr = 16 * (t - sk_pick(sg.tile0, i)) + r;
+        return sk_pick(sg.W, i) + (size_t)(rr < m ? rr : m - 1) * row_bytes;
+    };
+    typename Q::W cur = Q::load(row(tile, g), row(tile, g + 8), nb, kb, q);
+    pdl_wait(); /* the weights do not depend on earlier kernels; the activations do */
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int u = u0; u < u1; u++) {
+        int tn = tile, kn = kb + 1;
+        if (kn == nb) tn++, kn = 0;
+        const bool more = u + 1 < u1;
+        /* the next item's weights in flight while this one is multiplied */
+        const typename Q::W nxt = Q::load(row(more ? tn : tile, g), row(more ? tn : tile, g + 8), nb, more ? kn : kb, q);
+        Q::block(cur, xa ? xa + kb * 256 : NULL, q, __ldg(xd0 + kb * 8), __ldg(xd1 + kb * 8), acc);
+        if (kn == 0 || !more) { /* the end of this warp's part of the tile */
+            const int first = tile * nb;
+            bool done = seg == first && kb == nb - 1; /* the whole tile */
+            if (!done) {
+                /* partial: slot 0 where the range starts in this tile, else 1 (where it ends) */
+                __stcg((float4 *)(part + (size_t)(gw * 2 + (seg == u0 ? 0 : 1)) * 128 + lane * 4),
+                       make_float4(acc[0], acc[1], acc[2], acc[3]));
+                __threadfence();
+                __syncwarp();
+                const int w0 = sk_owner(first, U, wt), w1 = sk_owner(first + nb - 1, U, wt);
+                unsigned old = 0;
+                if (lane == 0) old = atomicAdd(cnt + tile, 1u);
+                old = __shfl_sync(0xffffffffu, old, 0);
+                if (old == (unsigned)(w1 - w0)) { /* the last to arrive: add the parts in warp order */
+                    __threadfence();
+                    if (lane == 0) cnt[tile] = 0; /* ready for the next product */
+                    acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
+                    for (int w = w0; w <= w1; w++) {
+                        const int slot = sk_first(w, U, wt) >= first ? 0 : 1;
+                        const float4 v = __ldcg((const float4 *)(part + (size_t)(w * 2 + slot) * 128 + lane * 4));
+                        acc[0] += v.x;
+                        acc[1] += v.y;
+                        acc[2] += v.z;
+                        acc[3] += v.w;
+                    }
+                    done = true;
+                }
+            }
+            if (done) {
+                const int i = sk_seg(sg, tile), m = sk_pick(sg.rows, i);
+                const int ra = 16 * (tile - sk_pick(sg.tile0, i)) + g, rb = ra + 8, ta = 2 * q;
+                float *y = sk_pick(sg.y, i) + (size_t)slice * 8 * m;
+                if (ta < nt && ra < m) y[(size_t)ta * m + ra] = acc[0];
+                if (ta + 1 < nt && ra < m) y[(size_t)(ta + 1) * m + ra] = acc[1];
+                if (ta < nt && rb < m) y[(size_t)ta * m + rb] = acc[2];
+                if (ta + 1 < nt && rb < m) y[(size_t)(ta + 1) * m + rb] = acc[3];
+            }
+            acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
+            seg = u + 1;
+        }
+        cur = nxt;
+        tile = tn;
+        kb = kn;
+    }
+}
+
 /* f(qtag<T>{}) for the types with a tc_type (cuda_matvec_tc_supported). */
 template <typename F> static void with_tc_type(uint32_t type, F f)
 {
@@ -237,6 +371,65 @@ extern "C" int cuda_matvec_tc_supported(uint32_t type, int64_t K)
     return (type == QT_Q4_K || type == QT_Q6_K) && K % 256 == 0;
 }
 
+/* Items (tile, block of K) of one stream-K product of these weights, or 0 when it does not
+ * take one: only Q4_K (Q6_K's tile kernel was as fast or faster on every shape measured)
+ * and products of at least CUDA_TC_SK_MIN_ITEMS items (H200, 8 rows, ms, stream-K vs the
+ * better tile kernel: 17408×5120 0.0269 vs 0.0287, 5120×17408 0.0273 vs 0.0338; below,
+ * 10240×5120 0.0190 vs 0.0175, 6144×5120 0.0141 vs 0.0127). */
+static int64_t sk_items(const cuda_ctx *c, const cuda_qweight *const *w, int nw)
+{
+    if (!c->tc_cnt || w[0]->type != QT_Q4_K || w[0]->cols % 256) return 0;
+    int64_t tiles = 0;
+    for (int i = 0; i < nw; i++) {
+        if (w[i]->type != w[0]->type || w[i]->cols != w[0]->cols || w[i]->row_bytes != w[0]->row_bytes ||
+            w[i]->rows > INT32_MAX)
+            return 0;
+        tiles += cdiv(w[i]->rows, 16);
+    }
+    const int64_t items = tiles * (w[0]->cols / 256);
+    return tiles <= CUDA_TC_MAX_TILES && items >= CUDA_TC_SK_MIN_ITEMS && items <= INT32_MAX ? items : 0;
+}
+
+/* The stream-K kernel on nw ≤ SK_SEGS weights that sk_items accepted. */
+static int matvec_tc_sk(cuda_ctx *c, const cuda_qweight *const *w, float *const *y, int nw, int64_t items,
+                        const int8_t *xq, const float *xd, int64_t n, wk_error *err)
+{
+    const int64_t K = w[0]->cols;
+    sk_segs sg;
+    memset(&sg, 0, sizeof sg);
+    for (int i = 0; i < nw; i++, sg.n++) {
+        sg.W[i] = (const uint8_t *)w[i]->data;
+        sg.rows[i] = (int)w[i]->rows;
+        sg.tile0[i] = sg.tiles;
+        sg.tiles += (int)cdiv(w[i]->rows, 16);
+    }
+    int64_t ranges = (int64_t)c->sm_count * CUDA_TC_SK_BLOCKS_PER_SM;
+    if (ranges * SK_WARPS > items) ranges = items / SK_WARPS; /* no warp without an item */
+    for (int64_t t0 = 0; t0 < n; t0 += 32) { /* four slices of 8 rows a launch */
+        const int rows = (int)(n - t0 < 32 ? n - t0 : 32);
+        for (int i = 0; i < nw; i++) sg.y[i] = y[i] + t0 * w[i]->rows;
+        launch_attr(c, true, matvec_tc_sk_kernel<QT_Q4_K>, dim3((unsigned)(ranges * cdiv(rows, 8))), dim3(SK_WARPS * 32),
+                    0, sg, w[0]->row_bytes, (int)K, xq + t0 * K, xd + t0 * (K / 32), rows, c->tc_part, c->tc_cnt);
+        CU_CHECK_LAUNCH(err, "matvec (tensor cores, stream-K)");
+    }
+    return 0;
+}
+
+extern "C" int cuda_matvec_tc_multi(cuda_ctx *c, const cuda_qweight *const *w, float *const *y, int nw,
+                                    const int8_t *xq, const float *xd, int64_t n, wk_error *err)
+{
+    for (int i = 0; i < nw;) {
+        int j = i + 1;
+        while (j < nw && j - i < SK_SEGS && sk_items(c, w + i, j - i + 1)) j++;
+        const int64_t items = sk_items(c, w + i, j - i);
+        int rc = items ? matvec_tc_sk(c, w + i, y + i, j - i, items, xq, xd, n, err)
+                       : cuda_matvec_tc(c, w[i], xq, xd, n, y[i], 0, err);
+        if (rc) return rc;
+        i = j;
+    }
+    return 0;
+}
+
 extern "C" int cuda_matvec_tc(cuda_ctx *c, const cuda_qweight *w, const int8_t *xq, const float *xd, int64_t n,
                               float *y, int warps, wk_error *err)
 {
@@ -244,13 +437,16 @@ extern "C" int cuda_matvec_tc(cuda_ctx *c, const cuda_qweight *w, const int8_t *
     if (!cuda_matvec_tc_supported(w->type, w->cols))
         return wk_fail(err, WK_EUNSUPPORTED, "cuda tensor-core matvec: %s x %lld", qt_type_name(w->type),
                        (long long)w->cols);
-    if (cdiv(w->rows, 16) > 65535)
+    const int64_t items = warps == 0 ? sk_items(c, &w, 1) : 0;
+    if (items) return matvec_tc_sk(c, &w, &y, 1, items, xq, xd, n, err);
+    const int64_t tiles = cdiv(w->rows, 16);
+    if (tiles > 65535)
         return wk_fail(err, WK_EINVAL, "cuda matvec: %lld weight rows is too many", (long long)w->rows);
     /* the activation tiles of one weight tile next to each other in launch order: past 8 rows
      * the weight tile is read from DRAM once and found in L2 by the others */
     const dim3 grid(cdiv(n, 8), cdiv(w->rows, 16));
     const uint8_t *W = (const uint8_t *)w->data;
-    const int64_t blocks = (int64_t)grid.x * grid.y;
+    const int64_t blocks = grid.y; /* of one activation tile: the pick must not depend on n */
     /* blocks resident at once, asked of the driver once per context (not on every launch) */
     auto resident = [&](auto kernel, int nw) {
         int &per_sm = c->tc_per_sm[w->type == QT_Q6_K][nw == 8];
