@@ -30,12 +30,13 @@ extern "C" int cuda_ctx_init(cuda_ctx *c, int device, wk_error *err)
     }
     cublasSetStream(h, s);
     c->cublas = h;
-    /* cuda_matvec_tc's stream-K buffers, for 4 slices of 8 activation rows: per warp two
-     * partial tiles of 16 × 8 sums, per weight tile a counter */
-    const size_t part = (size_t)c->sm_count * CUDA_TC_SK_BLOCKS_PER_SM * 4 * 4 * 2 * 16 * 8 * sizeof(float);
-    const size_t cnt = (size_t)4 * CUDA_TC_MAX_TILES * sizeof(unsigned);
+    /* cuda_matvec_tc's stream-K buffers, per slice of 8 activation rows: per warp two partial
+     * tiles of 16 × 8 sums, per weight tile a counter (zero before the first launch) */
+    const size_t warps = (size_t)c->sm_count * CUDA_TC_SK_BLOCKS_PER_SM * CUDA_TC_SK_WARPS;
+    const size_t part = CUDA_TC_SK_SLICES * warps * 2 * 16 * 8 * sizeof(float);
+    const size_t cnt = (size_t)CUDA_TC_SK_SLICES * CUDA_TC_MAX_TILES * sizeof(unsigned);
     if (cudaMalloc(&c->tc_part, part) != cudaSuccess || cudaMalloc(&c->tc_cnt, cnt) != cudaSuccess ||
-        cudaMemset(c->tc_cnt, 0, cnt) != cudaSuccess) {
+        cudaMemsetAsync(c->tc_cnt, 0, cnt, s) != cudaSuccess || cudaStreamSynchronize(s) != cudaSuccess) {
         cudaGetLastError(); /* no stream-K: the tile kernel takes every product */
         if (c->tc_part) cudaFree(c->tc_part);
         if (c->tc_cnt) cudaFree(c->tc_cnt);

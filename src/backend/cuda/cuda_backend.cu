@@ -679,6 +679,7 @@ static int cb_matmul_multi(be_backend *be, const be_weight *const *w, int n, con
                            float *const *y, wk_error *err)
 {
     cuda_be *b = cb_of(be);
+    if (n_rows <= 0) return 0;
     if (n_rows > CUDA_MMV_TC_MAX_ROWS) {
         for (int i = 0; i < n; i++) {
             int rc = cb_matmul(be, w[i], x, n_rows, y[i], err);

@@ -189,11 +189,13 @@ int cuda_matmul_int8(cuda_ctx *c, const cuda_qweight *w, const float *x, int64_t
  * the card idle at such sizes (H200, 27B Q4_K, 4 layers, 16 sequences of one token:
  * mmq 287 us per product, matvec_tc 34 us per tile of 8). */
 #define CUDA_MMV_TC_MAX_ROWS 32
-/* cuda_matvec_tc's stream-K kernel: blocks of 4 warps per multiprocessor (the split of a product
- * over its warps follows from this and the weights' shapes, never from the activation rows; the
- * partial-sum buffer is sized by it), the fewest (tile, block of K) items of a product it takes,
- * and the most 16-row weight tiles of one product it splits. */
+/* cuda_matvec_tc's stream-K kernel: warps per block, blocks per multiprocessor (the split of a
+ * product over its warps follows from these and the weights' shapes, never from the activation
+ * rows; the partial-sum buffer is sized by them), slices of 8 activation rows a launch, the fewest
+ * (tile, block of K) items of a product it takes, and the most 16-row weight tiles it splits. */
+#define CUDA_TC_SK_WARPS 4
 #define CUDA_TC_SK_BLOCKS_PER_SM 4
+#define CUDA_TC_SK_SLICES 4
 #define CUDA_TC_SK_MIN_ITEMS 16384
 #define CUDA_TC_MAX_TILES 65536
 /* Rows up to which cuda_matmul uses cuda_mmq (int8 tensor cores) above

@@ -243,7 +243,7 @@ matvec_tc_kernel(const uint8_t *__restrict__ W, size_t row_bytes, int64_t M, int
  * a range run side by side and share its weights in L2), so the split depends on the
  * weights' shapes and wt only, never on n: a row comes out bit for bit the same in a
  * product of any number of rows. */
-#define SK_WARPS 4 /* warps per block */
+#define SK_WARPS CUDA_TC_SK_WARPS
 #define SK_SEGS 4
 
 struct sk_segs {
@@ -278,7 +278,7 @@ __device__ __forceinline__ int sk_first(int w, int u, int wt) { return (int)((in
 __device__ __forceinline__ int sk_owner(int i, int u, int wt) { return (int)(((int64_t)(i + 1) * wt + u - 1) / u - 1); }
 
 template <int T>
-__global__ void __launch_bounds__(SK_WARPS * 32, 4)
+__global__ void __launch_bounds__(SK_WARPS * 32, CUDA_TC_SK_BLOCKS_PER_SM)
 matvec_tc_sk_kernel(const sk_segs sg, size_t row_bytes, int K, const int8_t *__restrict__ xq,
                     const float *__restrict__ xd, int n, float *__restrict__ part, unsigned *__restrict__ cnt)
 {
@@ -405,8 +405,9 @@ static int matvec_tc_sk(cuda_ctx *c, const cuda_qweight *const *w, float *const 
     }
     int64_t ranges = (int64_t)c->sm_count * CUDA_TC_SK_BLOCKS_PER_SM;
     if (ranges * SK_WARPS > items) ranges = items / SK_WARPS; /* no warp without an item */
-    for (int64_t t0 = 0; t0 < n; t0 += 32) { /* four slices of 8 rows a launch */
-        const int rows = (int)(n - t0 < 32 ? n - t0 : 32);
+    const int64_t per_launch = 8 * CUDA_TC_SK_SLICES; /* rows: the buffers hold this many slices */
+    for (int64_t t0 = 0; t0 < n; t0 += per_launch) {
+        const int rows = (int)(n - t0 < per_launch ? n - t0 : per_launch);
         for (int i = 0; i < nw; i++) sg.y[i] = y[i] + t0 * w[i]->rows;
         launch_attr(c, true, matvec_tc_sk_kernel<QT_Q4_K>, dim3((unsigned)(ranges * cdiv(rows, 8))), dim3(SK_WARPS * 32),
                     0, sg, w[0]->row_bytes, (int)K, xq + t0 * K, xd + t0 * (K / 32), rows, c->tc_part, c->tc_cnt);
