@@ -22,7 +22,9 @@ DEBS=${DEBS:-build-cudaint-carry/debs}
 
 carry_env() {
   mkdir -p "$B/root" "$B/bin"
-  [ -f "$B/bins.tgz" ] && tar -C "$B/bin" -xzf "$B/bins.tgz"
+  if [ -f "$B/bins.tgz" ]; then # binaries already there and newer (a build here) stay
+    tar -C "$B/bin" --keep-newer-files -xzf "$B/bins.tgz" 2>/dev/null || echo "gpu_carry: cannot unpack $B/bins.tgz" >&2
+  fi
   for d in "$DEBS"/*.deb; do dpkg -x "$d" "$B/root"; done
   if ! ldconfig -p | grep -q 'libgnutls.so.30 '; then
     for d in "$DEBS"/gnutls/*.deb; do dpkg -x "$d" "$B/root"; done
@@ -30,7 +32,9 @@ carry_env() {
   local cub
   cub=$(ls /usr/local/cuda/lib64/libcublas.so.1[0-9] 2>/dev/null | head -1)
   [ -n "$cub" ] || cub=$(find /usr /opt -name 'libcublas.so.1[0-9]' 2>/dev/null | head -1)
-  export LD_LIBRARY_PATH="$PWD/$B/root/usr/lib/x86_64-linux-gnu${cub:+:$(dirname "$cub")}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  local root="$B/root"
+  case "$root" in /*) ;; *) root="$PWD/$root" ;; esac
+  export LD_LIBRARY_PATH="$root/usr/lib/x86_64-linux-gnu${cub:+:$(dirname "$cub")}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 }
 
 if [ "${1:-}" = env ]; then
