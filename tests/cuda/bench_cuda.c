@@ -357,7 +357,8 @@ static void tc_fn(void *p, int i)
 static void bench_tc(uint32_t type, int64_t M, int64_t K)
 {
     static const int64_t rows[] = {1, 2, 5, 8, 16, 32};
-    static const int kinds[] = {0, 1, 2, 6, 10};
+    static const struct { int kind; const char *name; } kinds[] = {
+        {0, "one row"}, {1, "dp4a"}, {2, "tensor cores, pick"}, {6, "tiles, 4 warps"}, {10, "tiles, 8 warps"}};
     tc_ctx m = {0};
     uint64_t rng = 11;
     size_t rb;
@@ -372,15 +373,14 @@ static void bench_tc(uint32_t type, int64_t M, int64_t K)
     m.y = dev_alloc(sizeof(float) * M * nmax);
     for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++)
         for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
-            const int kind = kinds[k];
+            const int kind = kinds[k].kind;
             if ((kind == 0 && rows[r] != 1) || (kind == 1 && (rows[r] == 1 || rows[r] > 8))) continue;
             m.n = rows[r];
             m.kind = kind;
             double ms = time_ms(tc_fn, &m, 10, 8);
-            static const char *tc_names[] = {"tensor cores, pick", "", "", "", "tiles, 4 warps", "", "", "", "tiles, 8 warps"};
             char name[96];
             snprintf(name, sizeof name, "kernel %-6s n=%lld %lldx%lld (%s)", qt_type_name(type), (long long)rows[r],
-                     (long long)M, (long long)K, kind == 0 ? "one row" : kind == 1 ? "dp4a" : tc_names[kind - 2]);
+                     (long long)M, (long long)K, kinds[k].name);
             add_row(name, ms, (double)rb * M, 2.0 * rows[r] * M * K);
         }
     for (int i = 0; i < m.nw; i++) cuda_qw_free(&m.w[i]);

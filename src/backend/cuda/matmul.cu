@@ -1004,13 +1004,20 @@ extern "C" int cuda_act_quantized(cuda_ctx *c, const float *x, int64_t n, int64_
     return act_quantized(c, x, n, K, group, xq, xd, err);
 }
 
+/* Whether cuda_matmul multiplies n rows with w on the tensor-core matvec (cuda_matvec_tc). */
+static bool takes_tc(const cuda_ctx *c, const cuda_qweight *w, int64_t n)
+{
+    return n > 1 && c->mmv_max_rows > 1 && (n <= c->mmv_max_rows || n <= CUDA_MMV_TC_MAX_ROWS) && c->sw.tc &&
+           cuda_matvec_tc_supported(w->type, w->cols);
+}
+
 extern "C" int cuda_matmul_rows_multi(cuda_ctx *c, const cuda_qweight *const *w, float *const *y, int nw,
                                       const float *x, int64_t n, wk_error *err)
 {
-    bool tc = n > 1 && n <= CUDA_MMV_TC_MAX_ROWS && c->mmv_max_rows > 1 && c->sw.tc;
+    bool tc = true;
     for (int i = 0; i < nw && tc; i++)
-        tc = cuda_matvec_tc_supported(w[i]->type, w[i]->cols) && w[i]->type == w[0]->type &&
-             w[i]->cols == w[0]->cols && w[i]->row_bytes == w[0]->row_bytes && w[i]->n_mat == 1;
+        tc = takes_tc(c, w[i], n) && w[i]->type == w[0]->type && w[i]->cols == w[0]->cols &&
+             w[i]->row_bytes == w[0]->row_bytes && w[i]->n_mat == 1;
     if (!tc) {
         for (int i = 0; i < nw; i++) {
             int rc = cuda_matmul(c, w[i], 0, x, n, y[i], err);
@@ -1081,8 +1088,7 @@ extern "C" int cuda_matmul(cuda_ctx *c, const cuda_qweight *w, int64_t mat, cons
     }
     /* a few more rows than one matvec tile (continuous batching's decode steps): the tensor-core
      * matvec's tiles of 8 rows, each row as it would come out alone */
-    const bool tc_tiles = quant && n > c->mmv_max_rows && n <= CUDA_MMV_TC_MAX_ROWS && c->mmv_max_rows > 1 &&
-                          c->sw.tc && cuda_matvec_tc_supported(w->type, K);
+    const bool tc_tiles = n > c->mmv_max_rows && takes_tc(c, w, n);
     if (quant && !tc_tiles && n > c->mmv_max_rows && n > 1 && n <= c->mmq_max_rows && cuda_mmq_supported(w->type) &&
         K % 32 == 0 && (cuda_act_group(w->type) == 32 || K % 256 == 0)) {
         int8_t *xq;
@@ -1103,7 +1109,7 @@ extern "C" int cuda_matmul(cuda_ctx *c, const cuda_qweight *w, int64_t mat, cons
         cuda_qweight one = *w;
         one.data = (uint8_t *)w->data + mat * w->mat_bytes;
         if (n > 1 && c->mmv_max_rows > 1)
-            return c->sw.tc && cuda_matvec_tc_supported(w->type, K) ? cuda_matvec_tc(c, &one, xq, xd, n, y, 0, err)
+            return takes_tc(c, w, n) ? cuda_matvec_tc(c, &one, xq, xd, n, y, 0, err)
                                                                     : cuda_matvec_nt(c, &one, xq, xd, n, y, err);
         return cuda_matvec(c, &one, xq, xd, NULL, n, 1, NULL, y, err);
     }

@@ -421,8 +421,8 @@ extern "C" int cuda_matvec_tc_multi(cuda_ctx *c, const cuda_qweight *const *w, f
 {
     for (int i = 0; i < nw;) {
         int j = i + 1;
-        while (j < nw && j - i < SK_SEGS && sk_items(c, w + i, j - i + 1)) j++;
-        const int64_t items = sk_items(c, w + i, j - i);
+        int64_t items = sk_items(c, w + i, 1), more;
+        for (; j < nw && j - i < SK_SEGS && (more = sk_items(c, w + i, j - i + 1)); j++) items = more;
         int rc = items ? matvec_tc_sk(c, w + i, y + i, j - i, items, xq, xd, n, err)
                        : cuda_matvec_tc(c, w[i], xq, xd, n, y[i], 0, err);
         if (rc) return rc;
