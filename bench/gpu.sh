@@ -93,7 +93,7 @@ golden=${WICK_GOLDEN:-}
   fi
   mkdir -p "$B/core"
   pids=()
-  for f in src/util/*.c src/gguf/*.c src/quant/*.c src/backend/cpu/*.c src/model/*.c tests/cuda/golden_cuda.c \
+  for f in src/util/*.c src/gguf/*.c src/quant/*.c src/backend/cpu/*.c src/model/*.c tests/cuda/golden_*.c \
            tests/cuda/e2e_cuda.c tests/cuda/compare_ops.c tests/cuda/ref.c; do
     extra=""
     case "$f" in
@@ -112,10 +112,10 @@ golden=${WICK_GOLDEN:-}
     for l in "$B"/core/*.log; do grep -q -i error "$l" && { echo "--- $l"; cat "$l"; }; done
     echo "core build failed"; exit 1
   fi
-  core=$(ls "$B"/core/*.o | grep -v -e golden_cuda.o -e e2e_cuda.o)
+  core=$(ls "$B"/core/*.o | grep -v -e tests_cuda_golden_ -e e2e_cuda.o)
   core_lib=$(echo "$core" | grep -v -e compare_ops.o -e tests_cuda_ref.o)
   "$NVCC" $ARCH -o "$B/test_cuda" $tests "$B/t_ref.o" $core_lib $kern_all -lcublas -lcrypto $xlib -ljansson -lz -lzstd -lpthread -lm
-  "$NVCC" $ARCH -o "$B/golden_cuda" $core "$B/core/tests_cuda_golden_cuda.o" $kern_all -lcublas -lcrypto $xlib -ljansson -lz -lzstd -lpthread -lm
+  "$NVCC" $ARCH -o "$B/golden_cuda" $core "$B"/core/tests_cuda_golden_*.o $kern_all -lcublas -lcrypto $xlib -ljansson -lz -lzstd -lpthread -lm
   "$NVCC" $ARCH -o "$B/e2e_cuda" $core "$B/core/tests_cuda_e2e_cuda.o" $kern_all -lcublas -lcrypto $xlib -ljansson -lz -lzstd -lpthread -lm
 }
 

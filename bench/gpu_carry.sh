@@ -89,7 +89,7 @@ cli=$(ls $O/src_cli_*.o)
 libs="-L$cudalib -lcublas -lcudart_static -lmicrohttpd -ljansson -lpcre2-8 -lcrypto -lxxhash -lz -lzstd -lpthread -lm -ldl -lrt"
 g++ -o "$B/bin/wick" $core $cli $libs
 g++ -o "$B/bin/e2e_cuda" $core $O/tests_cuda_e2e_cuda.o $O/tests_cuda_ref.o $libs
-g++ -o "$B/bin/golden_cuda" $core $O/tests_cuda_golden_cuda.o $O/tests_cuda_compare_ops.o $O/tests_cuda_ref.o $libs
+g++ -o "$B/bin/golden_cuda" $core $O/tests_cuda_golden_*.o $O/tests_cuda_compare_ops.o $O/tests_cuda_ref.o $libs
 g++ -o "$B/bin/test_cuda" $core $O/tests_cuda_test_cuda_*.o $O/tests_cuda_ref.o $libs
 g++ -o "$B/bin/bench_cuda" $core $O/tests_cuda_bench_cuda.o $O/tests_cuda_bench_cuda_attn.o $O/tests_cuda_bench_cuda_moe.o $O/tests_cuda_ref.o $libs
 ls -la "$B/bin"

@@ -104,6 +104,13 @@ static inline size_t be_kv_row_units(int kv_type, size_t d)
     return kv_type == BE_KV_Q8_0 ? d / 32 * 17 : d;
 }
 
+/* One sequence of a recorded decode step (be_step_begin): key is any pointer that stays
+ * with the sequence (the engine's sequence), pos its first position in the step, n_t its rows. */
+typedef struct be_step_seq {
+    const void *key;
+    int32_t pos, n_t;
+} be_step_seq;
+
 /* Causal attention of n_q query tokens over an F16 or Q8_0 KV range.
  * q: query i, head h at q + i*q_stride + h*q_head_stride (F32, after norm and
  *   RoPE; q_head_stride 0 means d_k).
@@ -129,6 +136,14 @@ typedef struct be_attn_args {
     int64_t *tiles_visited;       /* optional (tests, stats): += (query block, key tile) pairs computed */
     int kv_type;                  /* enum be_kv_type (0 = F16) */
 } be_attn_args;
+
+/* One segment's part of be_attend_seqs: its new K and V rows (F32, the n_q rows of its
+ * be_attn_args) and the caches they go to (those its a.k and a.v read). */
+typedef struct be_kv_rows {
+    uint16_t *k_cache, *v_cache;
+    const float *k, *v;
+    size_t k_stride, v_stride;
+} be_kv_rows;
 
 /* Gated DeltaNet scan over n_t tokens of one sequence (spec architectures.md 8.5).
  * Inputs are the conv outputs after SiLU, before normalization:
@@ -205,6 +220,9 @@ typedef struct be_ops {
     void (*kv_store)(be_backend *be, uint16_t *cache, size_t head_stride, int32_t pos0,
                      const float *x, size_t x_stride, int64_t n_t, int32_t n_head_kv, int32_t d);
     int (*attention)(be_backend *be, const be_attn_args *a, wk_error *err);
+    /* Optional (NULL: be_attend_seqs stores and attends one segment at a time). */
+    int (*attend_seqs)(be_backend *be, int32_t first, const be_attn_args *a, const be_kv_rows *kv, int32_t n,
+                       wk_error *err);
     void (*ssm_conv)(be_backend *be, float *y, size_t y_stride, const float *x, size_t x_stride,
                      int64_t n_t, int64_t n_ch, const float *w, int32_t k, float *state);
     int (*gdn)(be_backend *be, const be_gdn_args *a, wk_error *err);
@@ -232,9 +250,11 @@ typedef struct be_ops {
     void (*kv_store_q8_0)(be_backend *be, uint16_t *cache, size_t head_stride, int32_t pos0,
                           const float *x, size_t x_stride, int64_t n_t, int32_t n_head_kv, int32_t d);
     /* Optional (NULL: nothing to do), see be_step_begin / be_step_end / be_status. */
-    void (*step_begin)(be_backend *be, const void *key, int32_t pos);
+    void (*step_begin)(be_backend *be, const be_step_seq *seqs, int32_t n_seq);
     int (*step_end)(be_backend *be, int rc);
     int (*status)(be_backend *be, wk_error *err);
+    /* Optional (NULL: be_to_host_rows copies row by row). */
+    void (*to_host_rows)(be_backend *be, void *const *dst, const void *src, size_t row_bytes, int32_t n);
     /* Optional (NULL: be_rms_norm_gated calls rms_norm then mul_silu). */
     void (*rms_norm_gated)(be_backend *be, float *y, const float *x, int64_t n_rows, int64_t n, const float *w,
                            float eps, const float *z);
@@ -266,6 +286,16 @@ static inline void be_to_host(be_backend *be, void *dst, const void *src, size_t
 {
     be->ops->to_host(be, dst, src, bytes);
 }
+/* Copies n consecutive rows of row_bytes at backend memory src to host memory dst[0..n)
+ * (a batched step's logits, one buffer per sequence): one transfer where the backend can. */
+static inline void be_to_host_rows(be_backend *be, void *const *dst, const void *src, size_t row_bytes, int32_t n)
+{
+    if (be->ops->to_host_rows) {
+        be->ops->to_host_rows(be, dst, src, row_bytes, n);
+        return;
+    }
+    for (int32_t i = 0; i < n; i++) be->ops->to_host(be, dst[i], (const char *)src + (size_t)i * row_bytes, row_bytes);
+}
 /* Copies bytes from host memory src to backend memory dst. */
 static inline void be_from_host(be_backend *be, void *dst, const void *src, size_t bytes)
 {
@@ -294,15 +324,18 @@ static inline void be_free(be_backend *be)
     if (be) be->ops->free(be);
 }
 
-/* A single-token decode step at position pos of sequence key (any stable
- * pointer) may be bracketed by be_step_begin / be_step_end(be, rc of the
- * forward pass), so that a backend can record the step once and replay it
- * (CUDA graphs). be_step_end returns rc, or 1 when the step did not run: the
- * caller then resets the sequence's position and runs the pass again without
- * the brackets. Backends without the ops run every step as called. */
-static inline void be_step_begin(be_backend *be, const void *key, int32_t pos)
+/* A decode step (one forward pass of a few rows per sequence: one token, a batch of
+ * drafts to verify, or one token of each of several sequences) may be bracketed by
+ * be_step_begin(be, its sequences in the order of the pass's segments) / be_step_end(be,
+ * rc of the forward pass), so that a backend can record the step once and replay it
+ * (CUDA graphs); the pass's KV stores and attention come through be_attend_seqs, which
+ * says whose positions they take. be_step_end returns rc, or 1 when the step did not
+ * run: the caller then resets the sequences' positions and runs the pass again without
+ * the brackets. A backend may decline any step (it then runs as called);
+ * backends without the ops run every step as called. */
+static inline void be_step_begin(be_backend *be, const be_step_seq *seqs, int32_t n_seq)
 {
-    if (be->ops->step_begin) be->ops->step_begin(be, key, pos);
+    if (be->ops->step_begin) be->ops->step_begin(be, seqs, n_seq);
 }
 static inline int be_step_end(be_backend *be, int rc)
 {
@@ -445,6 +478,26 @@ static inline int be_attention(be_backend *be, const be_attn_args *a, wk_error *
     if (!be_kv_type_supported(be, a->kv_type))
         return wk_fail(err, WK_EUNSUPPORTED, "%s backend: no attention over a Q8_0 KV cache", be->ops->name);
     return be->ops->attention(be, a, err);
+}
+
+/* One layer's KV stores and attention for n segments of a forward pass, segments
+ * first.. in the pass's order (a recorded step's sequences, be_step_begin): for each i,
+ * kv[i]'s K and V rows stored at a[i].q_pos0 (a[i].n_q rows in a[i]'s cache layout),
+ * then a[i] attended. What be_kv_store_typed twice and be_attention give segment by
+ * segment, which is what backends without the op run. */
+static inline int be_attend_seqs(be_backend *be, int32_t first, const be_attn_args *a, const be_kv_rows *kv,
+                                 int32_t n, wk_error *err)
+{
+    if (be->ops->attend_seqs) return be->ops->attend_seqs(be, first, a, kv, n, err);
+    for (int32_t i = 0; i < n; i++) {
+        be_kv_store_typed(be, a[i].kv_type, kv[i].k_cache, a[i].kv_head_stride, a[i].q_pos0, kv[i].k, kv[i].k_stride,
+                          a[i].n_q, a[i].n_head_kv, a[i].d_k);
+        be_kv_store_typed(be, a[i].kv_type, kv[i].v_cache, a[i].kv_head_stride, a[i].q_pos0, kv[i].v, kv[i].v_stride,
+                          a[i].n_q, a[i].n_head_kv, a[i].d_v);
+        int rc = be_attention(be, &a[i], err);
+        if (rc) return rc;
+    }
+    return 0;
 }
 
 /* Causal depthwise conv + SiLU over n_t tokens of n_ch channels, kernel w

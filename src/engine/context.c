@@ -364,23 +364,22 @@ static int reserve_rows(eng_ctx *c, int32_t n_logits, int32_t n_hidden, wk_error
 
 /* How a call of prefill_run hands back its results. */
 typedef struct run_rows {
-    bool decode;     /* a decode step (dense attention, single tokens may be recorded) */
+    bool decode;     /* a decode step (dense attention, may be recorded) */
     int32_t *greedy; /* decode only: the last token's logits stay where they are, their argmax comes back */
     int32_t first;   /* all_logits: rows [first, n) only (one chunk) */
     bool hidden;     /* every row's final-normed hidden state into c->hidden (one chunk) */
 } run_rows;
 
-/* One chunk through model_forward_rows; single-token decode steps may be recorded and
- * replayed by the backend (CUDA graphs). */
+/* One chunk through model_forward_rows; decode steps (one token, drafts to verify) may
+ * be recorded and replayed by the backend (CUDA graphs). */
 static int forward_alone(eng_ctx *c, eng_seq *s, const int32_t *tokens, int32_t nt, const model_rows *out,
                          const be_attn_policy *pol, bool decode, wk_error *err)
 {
     const int32_t pos = s->st.n_past;
-    /* single-token decode steps may be recorded and replayed by the backend (CUDA graphs);
-     * not across the parts of a split: a part whose replay failed would have the pass run
+    /* not across the parts of a split: a part whose replay failed would have the pass run
      * again after the parts before it already advanced their recurrent state */
-    const bool step = decode && nt == 1 && c->n_parts == 1;
-    if (step) be_step_begin(c->be, s, pos);
+    const bool step = decode && c->n_parts == 1;
+    if (step) be_step_begin(c->be, &(be_step_seq){s, pos, nt}, 1);
     int rc = model_forward_rows(c->m, c->be, c->scratch, &s->st, tokens, nt, out, pol, err);
     if (c->fail_after > 0 && --c->fail_after == 0 && !rc)
         rc = wk_fail(err, WK_EIO, "injected failure (eng_ctx_fail_after) at position %d", pos);

@@ -111,9 +111,16 @@ static void run_step(eng_sched *s)
     int who[ENG_MAX_SEQ], n = 0, n_prompt = 0;
     for (int i = 0; i < s->n_wait; i++)
         if (!s->wait[i]->item->prefill) {
+            /* in the order the sequences joined, not the order their threads came: the
+             * same sequences make the same step, which a backend may have recorded */
+            int j = n++;
+            for (; j > 0 && items[j - 1].seq->sched_ticket > s->wait[i]->item->seq->sched_ticket; j--) {
+                items[j] = items[j - 1];
+                who[j] = who[j - 1];
+            }
             taken[i] = true;
-            who[n] = i;
-            items[n++] = *s->wait[i]->item;
+            who[j] = i;
+            items[j] = *s->wait[i]->item;
         }
     const int32_t budget = eng_ctx_options(s->c)->n_ubatch;
     for (int32_t rows = 0;;) {

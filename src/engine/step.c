@@ -49,7 +49,20 @@ int eng_step(eng_ctx *c, const eng_step_item *items, int32_t n_items, wk_error *
     }
     int32_t pos[ENG_MAX_SEQ];
     for (int32_t i = 0; i < n_items; i++) pos[i] = seqs[i].st->n_past;
+    /* a step of decode tokens only may be recorded and replayed by the backend (CUDA
+     * graphs); not across the parts of a split (see forward_alone in context.c) */
+    bool record = c->n_parts == 1;
+    be_step_seq rec[ENG_MAX_SEQ];
+    for (int32_t i = 0; i < n_items && record; i++) {
+        record = !items[i].prefill;
+        rec[i] = (be_step_seq){items[i].seq, pos[i], items[i].n};
+    }
+    if (record) be_step_begin(c->be, rec, n_items);
     rc = model_forward_batch(c->m, c->be, c->scratch, seqs, n_items, err);
+    if (record && be_step_end(c->be, rc) > 0) { /* the recording could not run it: op by op */
+        for (int32_t i = 0; i < n_items; i++) seqs[i].st->n_past = pos[i];
+        rc = model_forward_batch(c->m, c->be, c->scratch, seqs, n_items, err);
+    }
     if (c->fail_after > 0 && --c->fail_after == 0 && !rc)
         rc = wk_fail(err, WK_EIO, "injected failure (eng_ctx_fail_after) in a step of %d sequences", n_items);
     for (int32_t p = 0; p < c->n_parts && !rc; p++) rc = be_status(c->parts[p].be, err);

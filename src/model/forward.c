@@ -283,41 +283,46 @@ int model_qkv(be_backend *be, model_scratch *s, const model_layer *ly, const mod
     return 0;
 }
 
+/* Segments whose KV stores and attention go to the backend in one be_attend_seqs call. */
+#define ATTEND_SEQS 32
+
 int model_attend(const model *m, be_backend *be, model_scratch *s, const model_batch *b, uint32_t il,
                  const float *q, size_t q_stride, size_t q_head_stride, wk_error *err)
 {
     const model_hparams *hp = &m->hp;
     const int32_t Hkv = (int32_t)hp->n_head_kv;
     const size_t k_w = (size_t)Hkv * hp->d_k, v_w = (size_t)Hkv * hp->d_v, out_w = (size_t)hp->n_head * hp->d_v;
-    for (int32_t i = 0; i < b->n_seg; i++) {
-        const model_seg *g = &b->seg[i];
-        model_layer_state *ls = &g->layers[il];
-        const size_t r = (size_t)g->row0;
-        be_kv_store_typed(be, ls->kv_type, ls->k, ls->kv_head_stride, g->kv_pos0, s->k + r * k_w, k_w, g->n_t,
-                          Hkv, (int32_t)hp->d_k);
-        be_kv_store_typed(be, ls->kv_type, ls->v, ls->kv_head_stride, g->kv_pos0, s->v + r * v_w, v_w, g->n_t,
-                          Hkv, (int32_t)hp->d_v);
-        be_attn_args a = {
-            .q = q + r * q_stride,
-            .q_stride = q_stride,
-            .q_head_stride = q_head_stride,
-            .n_q = g->n_t,
-            .q_pos0 = g->kv_pos0,
-            .k = ls->k,
-            .v = ls->v,
-            .kv_head_stride = ls->kv_head_stride,
-            .n_kv = g->kv_pos0 + g->n_t,
-            .n_head = (int32_t)hp->n_head,
-            .n_head_kv = Hkv,
-            .d_k = (int32_t)hp->d_k,
-            .d_v = (int32_t)hp->d_v,
-            .scale = 1.0f / sqrtf((float)hp->d_k),
-            .policy = g->policy,
-            .kv_type = ls->kv_type,
-            .out = s->att + r * out_w,
-            .out_stride = out_w,
-        };
-        TRY(be_attention(be, &a, err));
+    be_attn_args a[ATTEND_SEQS];
+    be_kv_rows kv[ATTEND_SEQS];
+    for (int32_t i0 = 0; i0 < b->n_seg; i0 += ATTEND_SEQS) {
+        const int32_t n = b->n_seg - i0 < ATTEND_SEQS ? b->n_seg - i0 : ATTEND_SEQS;
+        for (int32_t j = 0; j < n; j++) {
+            const model_seg *g = &b->seg[i0 + j];
+            model_layer_state *ls = &g->layers[il];
+            const size_t r = (size_t)g->row0;
+            kv[j] = (be_kv_rows){ls->k, ls->v, s->k + r * k_w, s->v + r * v_w, k_w, v_w};
+            a[j] = (be_attn_args){
+                .q = q + r * q_stride,
+                .q_stride = q_stride,
+                .q_head_stride = q_head_stride,
+                .n_q = g->n_t,
+                .q_pos0 = g->kv_pos0,
+                .k = ls->k,
+                .v = ls->v,
+                .kv_head_stride = ls->kv_head_stride,
+                .n_kv = g->kv_pos0 + g->n_t,
+                .n_head = (int32_t)hp->n_head,
+                .n_head_kv = Hkv,
+                .d_k = (int32_t)hp->d_k,
+                .d_v = (int32_t)hp->d_v,
+                .scale = 1.0f / sqrtf((float)hp->d_k),
+                .policy = g->policy,
+                .kv_type = ls->kv_type,
+                .out = s->att + r * out_w,
+                .out_stride = out_w,
+            };
+        }
+        TRY(be_attend_seqs(be, i0, a, kv, n, err));
     }
     return 0;
 }
@@ -376,6 +381,15 @@ int model_output(const model *m, be_backend *be, model_scratch *s, int32_t n_t, 
     return model_output_with(be, s, &m->hp, &m->output_norm, &m->output, &m->output_bias, n_t, out, err);
 }
 
+/* The final norm of n rows of s->x from x_row on into s->cur from cur_row on. */
+static void norm_last_rows(const model *m, be_backend *be, model_scratch *s, int32_t cur_row, int32_t x_row,
+                              int32_t n)
+{
+    const size_t E = m->hp.n_embd;
+    be_rms_norm(be, s->cur + (size_t)cur_row * E, E, s->x + (size_t)x_row * E, E, n, (int64_t)E,
+                wf32(&m->output_norm), m->hp.eps);
+}
+
 /* The output step of a batch of several sequences: ALL as each alone; the last rows of
  * the LAST ones share the LM head's read, in blocks whose rows come out as alone
  * (be_rows_as_one, else at most exact_rows of them when the backend promises that). */
@@ -383,7 +397,7 @@ static int output_batch(const model *m, be_backend *be, model_scratch *s, const 
                         const model_batch *b, wk_error *err)
 {
     const model_hparams *hp = &m->hp;
-    const size_t E = hp->n_embd, V = hp->n_vocab;
+    const size_t V = hp->n_vocab;
     const int32_t exact = be->ops->exact_rows;
     const bool as_one = exact > 0 && be_has_rows_as_one(be);
     const int32_t block = exact > 0 && !as_one && exact < s->logit_rows ? exact : s->logit_rows;
@@ -393,24 +407,34 @@ static int output_batch(const model *m, be_backend *be, model_scratch *s, const 
             TRY(output_seq(be, s, hp, &m->output_norm, &m->output, &m->output_bias, b->seg[i].row0,
                            b->seg[i].n_t, &out, err));
         }
-    int32_t who[LOGIT_ROWS]; /* the sequences of the block being gathered */
+    void *dst[LOGIT_ROWS]; /* the logits buffers of the block being gathered */
     int32_t nr = 0;
+    /* last rows that follow each other in s->x (decode tokens) are normed by one call:
+     * rows [norm_row, norm_row + norm_n) into the block's last norm_n rows */
+    int32_t norm_row = 0, norm_n = 0;
     for (int32_t i = 0; i <= b->n_seg; i++) {
         if (i < b->n_seg && seqs[i].mode != MODEL_LOGITS_LAST) continue;
+        const int32_t row = i < b->n_seg ? b->seg[i].row0 + b->seg[i].n_t - 1 : -1;
+        if (norm_n > 0 && row != norm_row + norm_n) { /* not next to the rows before: norm those */
+            norm_last_rows(m, be, s, nr - norm_n, norm_row, norm_n);
+            norm_n = 0;
+        }
         if (i < b->n_seg) {
-            const model_seg *g = &b->seg[i];
-            be_rms_norm(be, s->cur + (size_t)nr * E, E, s->x + (size_t)(g->row0 + g->n_t - 1) * E, E, 1,
-                        (int64_t)E, wf32(&m->output_norm), hp->eps);
-            who[nr++] = i;
+            if (norm_n == 0) norm_row = row;
+            norm_n++;
+            dst[nr++] = seqs[i].logits;
         }
         if (nr == 0 || (nr < block && i < b->n_seg)) continue;
+        if (norm_n > 0) {
+            norm_last_rows(m, be, s, nr - norm_n, norm_row, norm_n);
+            norm_n = 0;
+        }
         be_rows_as_one(be, as_one);
         int rc = be_matmul(be, &m->output, s->cur, nr, s->logits, err);
         be_rows_as_one(be, false);
         if (rc) return rc;
         if (m->output_bias.data) be_add_bias(be, s->logits, wf32(&m->output_bias), nr, m->output.ne[1]);
-        for (int32_t r = 0; r < nr; r++)
-            be_to_host(be, seqs[who[r]].logits, s->logits + (size_t)r * V, V * sizeof(float));
+        be_to_host_rows(be, dst, s->logits, V * sizeof(float), nr);
         nr = 0;
     }
     return 0;

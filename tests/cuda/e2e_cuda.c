@@ -109,7 +109,7 @@ static int decode(run *r, int n, double *secs, wk_error *err)
     double t0 = now_s();
     for (int i = 0; i < n; i++) {
         const int32_t pos = r->st.n_past;
-        be_cuda_step_begin(r->be, r, pos); /* as the engine's eng_decode does */
+        be_cuda_step_begin(r->be, &(be_step_seq){r, pos, 1}, 1); /* as the engine's eng_decode does */
         int rc = model_forward(r->m, r->be, r->s, &r->st, &tok, 1, MODEL_LOGITS_LAST, r->logits, NULL, err);
         if (be_cuda_step_end(r->be, rc) > 0) {
             r->st.n_past = pos;

@@ -2,7 +2,8 @@
  * 64-token prompt as one batch (prefill kernels) and 16 greedy decode steps
  * (decode kernels) through model_forward on be_cuda, and the logits are
  * compared with llama.cpp's (max |diff| <= the case's tolerance from
- * MANIFEST.json), next to the CPU backend's error on the same case.
+ * MANIFEST.json), next to the CPU backend's error on the same case; then the
+ * model's recorded multi-row steps against graphs off (golden_cuda_steps.c).
  * usage: golden_cuda GOLDEN_DIR   (GOLDEN_DIR holds cases.txt, models/, logits/:
  * cases.txt is one line per case: model n_tokens n_vocab tol logits gen tokens greedy) */
 #include <cuda_runtime_api.h>
@@ -15,6 +16,8 @@
 #include "backend/cuda/cuda_backend.h"
 #include "model/model.h"
 #include "model/model_impl.h"
+#include "golden_cuda_steps.h"
+#include "golden_seq.h"
 
 typedef struct gcase {
     char model[256], logits[256], gen[256];
@@ -47,48 +50,6 @@ static float *read_f32(const char *dir, const char *rel, size_t n)
         return NULL;
     }
     return p;
-}
-
-/* A sequence state in backend memory, laid out as engine/sequence.c does. */
-typedef struct seq {
-    model_state st;
-    model_layer_state *layers;
-    void *kv, *rec;
-} seq;
-
-static int seq_new(seq *s, const model *m, be_backend *be, int32_t n_ctx)
-{
-    const model_hparams *hp = &m->hp;
-    memset(s, 0, sizeof *s);
-    s->layers = calloc(hp->n_layer, sizeof *s->layers);
-    const size_t d = hp->d_k > hp->d_v ? hp->d_k : hp->d_v;
-    const size_t head_stride = (size_t)n_ctx * d, per_cache = head_stride * hp->n_head_kv;
-    if (hp->n_attn_layers && !(s->kv = be_alloc(be, 2 * per_cache * hp->n_attn_layers * 2))) return -1;
-    const size_t conv = model_conv_elems(m), ssm = model_ssm_elems(m);
-    if (hp->n_rec_layers && !(s->rec = be_alloc(be, (conv + ssm) * hp->n_rec_layers * 4))) return -1;
-    for (uint32_t il = 0; il < hp->n_layer; il++) {
-        const model_layer *ly = &m->layers[il];
-        model_layer_state *ls = &s->layers[il];
-        if (ly->attn_slot >= 0) {
-            ls->k = (uint16_t *)s->kv + (size_t)2 * ly->attn_slot * per_cache;
-            ls->v = ls->k + per_cache;
-            ls->kv_head_stride = head_stride;
-        }
-        if (ly->rec_slot >= 0) {
-            ls->conv = (float *)s->rec + (size_t)ly->rec_slot * (conv + ssm);
-            ls->ssm = ls->conv + conv;
-        }
-    }
-    s->st.layers = s->layers;
-    s->st.n_ctx = n_ctx;
-    return 0;
-}
-
-static void seq_free(seq *s, be_backend *be)
-{
-    if (s->kv) be_release(be, s->kv);
-    if (s->rec) be_release(be, s->rec);
-    free(s->layers);
 }
 
 static double max_abs_diff(const float *a, const float *b, size_t n)
@@ -192,6 +153,7 @@ int main(int argc, char **argv)
         ok ? n_pass++ : n_fail++;
         printf("%-4s %-29s %7.3f %12.5f %12.5f %12.5f %12.5f%s%s\n", ok ? "ok" : "FAIL", name, c.tol, cp, cg,
                rc_cpu ? NAN : up, rc_cpu ? NAN : ug, rc_cuda ? "  cuda error: " : "", cuda_msg);
+        n_fail += golden_steps_check(m, c.tokens, c.n_tokens, name);
         fflush(stdout);
         model_free(m);
         free(ref_p);

@@ -1,5 +1,5 @@
 /* CUDA kernel tests: every kernel against its CPU reference on random inputs.
- * usage: test_cuda [group...]   (groups: matmul elementwise attention gdn moe; default all)
+ * usage: test_cuda [group...]   (groups: matmul elementwise attention attn_batch gdn moe; default all)
  * Exit status 0 when every check passed, 1 otherwise, 2 on a setup error. */
 #include <string.h>
 
@@ -10,6 +10,7 @@ cuda_ctx g_ctx;
 
 /* Groups live in their own files; weak so a partial build still links. */
 __attribute__((weak)) void test_attention_all(void);
+__attribute__((weak)) void test_attn_batch_all(void);
 __attribute__((weak)) void test_gdn_all(void);
 __attribute__((weak)) void test_moe_all(void);
 
@@ -24,6 +25,7 @@ int main(int argc, char **argv)
         {"matmul", test_matmul_all},
         {"elementwise", test_elementwise_all},
         {"attention", test_attention_all},
+        {"attn_batch", test_attn_batch_all},
         {"gdn", test_gdn_all},
         {"moe", test_moe_all},
     };

@@ -496,9 +496,8 @@ template <int KV> static int fa_run(cuda_ctx *c, const cuda_attn *a, int path, w
     }
 }
 
-extern "C" int cuda_attention_path(cuda_ctx *c, const cuda_attn *a, int path, wk_error *err)
+extern "C" int cuda_attn_check(const cuda_attn *a, wk_error *err)
 {
-    if (a->n_q <= 0) return 0;
     if (a->n_head_kv <= 0 || a->n_head % a->n_head_kv)
         return wk_fail(err, WK_EINVAL, "attention: %d query heads not a multiple of %d kv heads", a->n_head,
                        a->n_head_kv);
@@ -513,7 +512,15 @@ extern "C" int cuda_attention_path(cuda_ctx *c, const cuda_attn *a, int path, wk
     if (a->kv_type == CUDA_KV_Q8_0 && (a->kv_head_stride % 2 || ((uintptr_t)a->k | (uintptr_t)a->v) % 4))
         return wk_fail(err, WK_EINVAL, "attention: Q8_0 cache heads not 4-byte aligned (head stride %zu)",
                        a->kv_head_stride);
-    if (path == 0) path = a->n_q <= 8 ? 1 : 2;
+    return 0;
+}
+
+extern "C" int cuda_attention_path(cuda_ctx *c, const cuda_attn *a, int path, wk_error *err)
+{
+    if (a->n_q <= 0) return 0;
+    int rc = cuda_attn_check(a, err);
+    if (rc) return rc;
+    if (path == 0) path = a->n_q <= CUDA_ATTN_DECODE_MAX_Q ? 1 : 2;
     if (a->pos_dev && path != 1)
         return wk_fail(err, WK_EINVAL, "attention: device positions are for the decode kernel (%d queries)", a->n_q);
     return a->kv_type == CUDA_KV_Q8_0 ? fa_run<CUDA_KV_Q8_0>(c, a, path, err) : fa_run<CUDA_KV_F16>(c, a, path, err);

@@ -74,8 +74,8 @@ __device__ __forceinline__ void fdt_expand_q8(__half *dst, const unsigned char *
  * 136.4 vs 136.1 tok/s without it; without it tiny-qwen3moe-Q4_K_M's decode flips an
  * expert: 2.97 vs 0.18, tolerance 0.53). */
 template <int D, int KV>
-__global__ void __launch_bounds__(FDT_THREADS)
-fdt_kernel(const cuda_attn a, float qscale, int n_split, int split_len, float *part_o, float *part_ml)
+__device__ __forceinline__ void fdt_block(const cuda_attn &a, float qscale, int split, int g_kv, int qi, int n_split,
+                                          int split_len, float *part_o, float *part_ml)
 {
     using SM = fdt_smem<D, KV>;
     constexpr int LD = SM::LD, PLD = SM::PLD;
@@ -85,9 +85,6 @@ fdt_kernel(const cuda_attn a, float qscale, int n_split, int split_len, float *p
     __half *Ps = (__half *)(smem + SM::OFF_P), *Pl = Ps + FDT_ROWS * PLD;
     float *red_m = (float *)(smem + SM::OFF_RED); /* [warp][row] */
     float *red_l = red_m + FDT_WARPS * FDT_ROWS;
-    pdl_enter(); /* launch_k: q, the cache rows and the position come from earlier kernels */
-
-    const int split = blockIdx.x, g_kv = blockIdx.y, qi = blockIdx.z;
     const int G = a.n_head / a.n_head_kv;
     const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
     const int gr = lane >> 2, tq = lane & 3;
@@ -291,16 +288,55 @@ fdt_kernel(const cuda_attn a, float qscale, int n_split, int split_len, float *p
     }
 }
 
+/* One block = (split, kv head, query) of one call. */
+template <int D, int KV>
+__global__ void __launch_bounds__(FDT_THREADS)
+fdt_kernel(const cuda_attn a, float qscale, int n_split, int split_len, float *part_o, float *part_ml)
+{
+    pdl_enter(); /* launch_k: q, the cache rows and the position come from earlier kernels */
+    fdt_block<D, KV>(a, qscale, blockIdx.x, blockIdx.y, blockIdx.z, n_split, split_len, part_o, part_ml);
+}
+
+/* Several sequences' calls (a batched decode step's layer) in one launch: z runs over
+ * their queries, x over the most splits any has (blocks past a call's own splits leave at
+ * once); each call's splits and partial rows are those it has alone. */
+typedef struct fdt_batch {
+    int32_t n;
+    cuda_attn a[CUDA_ATTN_SEQS];
+    float qscale[CUDA_ATTN_SEQS];
+    int32_t n_split[CUDA_ATTN_SEQS], split_len[CUDA_ATTN_SEQS];
+    int32_t z0[CUDA_ATTN_SEQS + 1]; /* the first query (grid z) of each call */
+    size_t part[CUDA_ATTN_SEQS];    /* the first partial row of each call */
+} fdt_batch;
+
+__device__ __forceinline__ int fdt_batch_call(const fdt_batch &B, int z)
+{
+    int i = 0;
+    while (i + 1 < B.n && z >= B.z0[i + 1]) i++;
+    return i;
+}
+
+template <int D, int KV>
+__global__ void __launch_bounds__(FDT_THREADS) fdt_batch_kernel(const __grid_constant__ fdt_batch B, float *part_o,
+                                                                float *part_ml)
+{
+    pdl_enter();
+    const int i = fdt_batch_call(B, blockIdx.z);
+    if ((int)blockIdx.x >= B.n_split[i]) return;
+    fdt_block<D, KV>(B.a[i], B.qscale[i], blockIdx.x, blockIdx.y, blockIdx.z - B.z0[i], B.n_split[i], B.split_len[i],
+                     part_o + B.part[i] * D, part_ml + B.part[i] * 2);
+}
+
 /* One block per (head, query): merges the splits' partial results. Warp 0
  * finds the weights exp2(m_s - M) once; every thread then sums its columns
  * over the splits in order. Splits with max -inf (no visible key, or never
  * written) are skipped. */
-__global__ void fdt_combine_kernel(const cuda_attn a, int n_split, const float *part_o, const float *part_ml)
+__device__ __forceinline__ void fdt_combine_block(const cuda_attn &a, int h, int qi, int n_split, const float *part_o,
+                                                  const float *part_ml)
 {
     extern __shared__ float wgt[]; /* [n_split] */
     __shared__ float inv_l;
-    pdl_enter();
-    const int h = blockIdx.x, qi = blockIdx.y, D = a.d;
+    const int D = a.d;
     const size_t base = ((size_t)qi * a.n_head + h) * n_split;
     if (threadIdx.x < 32) {
         const int lane = threadIdx.x;
@@ -337,6 +373,23 @@ __global__ void fdt_combine_kernel(const cuda_attn a, int n_split, const float *
     }
 }
 
+__global__ void fdt_combine_kernel(const cuda_attn a, int n_split, const float *part_o, const float *part_ml)
+{
+    pdl_enter();
+    fdt_combine_block(a, blockIdx.x, blockIdx.y, n_split, part_o, part_ml);
+}
+
+/* fdt_batch_kernel's calls merged: y runs over their queries. */
+__global__ void fdt_combine_batch_kernel(const __grid_constant__ fdt_batch B, const float *part_o,
+                                         const float *part_ml)
+{
+    pdl_enter();
+    const int i = fdt_batch_call(B, blockIdx.y);
+    const int D = B.a[i].d;
+    fdt_combine_block(B.a[i], blockIdx.x, blockIdx.y - B.z0[i], B.n_split[i], part_o + B.part[i] * D,
+                      part_ml + B.part[i] * 2);
+}
+
 /* ---- host side ------------------------------------------------------------------------- */
 
 static int g_fdt_choice = 1; /* 0: split-K kernel (attention.cu); 1: this file */
@@ -363,19 +416,25 @@ template <int D, int KV> static int fdt_blocks_per_sm(wk_error *err, int *out)
     return 0;
 }
 
+/* A call's split of the keys: sized for the end of the last query's band (keys < last
+ * can be visible), one wave of resident blocks there, each a whole number of tiles. */
+static void fdt_split(const cuda_ctx *c, const cuda_attn *a, int bpsm, int *n_split, int *split_len)
+{
+    const int last = min(a->q_pos0 + a->n_q, a->n_kv);
+    const int band_last = (last + CUDA_ATTN_BAND - 1) / CUDA_ATTN_BAND * CUDA_ATTN_BAND;
+    const int want = max(1, bpsm * c->sm_count / (a->n_head_kv * a->n_q));
+    const int n_tiles = (band_last + FDT_BK - 1) / FDT_BK;
+    *split_len = (n_tiles + want - 1) / want * FDT_BK;
+    *n_split = (band_last + *split_len - 1) / *split_len; /* splits past last find no keys */
+}
+
 template <int D, int KV> static int fdt_decode(cuda_ctx *c, const cuda_attn *a, wk_error *err)
 {
     int bpsm = 1;
     int rc = fdt_blocks_per_sm<D, KV>(err, &bpsm);
     if (rc) return rc;
-    /* keys < last can be visible; the split is sized for the end of last's band */
-    const int last = min(a->q_pos0 + a->n_q, a->n_kv);
-    const int band_last = (last + CUDA_ATTN_BAND - 1) / CUDA_ATTN_BAND * CUDA_ATTN_BAND;
-    /* one wave of resident blocks at the band's end, each a whole number of tiles */
-    const int want = max(1, bpsm * c->sm_count / (a->n_head_kv * a->n_q));
-    const int n_tiles = (band_last + FDT_BK - 1) / FDT_BK;
-    const int split_len = (n_tiles + want - 1) / want * FDT_BK;
-    const int n_split = (band_last + split_len - 1) / split_len; /* splits past last find no keys */
+    int n_split, split_len;
+    fdt_split(c, a, bpsm, &n_split, &split_len);
     const size_t rows = (size_t)a->n_q * a->n_head * n_split;
     void *scr;
     rc = cuda_ctx_scratch(c, rows * (D + 2) * sizeof(float), &scr, err);
@@ -390,6 +449,43 @@ template <int D, int KV> static int fdt_decode(cuda_ctx *c, const cuda_attn *a, 
     return 0;
 }
 
+/* Up to CUDA_ATTN_SEQS calls of one head layout in two launches, each call's results
+ * those fdt_decode gives it alone (same split, same partial rows, same merge). */
+template <int D, int KV> static int fdt_decode_batch(cuda_ctx *c, const cuda_attn *a, int n, wk_error *err)
+{
+    int bpsm = 1;
+    int rc = fdt_blocks_per_sm<D, KV>(err, &bpsm);
+    if (rc) return rc;
+    cudaError_t e = smem_allow(fdt_batch_kernel<D, KV>, fdt_smem<D, KV>::BYTES);
+    if (e != cudaSuccess) return cu_fail(err, e, "attention (decode, several sequences): shared memory limit");
+    fdt_batch B;
+    memset(&B, 0, sizeof B);
+    B.n = n;
+    size_t rows = 0;
+    int max_split = 1;
+    B.z0[0] = 0;
+    for (int i = 0; i < n; i++) {
+        B.a[i] = a[i];
+        B.qscale[i] = a[i].scale * LOG2E;
+        fdt_split(c, &a[i], bpsm, &B.n_split[i], &B.split_len[i]);
+        max_split = max(max_split, B.n_split[i]);
+        B.part[i] = rows;
+        rows += (size_t)a[i].n_q * a[i].n_head * B.n_split[i];
+        B.z0[i + 1] = B.z0[i] + a[i].n_q;
+    }
+    void *scr;
+    rc = cuda_ctx_scratch(c, rows * (D + 2) * sizeof(float), &scr, err);
+    if (rc) return rc;
+    float *part_o = (float *)scr, *part_ml = part_o + rows * D;
+    launch_k(c, fdt_batch_kernel<D, KV>, dim3(max_split, a[0].n_head_kv, B.z0[n]), FDT_THREADS,
+             (size_t)fdt_smem<D, KV>::BYTES, B, part_o, part_ml);
+    CU_CHECK_LAUNCH(err, "attention (decode, tensor cores, several sequences)");
+    launch_k(c, fdt_combine_batch_kernel, dim3(a[0].n_head, B.z0[n]), min(D, 256), (size_t)max_split * sizeof(float),
+             B, (const float *)part_o, (const float *)part_ml);
+    CU_CHECK_LAUNCH(err, "attention (combine, several sequences)");
+    return 0;
+}
+
 extern "C" int cuda_attn_decode_tc(cuda_ctx *c, const cuda_attn *a, wk_error *err)
 {
     if (!g_fdt_choice || a->n_head / a->n_head_kv > FDT_ROWS) return 1;
@@ -398,6 +494,29 @@ extern "C" int cuda_attn_decode_tc(cuda_ctx *c, const cuda_attn *a, wk_error *er
     case 64: return q8 ? fdt_decode<64, CUDA_KV_Q8_0>(c, a, err) : fdt_decode<64, CUDA_KV_F16>(c, a, err);
     case 128: return q8 ? fdt_decode<128, CUDA_KV_Q8_0>(c, a, err) : fdt_decode<128, CUDA_KV_F16>(c, a, err);
     case 256: return q8 ? fdt_decode<256, CUDA_KV_Q8_0>(c, a, err) : fdt_decode<256, CUDA_KV_F16>(c, a, err);
+    default: return 1;
+    }
+}
+
+extern "C" int cuda_attn_decode_batch(cuda_ctx *c, const cuda_attn *a, int n, wk_error *err)
+{
+    if (!g_fdt_choice || n < 1 || n > CUDA_ATTN_SEQS) return 1;
+    for (int i = 0; i < n; i++) /* one head layout, the decode kernel's few queries each */
+        if (a[i].d != a[0].d || a[i].kv_type != a[0].kv_type || a[i].n_head != a[0].n_head ||
+            a[i].n_head_kv != a[0].n_head_kv || a[i].n_q < 1 || a[i].n_q > CUDA_ATTN_DECODE_MAX_Q)
+            return 1;
+    if (a[0].n_head_kv <= 0 || a[0].n_head % a[0].n_head_kv || a[0].n_head / a[0].n_head_kv > FDT_ROWS) return 1;
+    for (int i = 0; i < n; i++) {
+        int rc = cuda_attn_check(&a[i], err);
+        if (rc) return rc;
+    }
+    const bool q8 = a[0].kv_type == CUDA_KV_Q8_0;
+    switch (a[0].d) {
+    case 64: return q8 ? fdt_decode_batch<64, CUDA_KV_Q8_0>(c, a, n, err) : fdt_decode_batch<64, CUDA_KV_F16>(c, a, n, err);
+    case 128:
+        return q8 ? fdt_decode_batch<128, CUDA_KV_Q8_0>(c, a, n, err) : fdt_decode_batch<128, CUDA_KV_F16>(c, a, n, err);
+    case 256:
+        return q8 ? fdt_decode_batch<256, CUDA_KV_Q8_0>(c, a, n, err) : fdt_decode_batch<256, CUDA_KV_F16>(c, a, n, err);
     default: return 1;
     }
 }

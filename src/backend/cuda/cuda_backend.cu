@@ -36,23 +36,28 @@ typedef struct const_ent {
     size_t bytes;
 } const_ent;
 
-/* Decode steps as CUDA graphs (be_cuda_step_begin/end). A step of a key
- * (the engine's sequence) in a position band is run op by op the first time
- * (FIRST: uploads and scratch growth happen there), captured into a graph the
- * second time (CAPTURE) and replayed afterwards (REPLAY): the forward pass
- * still calls every op, but they only fold their arguments into a signature
- * that must equal the captured one; the graph is launched at the step's
- * be_to_host (its logits). Host inputs (be_from_host: token id, position) go
- * through pinned slots the graph copies from; ops whose arguments carry the
- * position (kv_store, attention) read it from a device int (d_pos) and shift
- * by its difference to the captured position. */
+/* Decode steps as CUDA graphs (be_cuda_step_begin/end). A step of the same
+ * sequences (the engine's keys), row counts and position bands is run op by op
+ * the first time (FIRST: uploads and scratch growth happen there), captured into
+ * a graph the second time (CAPTURE) and replayed afterwards (REPLAY): the
+ * forward pass still calls every op, but they only fold their arguments into a
+ * signature that must equal the captured one; the graph is launched at the
+ * step's be_to_host (its logits). Host inputs (be_from_host: token ids,
+ * positions) go through pinned slots the graph copies from; ops whose arguments
+ * carry a position (kv_store, attention) take it relative to their sequence's
+ * first position (be_attend_seqs says which sequence), read that from a device int
+ * (d_pos[seq]) and shift by its difference to the captured position. */
 enum { G_OFF = 0, G_FIRST, G_CAPTURE, G_REPLAY, G_FAILED };
-#define G_SLOTS 8            /* graphs kept: keys × bands in use at once */
-#define G_PINNED_BYTES 65536 /* host inputs of one step (token ids, positions) */
+#define G_SLOTS 16           /* graphs kept: step shapes × bands in use at once (draft counts, batches) */
+#define G_SEQS 32            /* sequences one recorded step may have */
+#define G_PINNED_BYTES 65536 /* host inputs of one step (positions, token ids) */
+#define G_POS_BYTES 128      /* the pinned slot of the sequences' positions (G_SEQS ints) */
+static_assert(G_SEQS * sizeof(int32_t) <= G_POS_BYTES, "positions slot");
 
 typedef struct graph_ent {
-    const void *key;
-    int32_t band;
+    int32_t n_seq;
+    const void *keys[G_SEQS];
+    int32_t n_t[G_SEQS], band[G_SEQS];
     int state; /* 0 empty, 1 seen once, 2 captured */
     uint64_t sig, epoch, used;
     cudaGraphExec_t exec;
@@ -62,9 +67,10 @@ typedef struct step_graphs {
     int enabled;
     int mode;
     graph_ent *cur;
-    int32_t pos;
-    int32_t *d_pos;   /* device: the step's position */
-    uint8_t *pinned;  /* host, pinned: slot 0 = position, then be_from_host data */
+    int32_t n_seq, seq;  /* the step's sequences; the one whose KV store or attention comes now */
+    int32_t pos[G_SEQS]; /* their first positions */
+    int32_t *d_pos;      /* device: the same, as the graph copies them in */
+    uint8_t *pinned;     /* host, pinned: positions, then be_from_host data */
     size_t pinned_off;
     uint64_t sig, epoch0, tick;
     int unsynced;     /* a graph was launched and nothing waited for it yet */
@@ -217,6 +223,7 @@ enum {
     OP_FROM_HOST = 1, OP_MATMUL, OP_GET_ROWS, OP_RMS_NORM, OP_ROPE_CACHE, OP_ROPE, OP_KV_STORE, OP_ATTENTION,
     OP_SSM_CONV, OP_GDN, OP_MOE_ROUTE, OP_MOE_FFN, OP_ADD, OP_ADD_BIAS, OP_SWIGLU, OP_MUL_SIGMOID, OP_MUL_SILU,
     OP_ADD_SCALED_SIGMOID, OP_KV_STORE_Q8_0, OP_RMS_NORM_GATED, OP_MOE_GATE, OP_SSM_CONV_SEQS, OP_GDN_SEQS,
+    OP_ATTEND_SEQS,
 };
 
 static double host_s(void)
@@ -248,8 +255,10 @@ template <typename... A> static bool g_skip(cuda_be *b, int op, A... args)
     return g->mode == G_REPLAY;
 }
 
-/* The device position kernels read while a step is captured (NULL otherwise). */
-static const int32_t *g_pos_dev(const cuda_be *b) { return b->g.mode == G_CAPTURE ? b->g.d_pos : NULL; }
+/* The device position of the current sequence, read by kernels while a step is captured
+ * (NULL otherwise), and the host position positions are taken relative to. */
+static const int32_t *g_pos_dev(const cuda_be *b) { return b->g.mode == G_CAPTURE ? b->g.d_pos + b->g.seq : NULL; }
+static int32_t g_seq_pos(const cuda_be *b) { return b->g.pos[b->g.seq]; }
 
 static void g_drop(graph_ent *e)
 {
@@ -410,26 +419,46 @@ static bool g_result_ready(cuda_be *b)
     return b->g.mode != G_FAILED;
 }
 
+/* The pinned buffer holding at least bytes (NULL when pinned memory ran out: copy directly). */
+static void *host_stage(cuda_be *b, size_t bytes)
+{
+    if (bytes > b->host_stage_bytes) {
+        if (b->host_stage) cudaFreeHost(b->host_stage); /* the stream is synchronized after each copy */
+        b->host_stage = NULL;
+        b->host_stage_bytes = 0;
+        if (cudaHostAlloc(&b->host_stage, bytes, cudaHostAllocDefault) == cudaSuccess) b->host_stage_bytes = bytes;
+        else cudaGetLastError();
+    }
+    return b->host_stage;
+}
+
 static void cb_to_host(be_backend *be, void *dst, const void *src, size_t bytes)
 {
     cuda_be *b = cb_of(be);
     if (!g_result_ready(b)) return;
     const bool dev = is_device(b, src);
-    if (dev && bytes >= HOST_STAGE_MIN) {
-        if (bytes > b->host_stage_bytes) {
-            if (b->host_stage) cudaFreeHost(b->host_stage); /* the stream is synchronized after each copy */
-            b->host_stage = NULL;
-            b->host_stage_bytes = 0;
-            if (cudaHostAlloc(&b->host_stage, bytes, cudaHostAllocDefault) == cudaSuccess) b->host_stage_bytes = bytes;
-            else cudaGetLastError(); /* no pinned memory: copy directly */
-        }
-        if (b->host_stage) {
-            cb_copy(be, b->host_stage, src, bytes, cudaMemcpyDeviceToHost);
-            memcpy(dst, b->host_stage, bytes);
-            return;
-        }
+    void *st = dev && bytes >= HOST_STAGE_MIN ? host_stage(b, bytes) : NULL;
+    if (st) {
+        cb_copy(be, st, src, bytes, cudaMemcpyDeviceToHost);
+        memcpy(dst, st, bytes);
+        return;
     }
     cb_copy(be, dst, src, bytes, dev ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
+}
+
+/* A batched step's logits: one transfer and one wait for all rows, then a host copy each. */
+static void cb_to_host_rows(be_backend *be, void *const *dst, const void *src, size_t row_bytes, int32_t n)
+{
+    cuda_be *b = cb_of(be);
+    if (!g_result_ready(b)) return;
+    const size_t bytes = row_bytes * (size_t)(n > 0 ? n : 0);
+    void *st = n > 1 && is_device(b, src) ? host_stage(b, bytes) : NULL;
+    if (!st) {
+        for (int32_t i = 0; i < n; i++) cb_to_host(be, dst[i], (const char *)src + (size_t)i * row_bytes, row_bytes);
+        return;
+    }
+    cb_copy(be, st, src, bytes, cudaMemcpyDeviceToHost);
+    for (int32_t i = 0; i < n; i++) memcpy(dst[i], (const char *)st + (size_t)i * row_bytes, row_bytes);
 }
 
 /* Device-to-device copy in stream order (speculative decoding's state snapshots): no host
@@ -825,12 +854,13 @@ static void kv_store_op(be_backend *be, int kv_type, uint16_t *cache, size_t hea
     cuda_be *b = cb_raw(be);
     cuda_ctx_act_invalidate(&b->ctx); /* may write rows a cached activation came from */
     const bool q8 = kv_type == CUDA_KV_Q8_0;
-    if (g_skip(b, q8 ? OP_KV_STORE_Q8_0 : OP_KV_STORE, cache, head_stride, pos0 - b->g.pos, x, x_stride, n_t,
+    const int32_t pos_ref = g_seq_pos(b);
+    if (g_skip(b, q8 ? OP_KV_STORE_Q8_0 : OP_KV_STORE, cache, head_stride, pos0 - pos_ref, x, x_stride, n_t,
                n_head_kv, d)) {
         pend_flush(b);
         return;
     }
-    const int32_t *pos_dev = g_pos_dev(b), pos_ref = b->g.pos;
+    const int32_t *pos_dev = g_pos_dev(b);
     const kv_call cur = {1, kv_type, cache, head_stride, x_stride, pos0, pos_ref, n_head_kv, d, pos_dev, x, n_t};
     const size_t x_span = kv_x_span(cur);
     const kv_call &k = b->pend_kv;
@@ -890,13 +920,9 @@ static cuda_attn_mask mask_of(const be_attn_args *a)
     return m;
 }
 
-static int cb_attention(be_backend *be, const be_attn_args *a, wk_error *err)
+/* The kernels' form of a call (positions as given: no device position yet). */
+static cuda_attn attn_of(const be_attn_args *a)
 {
-    cuda_be *b = cb_of(be);
-    cuda_ctx_act_invalidate(&b->ctx); /* may write rows a cached activation came from */
-    if (take_error(b, err)) return err->code;
-    if (a->d_k != a->d_v)
-        return wk_fail(err, WK_EUNSUPPORTED, "cuda attention: d_k %d != d_v %d", a->d_k, a->d_v);
     cuda_attn c;
     memset(&c, 0, sizeof c);
     c.q = a->q;
@@ -916,7 +942,18 @@ static int cb_attention(be_backend *be, const be_attn_args *a, wk_error *err)
     c.out = a->out;
     c.out_stride = a->out_stride;
     c.kv_type = a->kv_type;
-    const int32_t pos = b->g.pos; /* graphed steps: positions relative to the step's */
+    return c;
+}
+
+static int cb_attention(be_backend *be, const be_attn_args *a, wk_error *err)
+{
+    cuda_be *b = cb_of(be);
+    cuda_ctx_act_invalidate(&b->ctx); /* may write rows a cached activation came from */
+    if (take_error(b, err)) return err->code;
+    if (a->d_k != a->d_v)
+        return wk_fail(err, WK_EUNSUPPORTED, "cuda attention: d_k %d != d_v %d", a->d_k, a->d_v);
+    cuda_attn c = attn_of(a);
+    const int32_t pos = g_seq_pos(b); /* graphed steps: positions relative to the sequence's in the step */
     if (g_skip(b, OP_ATTENTION, c.q, c.q_stride, c.q_head_stride, c.n_q, c.q_pos0 - pos, c.k, c.v, c.kv_head_stride,
                c.n_kv - pos, c.n_head, c.n_head_kv, c.d, c.scale, c.mask.approx, c.mask.global, c.mask.window,
                c.mask.approx ? c.mask.dense_from - pos : 0, c.out, c.out_stride, a->kv_type))
@@ -924,6 +961,100 @@ static int cb_attention(be_backend *be, const be_attn_args *a, wk_error *err)
     c.pos_dev = g_pos_dev(b);
     c.pos_ref = pos;
     return cuda_attention(&b->ctx, &c, err);
+}
+
+/* Whether be_attend_seqs' n calls can go as batches (cuda_kv_store_batch +
+ * cuda_attn_decode_batch): one head layout, the decode kernel's few queries each. */
+static bool attend_batchable(const be_attn_args *a, int32_t n)
+{
+    if (n < 2) return false;
+    for (int32_t i = 0; i < n; i++)
+        if (a[i].d_k != a[i].d_v || a[i].d_k != a[0].d_k || a[i].kv_type != a[0].kv_type ||
+            a[i].n_head != a[0].n_head || a[i].n_head_kv != a[0].n_head_kv || a[i].n_q < 1 ||
+            a[i].n_q > CUDA_ATTN_DECODE_MAX_Q || (a[i].kv_type == BE_KV_Q8_0 && a[i].d_k % 32))
+            return false;
+    return true;
+}
+
+/* Calls [i0, i0 + n) of a batchable be_attend_seqs: the stores of all, then the attention
+ * of all (each sequence's caches are its own, so the order between sequences is free). */
+static int attend_batch(cuda_be *b, int32_t first, const be_attn_args *a, const be_kv_rows *kv, int32_t n,
+                        wk_error *err)
+{
+    step_graphs *g = &b->g;
+    const bool rec = g->mode == G_FIRST || g->mode == G_CAPTURE || g->mode == G_REPLAY;
+    cuda_kv_batch kb;
+    memset(&kb, 0, sizeof kb);
+    kb.n = n;
+    cuda_attn ca[CUDA_ATTN_SEQS];
+    bool skip = false;
+    for (int32_t i = 0; i < n; i++) {
+        const int32_t seg = first + i, ref = rec ? g->pos[seg] : 0; /* a recorded step: relative positions */
+        const int32_t *pos_dev = g->mode == G_CAPTURE ? g->d_pos + seg : NULL;
+        ca[i] = attn_of(&a[i]);
+        ca[i].pos_dev = pos_dev;
+        ca[i].pos_ref = ref;
+        kb.k[i] = kv[i].k_cache;
+        kb.v[i] = kv[i].v_cache;
+        kb.xk[i] = kv[i].k;
+        kb.xv[i] = kv[i].v;
+        kb.xk_stride[i] = kv[i].k_stride;
+        kb.xv_stride[i] = kv[i].v_stride;
+        kb.head_stride[i] = a[i].kv_head_stride;
+        kb.pos0[i] = a[i].q_pos0;
+        kb.pos_ref[i] = ref;
+        kb.n_t[i] = a[i].n_q;
+        kb.pos_dev[i] = pos_dev;
+        const cuda_attn &c = ca[i];
+        skip = g_skip(b, OP_ATTEND_SEQS, seg, c.q, c.q_stride, c.q_head_stride, c.n_q, c.q_pos0 - ref, c.k, c.v,
+                      c.kv_head_stride, c.n_kv - ref, c.n_head, c.n_head_kv, c.d, c.scale, c.mask.approx,
+                      c.mask.global, c.mask.window, c.mask.approx ? c.mask.dense_from - ref : 0, c.out, c.out_stride,
+                      c.kv_type, kb.xk[i], kb.xv[i], kb.xk_stride[i], kb.xv_stride[i]);
+    }
+    if (skip) return 0;
+    int rc = cuda_kv_store_batch(&b->ctx, a[0].kv_type, &kb, a[0].n_head_kv, a[0].d_k);
+    if (rc) return wk_fail(err, rc, "cuda: kv store (%d sequences)", (int)n);
+    rc = cuda_attn_decode_batch(&b->ctx, ca, (int)n, err);
+    for (int32_t i = 0; rc == 1 && i < n; i++) /* the batched kernel is switched off: one by one */
+        if (cuda_attention(&b->ctx, &ca[i], err)) return err->code;
+    return rc == 1 ? 0 : rc;
+}
+
+/* be_attend_seqs: a batched decode step's layer as two batches of launches, else call by
+ * call with each segment's positions (a recorded step's sequence first + i). */
+static int cb_attend_seqs(be_backend *be, int32_t first, const be_attn_args *a, const be_kv_rows *kv, int32_t n,
+                          wk_error *err)
+{
+    cuda_be *b = cb_raw(be);
+    step_graphs *g = &b->g;
+    const bool rec = g->mode == G_FIRST || g->mode == G_CAPTURE || g->mode == G_REPLAY;
+    if (rec && (first < 0 || n < 0 || first + n > g->n_seq)) { /* not the step that began: run it again */
+        g_fail(b);
+        return 0;
+    }
+    if (g->mode == G_FAILED) return 0;
+    if (attend_batchable(a, n)) {
+        pend_flush(b);
+        cuda_ctx_act_invalidate(&b->ctx); /* writes rows a cached activation may have come from */
+        if (take_error(b, err)) return err->code;
+        for (int32_t i0 = 0; i0 < n; i0 += CUDA_ATTN_SEQS) {
+            int rc = attend_batch(b, first + i0, a + i0, kv + i0, n - i0 < CUDA_ATTN_SEQS ? n - i0 : CUDA_ATTN_SEQS,
+                                  err);
+            if (rc) return rc;
+        }
+        return 0;
+    }
+    int rc = 0;
+    for (int32_t i = 0; i < n && !rc; i++) {
+        g->seq = rec ? first + i : 0;
+        kv_store_op(be, a[i].kv_type, kv[i].k_cache, a[i].kv_head_stride, a[i].q_pos0, kv[i].k, kv[i].k_stride,
+                    a[i].n_q, a[i].n_head_kv, a[i].d_k);
+        kv_store_op(be, a[i].kv_type, kv[i].v_cache, a[i].kv_head_stride, a[i].q_pos0, kv[i].v, kv[i].v_stride,
+                    a[i].n_q, a[i].n_head_kv, a[i].d_v);
+        rc = cb_attention(be, &a[i], err);
+    }
+    g->seq = 0;
+    return rc;
 }
 
 static void cb_ssm_conv(be_backend *be, float *y, size_t y_stride, const float *x, size_t x_stride, int64_t n_t,
@@ -1485,6 +1616,7 @@ static be_ops make_ops(void)
     o.rope = cb_rope;
     o.kv_store = cb_kv_store;
     o.attention = cb_attention;
+    o.attend_seqs = cb_attend_seqs;
     o.ssm_conv = cb_ssm_conv;
     o.ssm_conv_seqs = cb_ssm_conv_seqs;
     o.gdn_seqs = cb_gdn_seqs;
@@ -1501,6 +1633,7 @@ static be_ops make_ops(void)
     o.add_scaled_sigmoid = cb_add_scaled_sigmoid;
     o.rms_norm_gated = cb_rms_norm_gated;
     o.kv_store_q8_0 = cb_kv_store_q8_0;
+    o.to_host_rows = cb_to_host_rows;
     o.step_begin = be_cuda_step_begin;
     o.step_end = be_cuda_step_end;
     o.status = be_cuda_status;
@@ -1561,17 +1694,34 @@ extern "C" int be_cuda_status(be_backend *be, wk_error *err)
 
 /* ---- decode-step graphs: entry points ------------------------------------------------------ */
 
-extern "C" void be_cuda_step_begin(be_backend *be, const void *key, int32_t pos)
+/* Whether entry e was recorded for this step's sequences, row counts and bands. */
+static bool g_same_step(const graph_ent *e, const be_step_seq *seqs, const int32_t *band, int32_t n_seq)
+{
+    if (!e->state || e->n_seq != n_seq) return false;
+    for (int32_t i = 0; i < n_seq; i++)
+        if (e->keys[i] != seqs[i].key || e->n_t[i] != seqs[i].n_t || e->band[i] != band[i]) return false;
+    return true;
+}
+
+extern "C" void be_cuda_step_begin(be_backend *be, const be_step_seq *seqs, int32_t n_seq)
 {
     cuda_be *b = cb_of(be);
     step_graphs *g = &b->g;
     g->t_begin = host_s();
     g->mode = G_OFF;
-    g->pos = 0;
-    if (!g->enabled || pos < 0) return;
+    g->n_seq = g->seq = 0;
+    g->pos[0] = 0;
+    if (!g->enabled || n_seq < 1 || n_seq > G_SEQS) return;
+    int32_t band[G_SEQS];
+    for (int32_t i = 0; i < n_seq; i++) {
+        /* positions on the device are for the decode attention kernel's few queries */
+        if (seqs[i].pos < 0 || seqs[i].n_t < 1 || seqs[i].n_t > CUDA_ATTN_DECODE_MAX_Q) return;
+        /* the decode attention's split is fixed within the band of the sequence's last row */
+        band[i] = (seqs[i].pos + seqs[i].n_t - 1) / CUDA_ATTN_BAND;
+    }
     if (!g->pinned) { /* outside any capture */
         if (cudaHostAlloc((void **)&g->pinned, G_PINNED_BYTES, cudaHostAllocDefault) != cudaSuccess ||
-            cudaMalloc((void **)&g->d_pos, sizeof(int32_t)) != cudaSuccess) {
+            cudaMalloc((void **)&g->d_pos, G_SEQS * sizeof(int32_t)) != cudaSuccess) {
             cudaGetLastError();
             g->enabled = 0;
             return;
@@ -1581,26 +1731,30 @@ extern "C" void be_cuda_step_begin(be_backend *be, const void *key, int32_t pos)
         cudaStreamSynchronize(b->ctx.stream);
         g->unsynced = 0;
     }
-    const int32_t band = pos / CUDA_ATTN_BAND; /* the decode attention's split is fixed within a band */
     graph_ent *e = NULL, *lru = &g->ents[0];
     for (int i = 0; i < G_SLOTS; i++) {
         graph_ent *t = &g->ents[i];
-        if (t->state && t->key == key && t->band == band) e = t;
+        if (g_same_step(t, seqs, band, n_seq)) e = t;
         if (!t->state || (lru->state && t->used < lru->used)) lru = t;
     }
     if (!e) {
         e = lru;
         g_drop(e);
-        e->key = key;
-        e->band = band;
+        e->n_seq = n_seq;
+        for (int32_t i = 0; i < n_seq; i++) {
+            e->keys[i] = seqs[i].key;
+            e->n_t[i] = seqs[i].n_t;
+            e->band[i] = band[i];
+        }
     }
     if (e->state && e->epoch != b->ctx.epoch) g_drop(e); /* buffers it used moved */
     e->used = ++g->tick;
     g->cur = e;
-    g->pos = pos;
+    g->n_seq = n_seq;
+    for (int32_t i = 0; i < n_seq; i++) g->pos[i] = seqs[i].pos;
     g->sig = 0xCBF29CE484222325ull;
-    g->pinned_off = 64; /* slot 0: the position */
-    memcpy(g->pinned, &pos, sizeof pos);
+    g->pinned_off = G_POS_BYTES; /* slot 0: the positions */
+    memcpy(g->pinned, g->pos, sizeof(int32_t) * (size_t)n_seq);
     if (e->state == 0) {
         g->mode = G_FIRST;
     } else if (e->state == 1) {
@@ -1610,12 +1764,14 @@ extern "C" void be_cuda_step_begin(be_backend *be, const void *key, int32_t pos)
             return; /* this step op by op */
         }
         g->mode = G_CAPTURE;
-        if (cudaMemcpyAsync(g->d_pos, g->pinned, sizeof pos, cudaMemcpyHostToDevice, b->ctx.stream) != cudaSuccess)
+        if (cudaMemcpyAsync(g->d_pos, g->pinned, sizeof(int32_t) * (size_t)n_seq, cudaMemcpyHostToDevice,
+                            b->ctx.stream) != cudaSuccess)
             g_fail(b);
     } else {
         g->mode = G_REPLAY;
     }
 }
+
 
 extern "C" int be_cuda_step_end(be_backend *be, int rc)
 {

@@ -41,17 +41,18 @@ int be_cuda_nccl_version(void);
  * Returns 0, or -1 when there is no such device or the driver does not answer. */
 int be_cuda_device_memory(int device, uint64_t *free_bytes, uint64_t *total_bytes, char *name, size_t name_cap);
 
-/* Decode steps as CUDA graphs. Wrap one single-token forward pass at
- * position pos of the sequence `key` (any stable pointer: the engine's
- * sequence) in be_cuda_step_begin / be_cuda_step_end(be, rc of the pass).
- * The first step of a key in a 4096-position band runs op by op, the second
- * is captured, later ones replay the graph (launched at the pass's
- * be_to_host). step_end returns rc, or 1 when the step did not run (a replay
- * whose ops differ from the captured ones, a failed capture): the caller
- * resets the sequence's n_past and runs the pass again without the wrapper.
- * Graphs are dropped when a buffer they use is freed or moved. The
- * environment variable WICK_CUDA_GRAPHS=0 turns them off. */
-void be_cuda_step_begin(be_backend *be, const void *key, int32_t pos);
+/* Decode steps as CUDA graphs (backend.h's be_step_begin / be_step_end): wrap one forward
+ * pass of up to 32 sequences of up to 8 rows each (a decode token, drafts to verify, a
+ * batch of sequences' tokens), the sequences given with a stable key each (the engine's
+ * sequence) and their first positions in the pass's segment order, in
+ * be_cuda_step_begin / be_cuda_step_end(be, rc of the pass). The first step of the same
+ * sequences, row counts and 4096-position bands runs op by op, the second is captured,
+ * later ones replay the graph (launched at the pass's first be_to_host). step_end
+ * returns rc, or 1 when the step did not run (a replay whose ops differ from the
+ * captured ones, a failed capture): the caller resets the sequences' n_past and runs the
+ * pass again without the wrapper. Graphs are dropped when a buffer they use is freed or
+ * moved. The environment variable WICK_CUDA_GRAPHS=0 turns them off. */
+void be_cuda_step_begin(be_backend *be, const be_step_seq *seqs, int32_t n_seq);
 int be_cuda_step_end(be_backend *be, int rc);
 /* Turns decode-step graphs on or off (on by default unless WICK_CUDA_GRAPHS=0). */
 void be_cuda_set_graphs(be_backend *be, int on);

@@ -271,6 +271,20 @@ int cuda_kv_store_q8_0_shifted(cuda_ctx *c, uint16_t *cache, size_t head_stride,
 int cuda_kv_store2_shifted(cuda_ctx *c, int kv_type, uint16_t *cache0, const float *x0, size_t x_stride0,
                            uint16_t *cache1, const float *x1, size_t x_stride1, size_t head_stride, int32_t pos0,
                            const int32_t *pos_dev, int32_t pos_ref, int64_t n_t, int32_t n_head_kv, int32_t d);
+/* Sequences one launch of a batched step's KV stores or decode attention takes
+ * (cuda_kv_store_batch, cuda_attn_decode_batch). */
+#define CUDA_ATTN_SEQS 16
+/* The K and V stores of up to CUDA_ATTN_SEQS sequences at one layer (a batched step), each
+ * the bytes cuda_kv_store2_shifted gives it; one cache type, kv head count and d. */
+typedef struct cuda_kv_batch {
+    int32_t n;
+    uint16_t *k[CUDA_ATTN_SEQS], *v[CUDA_ATTN_SEQS];
+    const float *xk[CUDA_ATTN_SEQS], *xv[CUDA_ATTN_SEQS];
+    size_t xk_stride[CUDA_ATTN_SEQS], xv_stride[CUDA_ATTN_SEQS], head_stride[CUDA_ATTN_SEQS];
+    int32_t pos0[CUDA_ATTN_SEQS], pos_ref[CUDA_ATTN_SEQS], n_t[CUDA_ATTN_SEQS];
+    const int32_t *pos_dev[CUDA_ATTN_SEQS];
+} cuda_kv_batch;
+int cuda_kv_store_batch(cuda_ctx *c, int kv_type, const cuda_kv_batch *b, int32_t n_head_kv, int32_t d);
 int cuda_add(cuda_ctx *c, float *y, const float *a, const float *b, int64_t n);
 /* The greedy pick of x[0..n) into *slot (device) as a key: 0 when every value is NaN, else the
  * value's order in the high word and ~index in the low one (so the largest key is the largest
@@ -357,6 +371,9 @@ typedef struct cuda_attn {
  * query (the same split for every step of a band: graphs captured in a band
  * stay valid through it, and eager and graph steps round alike). */
 #define CUDA_ATTN_BAND 4096
+/* Calls of at most this many queries take the decode kernels (which also read graph
+ * replays' device positions); more take the prefill kernel. */
+#define CUDA_ATTN_DECODE_MAX_Q 8
 
 /* Flash attention. Prefill (n_q > 8): tensor-core tiles of 64 queries × 64
  * keys, key tiles outside the mask skipped (Q8_0 keys and values are
@@ -374,6 +391,14 @@ int cuda_attention_path(cuda_ctx *c, const cuda_attn *a, int path, wk_error *err
  * or another head dim),
  * so the split-K kernel on CUDA cores runs instead. */
 int cuda_attn_decode_tc(cuda_ctx *c, const cuda_attn *a, wk_error *err);
+/* Whether cuda_attention takes a's arguments: 0, or WK_EINVAL / WK_EUNSUPPORTED with the reason. */
+int cuda_attn_check(const cuda_attn *a, wk_error *err);
+/* n decode calls (a batched step's sequences at one layer, each at most
+ * CUDA_ATTN_DECODE_MAX_Q queries, one head layout; n <= CUDA_ATTN_SEQS) as one launch of
+ * the tensor-core kernel and one of its merge, each call's output bit for bit what
+ * cuda_attention gives it alone. 1 when they cannot go that way (the caller runs them one
+ * by one), else 0 or an error. */
+int cuda_attn_decode_batch(cuda_ctx *c, const cuda_attn *a, int n, wk_error *err);
 /* Which decode kernel runs: 1 tensor cores (default), 0 the split-K kernel;
  * -1 only asks. Returns the choice before the call. For tests and benchmarks. */
 int cuda_attn_decode_kernel(int which);

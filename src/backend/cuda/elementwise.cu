@@ -287,6 +287,41 @@ extern "C" int cuda_kv_store2_shifted(cuda_ctx *c, int kv_type, uint16_t *cache0
     return cu_launch_status();
 }
 
+/* Several sequences' K and V stores (a batched step's layer) in one launch: y runs over
+ * the sequences, x over the values of each one's two stores, as kv_store2_kernel. */
+template <bool Q8>
+__global__ void kv_store_batch_kernel(const __grid_constant__ cuda_kv_batch B, int n_head_kv, int d)
+{
+    pdl_enter();
+    const int s = blockIdx.y;
+    const int64_t gi = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t n = (int64_t)B.n_t[s] * n_head_kv * d;
+    if (gi >= 2 * n) return;
+    int32_t pos0 = B.pos0[s];
+    if (B.pos_dev[s]) pos0 += *B.pos_dev[s] - B.pos_ref[s];
+    const bool second = gi >= n;
+    uint16_t *cache = second ? B.v[s] : B.k[s];
+    const float *x = second ? B.xv[s] : B.xk[s];
+    const size_t x_stride = second ? B.xv_stride[s] : B.xk_stride[s];
+    if (Q8) kv_store_q8_0_one(cache, B.head_stride[s], pos0, x, x_stride, second ? gi - n : gi, n_head_kv, d);
+    else kv_store_one(cache, B.head_stride[s], pos0, x, x_stride, second ? gi - n : gi, n_head_kv, d);
+}
+
+extern "C" int cuda_kv_store_batch(cuda_ctx *c, int kv_type, const cuda_kv_batch *b, int32_t n_head_kv, int32_t d)
+{
+    if (kv_type != CUDA_KV_F16 && kv_type != CUDA_KV_Q8_0) return WK_EINVAL;
+    if (kv_type == CUDA_KV_Q8_0 && (d <= 0 || d % 32)) return WK_EINVAL;
+    if (b->n < 1 || b->n > CUDA_ATTN_SEQS) return WK_EINVAL;
+    int64_t most = 0;
+    for (int i = 0; i < b->n; i++) most = b->n_t[i] > most ? b->n_t[i] : most;
+    const int64_t n = most * n_head_kv * d;
+    if (n <= 0) return 0;
+    const dim3 grid((unsigned)cdiv(2 * n, 256), (unsigned)b->n);
+    if (kv_type == CUDA_KV_Q8_0) launch_k(c, kv_store_batch_kernel<true>, grid, 256, 0, *b, n_head_kv, d);
+    else launch_k(c, kv_store_batch_kernel<false>, grid, 256, 0, *b, n_head_kv, d);
+    return cu_launch_status();
+}
+
 extern "C" int cuda_kv_store_q8_0_shifted(cuda_ctx *c, uint16_t *cache, size_t head_stride, int32_t pos0,
                                           const int32_t *pos_dev, int32_t pos_ref, const float *x, size_t x_stride,
                                           int64_t n_t, int32_t n_head_kv, int32_t d)
