@@ -204,6 +204,9 @@ typedef struct be_ops {
     void *(*alloc)(be_backend *be, size_t bytes);
     void (*release)(be_backend *be, void *p);
     void (*to_host)(be_backend *be, void *dst, const void *src, size_t bytes);
+    /* Optional (NULL: calloc / free), see be_host_alloc. */
+    void *(*host_alloc)(be_backend *be, size_t bytes);
+    void (*host_free)(be_backend *be, void *p);
     void (*from_host)(be_backend *be, void *dst, const void *src, size_t bytes);
     int (*prepare_weight)(be_backend *be, be_weight *w, wk_error *err);
     void (*release_weight)(be_backend *be, be_weight *w);
@@ -285,6 +288,18 @@ static inline void be_release(be_backend *be, void *p) { be->ops->release(be, p)
 static inline void be_to_host(be_backend *be, void *dst, const void *src, size_t bytes)
 {
     be->ops->to_host(be, dst, src, bytes);
+}
+/* Host memory that be_to_host fills fastest (pinned on a GPU: copied into directly, not
+ * through a staging buffer), for results the host reads every step (logits); zeroed. NULL
+ * when out of memory. Freed with be_host_free on the same backend, before be_free. */
+static inline void *be_host_alloc(be_backend *be, size_t bytes)
+{
+    return be->ops->host_alloc ? be->ops->host_alloc(be, bytes) : calloc(1, bytes ? bytes : 1);
+}
+static inline void be_host_free(be_backend *be, void *p)
+{
+    if (p && be->ops->host_free) be->ops->host_free(be, p);
+    else free(p);
 }
 /* Copies n consecutive rows of row_bytes at backend memory src to host memory dst[0..n)
  * (a batched step's logits, one buffer per sequence): one transfer where the backend can. */

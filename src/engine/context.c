@@ -251,7 +251,7 @@ int eng_ctx_new(eng_ctx **out, const model *m, const eng_options *o, wk_error *e
         if (rc) goto fail;
     }
     c->scratch = c->parts[0].scratch;
-    c->logits = calloc(m->hp.n_vocab, sizeof(float));
+    c->logits = be_host_alloc(eng_out_backend(c), sizeof(float) * m->hp.n_vocab);
     if (!c->logits) {
         rc = wk_fail(err, WK_ENOMEM, "context: out of memory");
         goto fail;
@@ -275,8 +275,8 @@ void eng_ctx_free(eng_ctx *c)
     }
     first[c->n_parts] = c->src->hp.n_layer;
     if (c->m == &c->prepared) model_release_prepared(&c->prepared, bes, first, c->n_parts);
+    if (c->n_parts > 0) be_host_free(eng_out_backend(c), c->logits);
     for (int32_t p = 0; p < c->n_parts; p++) be_free(c->parts[p].be);
-    free(c->logits);
     free(c->logits_all);
     free(c->hidden);
     free(c);
@@ -368,6 +368,7 @@ typedef struct run_rows {
     int32_t *greedy; /* decode only: the last token's logits stay where they are, their argmax comes back */
     int32_t first;   /* all_logits: rows [first, n) only (one chunk) */
     bool hidden;     /* every row's final-normed hidden state into c->hidden (one chunk) */
+    bool own_logits; /* the last row's logits into the sequence's own buffer (s->logits), not c->logits */
 } run_rows;
 
 /* One chunk through model_forward_rows; decode steps (one token, drafts to verify) may
@@ -431,7 +432,7 @@ static int prefill_run(eng_ctx *c, eng_seq *s, const int32_t *tokens, int32_t n,
         model_rows out = {
             .mode = all ? MODEL_LOGITS_ALL : !last ? MODEL_LOGITS_NONE : greedy ? MODEL_LOGITS_ARGMAX : MODEL_LOGITS_LAST,
             .first = first,
-            .logits = all ? c->logits_all + (size_t)done * V : c->logits,
+            .logits = all ? c->logits_all + (size_t)done * V : rr->own_logits ? s->logits : c->logits,
             .hidden = rr->hidden || hook ? c->hidden : NULL,
         };
         int32_t pos = s->st.n_past;
@@ -441,7 +442,8 @@ static int prefill_run(eng_ctx *c, eng_seq *s, const int32_t *tokens, int32_t n,
             const eng_step_item item = {.seq = s, .tokens = tokens + done, .n = nt, .prefill = !decode,
                                         .span_start = span0, .span_end = span1, .logits = last};
             rc = eng_sched_forward(c->sched, &item, opts ? opts->cancel_flag : NULL, err);
-            if (!rc && last) memcpy(c->logits, s->logits, sizeof(float) * V);
+            /* a step leaves them in s->logits: copied for eng_logits() unless not wanted there */
+            if (!rc && last && !rr->own_logits && !greedy) memcpy(c->logits, s->logits, sizeof(float) * V);
         } else {
             rc = forward_alone(c, s, tokens + done, nt, &out, pol, decode, err);
         }
@@ -460,8 +462,8 @@ static int prefill_run(eng_ctx *c, eng_seq *s, const int32_t *tokens, int32_t n,
     }
     if (greedy) {
         float logit;
-        *greedy = batched ? wk_argmax_f32(c->logits, (int32_t)V) : model_scratch_argmax(c->scratch, &logit);
-        if (batched) logit = *greedy >= 0 ? c->logits[*greedy] : 0.0f;
+        *greedy = batched ? wk_argmax_f32(s->logits, (int32_t)V) : model_scratch_argmax(c->scratch, &logit);
+        if (batched) logit = *greedy >= 0 ? s->logits[*greedy] : 0.0f;
         if (*greedy >= 0 && logit == -INFINITY) *greedy = -1; /* as eng_sampler_sample */
     }
     if (all) memcpy(c->logits, c->logits_all + (size_t)(n - 1 - first) * V, sizeof(float) * V);
@@ -478,6 +480,14 @@ int eng_prefill(eng_ctx *c, eng_seq *s, const int32_t *tokens, int32_t n, const 
 int eng_decode(eng_ctx *c, eng_seq *s, int32_t token, wk_error *err)
 {
     const run_rows rr = {.decode = true}; /* decode is always dense */
+    return prefill_run(c, s, &token, 1, NULL, &rr, err);
+}
+
+int eng_decode_own(eng_ctx *c, eng_seq *s, int32_t token, wk_error *err)
+{
+    if (!s->logits && !(s->logits = be_host_alloc(eng_out_backend(c), sizeof(float) * c->m->hp.n_vocab)))
+        return wk_fail(err, WK_ENOMEM, "decode: out of memory for logits");
+    const run_rows rr = {.decode = true, .own_logits = true};
     return prefill_run(c, s, &token, 1, NULL, &rr, err);
 }
 

@@ -172,6 +172,11 @@ int eng_prefill(eng_ctx *c, eng_seq *s, const int32_t *tokens, int32_t n,
  * steps attend densely whatever the policy. */
 int eng_decode(eng_ctx *c, eng_seq *s, int32_t token, wk_error *err);
 
+/* eng_decode with the next-token logits in eng_seq_logits(s) instead of eng_logits() (which
+ * is not updated): what a thread driving one of several sequences reads without the
+ * context's lock; a batched step's logits stay where the step put them (no copy). */
+int eng_decode_own(eng_ctx *c, eng_seq *s, int32_t token, wk_error *err);
+
 /* eng_decode, then the greedy pick of the next token (the lowest index of the largest logit,
  * NaNs skipped; -1 when every logit is NaN or -inf: eng_sampler_sample's greedy rule) into
  * *next, made where the logits are: a GPU backend brings one index to the host, not the

@@ -65,6 +65,9 @@ struct eng_seq {
 const char *eng_part_name(const eng_ctx *c, int32_t p, char *buf, size_t cap);
 /* Bytes the parts on GPU gpu hold (counted against --gpu-mem). */
 uint64_t eng_gpu_held(const eng_ctx *c, int32_t gpu);
+/* The backend of the output head (the last part): the host buffers its logits are copied
+ * into come from it (be_host_alloc). */
+static inline be_backend *eng_out_backend(const eng_ctx *c) { return c->parts[c->n_parts - 1].be; }
 /* The part that runs layer il (the last for il >= n_layer). */
 int32_t eng_ctx_layer_part(const eng_ctx *c, uint32_t il);
 

@@ -136,7 +136,7 @@ void eng_seq_free(eng_seq *s)
         part->held_bytes = part->held_bytes > had ? part->held_bytes - had : 0;
     }
     free(s->layers);
-    free(s->logits);
+    be_host_free(eng_out_backend(s->ctx), s->logits);
     free(s->tokens);
     free(s);
 }

@@ -17,7 +17,8 @@ static int check_items(eng_ctx *c, const eng_step_item *items, int32_t n_items, 
     for (int32_t i = 0; i < n_items; i++) {
         eng_seq *s = items[i].seq;
         if (s->ctx != c) return wk_fail(err, WK_EINVAL, "step: sequence %d belongs to another context", i);
-        if (items[i].logits && !s->logits && !(s->logits = malloc(sizeof(float) * c->m->hp.n_vocab)))
+        if (items[i].logits && !s->logits &&
+            !(s->logits = be_host_alloc(eng_out_backend(c), sizeof(float) * c->m->hp.n_vocab)))
             return wk_fail(err, WK_ENOMEM, "step: out of memory for logits");
     }
     return 0;

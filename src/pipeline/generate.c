@@ -231,6 +231,7 @@ int pl_generate(pl_request *r)
         if (end) break;
         int rc = L.spec        ? pl_spec_feed(L.spec, tok, max_new - i - 1, &err)
                  : device_pick ? eng_decode_greedy(ctx, seq, tok, &picked, &err)
+                 : apart       ? eng_decode_own(ctx, seq, tok, &err)
                                : eng_decode(ctx, seq, tok, &err);
         if (rc) {
             status = pl_fail(r, 500, "server_error", NULL, "decode failed: %.440s", err.msg);

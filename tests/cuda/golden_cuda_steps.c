@@ -86,11 +86,17 @@ static int run_steps(const model *m, const int32_t *prompt, int n_prompt, int gr
         rc = model_forward(m, be, s, &q[i].st, t, n0, MODEL_LOGITS_LAST, last, NULL, err);
     }
     float *out = r->logits;
+    /* the batch's logits into pinned buffers (be_host_alloc: copied into directly), the
+     * verification rows' into pageable memory (through the staging buffer) */
+    float *pinned = be_host_alloc(be, sizeof(float) * V * N_SEQ);
+    if (!rc && !pinned) rc = wk_fail(err, WK_ENOMEM, "pinned logits");
     for (int k = 0; k < BATCH_STEPS && !rc; k++, out += N_SEQ * V) {
         int32_t tok[N_SEQ];
         for (int i = 0; i < N_SEQ; i++) tok[i] = token_at(prompt, n_prompt, 3 * k + i + 5);
-        rc = batch_step(m, be, s, q, tok, out, err);
+        rc = batch_step(m, be, s, q, tok, pinned, err);
+        if (!rc) memcpy(out, pinned, sizeof(float) * V * N_SEQ);
     }
+    be_host_free(be, pinned);
     long unused;
     be_cuda_graph_stats(be, &unused, &r->batch_replayed, &unused);
     for (int k = 0; k < VERIFY_STEPS && !rc; k++) {

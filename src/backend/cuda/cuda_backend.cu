@@ -120,6 +120,9 @@ typedef struct cuda_be {
     /* large copies to pageable host memory go through a pinned buffer */
     void *host_stage;
     size_t host_stage_bytes;
+    /* pinned host buffers handed out by be_host_alloc (copied into directly) */
+    alloc_rec *pinned;
+    size_t n_pinned, cap_pinned;
     unsigned long long *pick_dev, *pick_host; /* be_argmax's result: device slot, pinned copy */
     unsigned *gate_arrivals; /* cuda_moe_gate's counters, one per token (CUDA_MATVEC_MAX_ROWS) */
     /* a decode step's residual add, held back until the next op: when that
@@ -432,12 +435,54 @@ static void *host_stage(cuda_be *b, size_t bytes)
     return b->host_stage;
 }
 
+/* be_host_alloc: pinned memory, zeroed, remembered so that copies into it go direct. */
+static void *cb_host_alloc(be_backend *be, size_t bytes)
+{
+    cuda_be *b = cb_raw(be);
+    if (b->n_pinned == b->cap_pinned) {
+        const size_t cap = b->cap_pinned ? 2 * b->cap_pinned : 16;
+        alloc_rec *n = (alloc_rec *)realloc(b->pinned, cap * sizeof *n);
+        if (!n) return NULL;
+        b->pinned = n;
+        b->cap_pinned = cap;
+    }
+    void *p = NULL;
+    if (cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault) != cudaSuccess) {
+        cudaGetLastError();
+        return NULL;
+    }
+    memset(p, 0, bytes);
+    b->pinned[b->n_pinned++] = (alloc_rec){(uintptr_t)p, bytes};
+    return p;
+}
+
+static void cb_host_free(be_backend *be, void *p)
+{
+    cuda_be *b = cb_raw(be);
+    for (size_t i = 0; i < b->n_pinned; i++)
+        if (b->pinned[i].p == (uintptr_t)p) {
+            b->pinned[i] = b->pinned[--b->n_pinned];
+            cudaStreamSynchronize(b->ctx.stream); /* no copy may still write it */
+            cudaFreeHost(p);
+            return;
+        }
+}
+
+/* Whether [p, p + bytes) lies in one be_host_alloc buffer. */
+static bool is_pinned(const cuda_be *b, const void *p, size_t bytes)
+{
+    const uintptr_t a = (uintptr_t)p;
+    for (size_t i = 0; i < b->n_pinned; i++)
+        if (a >= b->pinned[i].p && a + bytes <= b->pinned[i].p + b->pinned[i].bytes) return true;
+    return false;
+}
+
 static void cb_to_host(be_backend *be, void *dst, const void *src, size_t bytes)
 {
     cuda_be *b = cb_of(be);
     if (!g_result_ready(b)) return;
     const bool dev = is_device(b, src);
-    void *st = dev && bytes >= HOST_STAGE_MIN ? host_stage(b, bytes) : NULL;
+    void *st = dev && bytes >= HOST_STAGE_MIN && !is_pinned(b, dst, bytes) ? host_stage(b, bytes) : NULL;
     if (st) {
         cb_copy(be, st, src, bytes, cudaMemcpyDeviceToHost);
         memcpy(dst, st, bytes);
@@ -446,12 +491,29 @@ static void cb_to_host(be_backend *be, void *dst, const void *src, size_t bytes)
     cb_copy(be, dst, src, bytes, dev ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
 }
 
-/* A batched step's logits: one transfer and one wait for all rows, then a host copy each. */
+/* A batched step's logits: one wait for all rows, each copied straight into its pinned
+ * buffer (be_host_alloc), else one transfer into the staging buffer and a host copy each. */
 static void cb_to_host_rows(be_backend *be, void *const *dst, const void *src, size_t row_bytes, int32_t n)
 {
     cuda_be *b = cb_of(be);
     if (!g_result_ready(b)) return;
     const size_t bytes = row_bytes * (size_t)(n > 0 ? n : 0);
+    bool direct = n > 1 && is_device(b, src);
+    for (int32_t i = 0; i < n && direct; i++) direct = is_pinned(b, dst[i], row_bytes);
+    if (direct) {
+        cudaError_t e = cudaSuccess;
+        for (int32_t i = 0; i < n && e == cudaSuccess; i++)
+            e = cudaMemcpyAsync(dst[i], (const char *)src + (size_t)i * row_bytes, row_bytes, cudaMemcpyDeviceToHost,
+                                b->ctx.stream);
+        if (e == cudaSuccess) e = cudaStreamSynchronize(b->ctx.stream);
+        if (e == cudaSuccess) b->g.unsynced = 0;
+        if (e != cudaSuccess) {
+            wk_error er;
+            cu_fail(&er, e, "copy to host");
+            keep_error(b, &er);
+        }
+        return;
+    }
     void *st = n > 1 && is_device(b, src) ? host_stage(b, bytes) : NULL;
     if (!st) {
         for (int32_t i = 0; i < n; i++) cb_to_host(be, dst[i], (const char *)src + (size_t)i * row_bytes, row_bytes);
@@ -1583,6 +1645,8 @@ static void cb_free(be_backend *be)
         if (b->consts[i].host) cudaFree(b->consts[i].dev);
     if (b->stage) cudaFree(b->stage);
     if (b->host_stage) cudaFreeHost(b->host_stage);
+    for (size_t i = 0; i < b->n_pinned; i++) cudaFreeHost((void *)b->pinned[i].p); /* not given back */
+    free(b->pinned);
     if (b->pick_dev) cudaFree(b->pick_dev);
     if (b->gate_arrivals) cudaFree(b->gate_arrivals);
     if (b->pick_host) cudaFreeHost(b->pick_host);
@@ -1634,6 +1698,8 @@ static be_ops make_ops(void)
     o.rms_norm_gated = cb_rms_norm_gated;
     o.kv_store_q8_0 = cb_kv_store_q8_0;
     o.to_host_rows = cb_to_host_rows;
+    o.host_alloc = cb_host_alloc;
+    o.host_free = cb_host_free;
     o.step_begin = be_cuda_step_begin;
     o.step_end = be_cuda_step_end;
     o.status = be_cuda_status;
