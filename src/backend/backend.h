@@ -204,6 +204,8 @@ typedef struct be_ops {
     void *(*alloc)(be_backend *be, size_t bytes);
     void (*release)(be_backend *be, void *p);
     void (*to_host)(be_backend *be, void *dst, const void *src, size_t bytes);
+    /* Optional (NULL: zeros copied from the host), see be_zero. */
+    void (*zero)(be_backend *be, void *dst, size_t bytes);
     /* Optional (NULL: calloc / free), see be_host_alloc. */
     void *(*host_alloc)(be_backend *be, size_t bytes);
     void (*host_free)(be_backend *be, void *p);
@@ -288,6 +290,18 @@ static inline void be_release(be_backend *be, void *p) { be->ops->release(be, p)
 static inline void be_to_host(be_backend *be, void *dst, const void *src, size_t bytes)
 {
     be->ops->to_host(be, dst, src, bytes);
+}
+/* Sets bytes of backend memory dst to zero (a fresh sequence's recurrent state), in the
+ * backend's own order like its other ops. */
+static inline void be_zero(be_backend *be, void *dst, size_t bytes)
+{
+    if (be->ops->zero) {
+        be->ops->zero(be, dst, bytes);
+        return;
+    }
+    static const unsigned char zeros[4096] = {0};
+    for (size_t i = 0; i < bytes; i += sizeof zeros)
+        be->ops->from_host(be, (char *)dst + i, zeros, bytes - i < sizeof zeros ? bytes - i : sizeof zeros);
 }
 /* Host memory that be_to_host fills fastest (pinned on a GPU: copied into directly, not
  * through a staging buffer), for results the host reads every step (logits); zeroed. NULL

@@ -161,26 +161,14 @@ uint64_t eng_seq_prefix_hash(const eng_seq *s, int32_t n)
     return XXH3_64bits(s->tokens, sizeof(int32_t) * (size_t)n);
 }
 
-/* Zeroes the recurrent state (a fresh sequence starts from zeros), part by part. */
+/* Zeroes the recurrent state (a fresh sequence starts from zeros), part by part: where the
+ * state lives (a GPU's memset), not through a host buffer of zeros, whose fresh pages cost
+ * more to fault in than the copy (~80 ms for the 0.8B's 19 MiB, far more for the 27B's 150). */
 static void zero_recurrent(eng_seq *s)
 {
     for (int32_t p = 0; p < s->ctx->n_parts; p++) {
         const eng_seq_part *sp = &s->parts[p];
-        be_backend *be = s->ctx->parts[p].be;
-        if (!sp->rec_floats) continue;
-        /* recurrent state is small next to the KV; one host buffer of zeros per call is fine */
-        float *z = calloc(sp->rec_floats, sizeof(float));
-        if (z) {
-            be_from_host(be, sp->rec_mem, z, sp->rec_floats * sizeof(float));
-            free(z);
-        } else {
-            /* no memory for one buffer: zero through a small one (rec_mem may be GPU memory) */
-            float zb[1024] = {0};
-            for (size_t i = 0; i < sp->rec_floats; i += 1024) {
-                size_t n = sp->rec_floats - i < 1024 ? sp->rec_floats - i : 1024;
-                be_from_host(be, sp->rec_mem + i, zb, n * sizeof(float));
-            }
-        }
+        if (sp->rec_floats) be_zero(s->ctx->parts[p].be, sp->rec_mem, sp->rec_floats * sizeof(float));
     }
 }
 

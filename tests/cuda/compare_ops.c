@@ -368,6 +368,47 @@ static int compare_argmax(uint64_t seed)
     return bad;
 }
 
+/* be_zero on cuda: a range of a device buffer cleared in stream order, its neighbours untouched,
+ * and the pinned host buffers of be_host_alloc written by be_to_host_rows. */
+static int compare_zero_and_rows(uint64_t seed)
+{
+    be_backend *cu = NULL;
+    wk_error err = {0};
+    if (be_cuda_new(&cu, 0, &err)) return 1;
+    uint64_t rng = seed;
+    enum { N = 300007, ROWS = 3, ROW = 70001 };
+    float *x = malloc(sizeof(float) * N), *back = malloc(sizeof(float) * N);
+    for (int i = 0; i < N; i++) x[i] = ref_randn(&rng) + 10.0f; /* never 0 */
+    float *dx = be_alloc(cu, sizeof(float) * N);
+    be_from_host(cu, dx, x, sizeof(float) * N);
+    be_zero(cu, dx + 1001, sizeof(float) * 200000);
+    be_to_host(cu, back, dx, sizeof(float) * N);
+    int bad = 0;
+    for (int i = 0; i < N; i++) bad += back[i] != (i >= 1001 && i < 201001 ? 0.0f : x[i]);
+    /* the rows, into pinned buffers and into pageable ones */
+    be_from_host(cu, dx, x, sizeof(float) * ROWS * ROW);
+    void *pinned[ROWS], *plain[ROWS];
+    for (int r = 0; r < ROWS; r++) {
+        pinned[r] = be_host_alloc(cu, sizeof(float) * ROW);
+        plain[r] = malloc(sizeof(float) * ROW);
+    }
+    be_to_host_rows(cu, pinned, dx, sizeof(float) * ROW, ROWS);
+    be_to_host_rows(cu, plain, dx, sizeof(float) * ROW, ROWS);
+    for (int r = 0; r < ROWS; r++) {
+        bad += !pinned[r] || memcmp(pinned[r], x + (size_t)r * ROW, sizeof(float) * ROW) != 0;
+        bad += memcmp(plain[r], x + (size_t)r * ROW, sizeof(float) * ROW) != 0;
+        be_host_free(cu, pinned[r]);
+        free(plain[r]);
+    }
+    bad += be_cuda_status(cu, &err) != 0;
+    printf("%-4s %-58s\n", bad ? "FAIL" : "ok", "be_zero on cuda, be_to_host_rows into pinned and pageable rows");
+    be_release(cu, dx);
+    be_free(cu);
+    free(x);
+    free(back);
+    return bad ? 1 : 0;
+}
+
 int compare_ops_all(void)
 {
     wk_error err = {0};
@@ -380,6 +421,7 @@ int compare_ops_all(void)
         bad += compare_add_norm(cpu, 0, norm_n[i], 80 + i);
     }
     bad += compare_argmax(90);
+    bad += compare_zero_and_rows(91);
     bad += compare_norm_gated(cpu, 48, 128, 60); /* Qwen3.5-27B's DeltaNet output */
     bad += compare_norm_gated(cpu, 8, 64, 61);
     bad += compare_norm_gated(cpu, 4, 256, 62);

@@ -102,6 +102,12 @@ static void cpu_to_host(be_backend *be, void *dst, const void *src, size_t bytes
     if (dst != src) memcpy(dst, src, bytes);
 }
 
+static void cpu_zero(be_backend *be, void *dst, size_t bytes)
+{
+    (void)be;
+    memset(dst, 0, bytes);
+}
+
 static void cpu_free(be_backend *be)
 {
     cpu_backend *cb = cpu_of(be);
@@ -323,6 +329,7 @@ static const be_ops k_cpu_ops = {
     .release = cpu_release,
     .to_host = cpu_to_host,
     .from_host = cpu_to_host, /* same address space: a copy either way */
+    .zero = cpu_zero,
     .prepare_weight = cpu_prepare_weight,
     .release_weight = cpu_release_weight,
     .matmul = cpu_op_matmul,

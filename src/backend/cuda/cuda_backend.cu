@@ -585,6 +585,25 @@ static void cb_from_host(be_backend *be, void *dst, const void *src, size_t byte
     cb_copy(be, dst, src, bytes, is_device(b, dst) ? cudaMemcpyHostToDevice : cudaMemcpyHostToHost);
 }
 
+/* be_zero: a memset in stream order (never inside a recorded step: a sequence is cleared
+ * between forward passes). */
+static void cb_zero(be_backend *be, void *dst, size_t bytes)
+{
+    cuda_be *b = cb_of(be);
+    if (!g_result_ready(b)) return;
+    cuda_ctx_act_invalidate(&b->ctx); /* may clear rows a cached activation came from */
+    if (!is_device(b, dst)) {
+        memset(dst, 0, bytes);
+        return;
+    }
+    cudaError_t e = cudaMemsetAsync(dst, 0, bytes, b->ctx.stream);
+    if (e != cudaSuccess) {
+        wk_error er;
+        cu_fail(&er, e, "zero");
+        keep_error(b, &er);
+    }
+}
+
 /* ---- host-pointer caches ---------------------------------------------------------------- */
 
 static size_t ptr_hash(const void *p, size_t cap) { return (size_t)(((uintptr_t)p >> 4) * 0x9E3779B97F4A7C15ull) & (cap - 1); }
@@ -1698,6 +1717,7 @@ static be_ops make_ops(void)
     o.rms_norm_gated = cb_rms_norm_gated;
     o.kv_store_q8_0 = cb_kv_store_q8_0;
     o.to_host_rows = cb_to_host_rows;
+    o.zero = cb_zero;
     o.host_alloc = cb_host_alloc;
     o.host_free = cb_host_free;
     o.step_begin = be_cuda_step_begin;
