@@ -485,8 +485,8 @@ int eng_decode(eng_ctx *c, eng_seq *s, int32_t token, wk_error *err)
 
 int eng_decode_own(eng_ctx *c, eng_seq *s, int32_t token, wk_error *err)
 {
-    if (!s->logits && !(s->logits = be_host_alloc(eng_out_backend(c), sizeof(float) * c->m->hp.n_vocab)))
-        return wk_fail(err, WK_ENOMEM, "decode: out of memory for logits");
+    int rc = eng_seq_logits_alloc(c, s, err);
+    if (rc) return rc;
     const run_rows rr = {.decode = true, .own_logits = true};
     return prefill_run(c, s, &token, 1, NULL, &rr, err);
 }

@@ -68,6 +68,9 @@ uint64_t eng_gpu_held(const eng_ctx *c, int32_t gpu);
 /* The backend of the output head (the last part): the host buffers its logits are copied
  * into come from it (be_host_alloc). */
 static inline be_backend *eng_out_backend(const eng_ctx *c) { return c->parts[c->n_parts - 1].be; }
+/* s->logits (a step's or eng_decode_own's next-token logits), allocated on first use from
+ * the output backend. 0 or WK_ENOMEM. */
+int eng_seq_logits_alloc(eng_ctx *c, eng_seq *s, wk_error *err);
 /* The part that runs layer il (the last for il >= n_layer). */
 int32_t eng_ctx_layer_part(const eng_ctx *c, uint32_t il);
 

@@ -8,6 +8,13 @@ int32_t eng_step_max_tokens(const eng_ctx *c) { return model_scratch_max_tokens(
 
 const float *eng_seq_logits(const eng_seq *s) { return s->logits; }
 
+int eng_seq_logits_alloc(eng_ctx *c, eng_seq *s, wk_error *err)
+{
+    if (!s->logits && !(s->logits = be_host_alloc(eng_out_backend(c), sizeof(float) * c->m->hp.n_vocab)))
+        return wk_fail(err, WK_ENOMEM, "out of memory for a sequence's logits");
+    return 0;
+}
+
 /* Checks what model_forward_batch does not know about: the sequences' context, the
  * logits buffers (allocated here, before anything runs). */
 static int check_items(eng_ctx *c, const eng_step_item *items, int32_t n_items, wk_error *err)
@@ -17,9 +24,10 @@ static int check_items(eng_ctx *c, const eng_step_item *items, int32_t n_items, 
     for (int32_t i = 0; i < n_items; i++) {
         eng_seq *s = items[i].seq;
         if (s->ctx != c) return wk_fail(err, WK_EINVAL, "step: sequence %d belongs to another context", i);
-        if (items[i].logits && !s->logits &&
-            !(s->logits = be_host_alloc(eng_out_backend(c), sizeof(float) * c->m->hp.n_vocab)))
-            return wk_fail(err, WK_ENOMEM, "step: out of memory for logits");
+        if (items[i].logits) {
+            int rc = eng_seq_logits_alloc(c, s, err);
+            if (rc) return rc;
+        }
     }
     return 0;
 }

@@ -258,6 +258,12 @@ template <typename... A> static bool g_skip(cuda_be *b, int op, A... args)
     return g->mode == G_REPLAY;
 }
 
+/* Whether the forward pass now is a step being recorded or replayed (positions relative). */
+static bool g_recording(const step_graphs *g)
+{
+    return g->mode == G_FIRST || g->mode == G_CAPTURE || g->mode == G_REPLAY;
+}
+
 /* The device position of the current sequence, read by kernels while a step is captured
  * (NULL otherwise), and the host position positions are taken relative to. */
 static const int32_t *g_pos_dev(const cuda_be *b) { return b->g.mode == G_CAPTURE ? b->g.d_pos + b->g.seq : NULL; }
@@ -397,17 +403,24 @@ static void cb_release(be_backend *be, void *p)
     }
 }
 
-static void cb_copy(be_backend *be, void *dst, const void *src, size_t bytes, cudaMemcpyKind kind)
+/* After copies queued on the stream (e: how queueing went): waits for them; a failure is
+ * kept for the next op that returns an error. */
+static void copies_waited(cuda_be *b, cudaError_t e, const char *what)
 {
-    cuda_be *b = cb_of(be);
-    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kind, b->ctx.stream);
     if (e == cudaSuccess) e = cudaStreamSynchronize(b->ctx.stream);
     if (e == cudaSuccess) b->g.unsynced = 0;
     if (e != cudaSuccess) {
         wk_error er;
-        cu_fail(&er, e, kind == cudaMemcpyDeviceToHost ? "copy to host" : "copy from host");
+        cu_fail(&er, e, what);
         keep_error(b, &er);
     }
+}
+
+static void cb_copy(be_backend *be, void *dst, const void *src, size_t bytes, cudaMemcpyKind kind)
+{
+    cuda_be *b = cb_of(be);
+    const cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kind, b->ctx.stream);
+    copies_waited(b, e, kind == cudaMemcpyDeviceToHost ? "copy to host" : "copy from host");
 }
 
 /* Copies of at least this many bytes to pageable host memory (a step's logits) go
@@ -498,23 +511,18 @@ static void cb_to_host_rows(be_backend *be, void *const *dst, const void *src, s
     cuda_be *b = cb_of(be);
     if (!g_result_ready(b)) return;
     const size_t bytes = row_bytes * (size_t)(n > 0 ? n : 0);
-    bool direct = n > 1 && is_device(b, src);
+    const bool batch = n > 1 && is_device(b, src);
+    bool direct = batch;
     for (int32_t i = 0; i < n && direct; i++) direct = is_pinned(b, dst[i], row_bytes);
     if (direct) {
         cudaError_t e = cudaSuccess;
         for (int32_t i = 0; i < n && e == cudaSuccess; i++)
             e = cudaMemcpyAsync(dst[i], (const char *)src + (size_t)i * row_bytes, row_bytes, cudaMemcpyDeviceToHost,
                                 b->ctx.stream);
-        if (e == cudaSuccess) e = cudaStreamSynchronize(b->ctx.stream);
-        if (e == cudaSuccess) b->g.unsynced = 0;
-        if (e != cudaSuccess) {
-            wk_error er;
-            cu_fail(&er, e, "copy to host");
-            keep_error(b, &er);
-        }
+        copies_waited(b, e, "copy to host");
         return;
     }
-    void *st = n > 1 && is_device(b, src) ? host_stage(b, bytes) : NULL;
+    void *st = batch ? host_stage(b, bytes) : NULL;
     if (!st) {
         for (int32_t i = 0; i < n; i++) cb_to_host(be, dst[i], (const char *)src + (size_t)i * row_bytes, row_bytes);
         return;
@@ -1063,7 +1071,7 @@ static int attend_batch(cuda_be *b, int32_t first, const be_attn_args *a, const 
                         wk_error *err)
 {
     step_graphs *g = &b->g;
-    const bool rec = g->mode == G_FIRST || g->mode == G_CAPTURE || g->mode == G_REPLAY;
+    const bool rec = g_recording(g);
     cuda_kv_batch kb;
     memset(&kb, 0, sizeof kb);
     kb.n = n;
@@ -1108,7 +1116,7 @@ static int cb_attend_seqs(be_backend *be, int32_t first, const be_attn_args *a, 
 {
     cuda_be *b = cb_raw(be);
     step_graphs *g = &b->g;
-    const bool rec = g->mode == G_FIRST || g->mode == G_CAPTURE || g->mode == G_REPLAY;
+    const bool rec = g_recording(g);
     if (rec && (first < 0 || n < 0 || first + n > g->n_seq)) { /* not the step that began: run it again */
         g_fail(b);
         return 0;
