@@ -1,7 +1,7 @@
 /* CUDA kernel benchmarks: the two ceilings (device copy bandwidth, cuBLAS
  * BF16 rate) and each kernel against them. Times are medians of CUDA-event
  * timings over rotating buffers larger than the L2 (weights never hit in L2).
- * usage: bench_cuda [quick | gdn | moe | nt]  — prints a table last (gdn, moe, nt: those rows only). */
+ * usage: bench_cuda [quick | gdn | moe | nt | mv]  — prints a table last (gdn, moe, nt, mv: those rows only). */
 #include <cublas_v2.h>
 #include <math.h>
 #include <string.h>
@@ -425,26 +425,85 @@ static void bench_nt(void)
     for (size_t i = 0; i < sizeof tcs / sizeof tcs[0]; i++) bench_tc(tcs[i].type, tcs[i].M, tcs[i].K);
 }
 
+/* bench_cuda mv: one-row Q4_K products on the 27B's shapes, the default kernels
+ * (cuda_matvec), the pipelined kernel with each split (items of 1 or 2 rows, rows whole or in
+ * two pieces) and the tensor-core kernel at one row; activations quantized once. */
+typedef struct { cuda_qweight w[8]; int nw; int8_t *xq; float *xd; float *y; int rows, pieces; } pipe_ctx;
+static void pipe_fn(void *p, int i)
+{
+    pipe_ctx *m = p;
+    wk_error err;
+    const cuda_qweight *w = &m->w[i % m->nw];
+    const int rc = m->rows == 0   ? cuda_matvec(&g_ctx, w, m->xq, m->xd, NULL, 1, 1, NULL, m->y, &err)
+                   : m->rows < 0 ? cuda_matvec_tc(&g_ctx, w, m->xq, m->xd, 1, m->y, 0, &err)
+                                 : cuda_matvec_q4k_pipe(&g_ctx, w, m->xq, m->xd, m->y, m->rows, m->pieces, &err);
+    if (rc) {
+        fprintf(stderr, "%s\n", err.msg);
+        exit(2);
+    }
+}
+static void bench_mv(void)
+{
+    static const int64_t shapes[][2] = {{17408, 5120}, {5120, 17408}, {10240, 5120}, {6144, 5120}, {5120, 6144}};
+    static const struct { int rows, pieces; const char *name; } kinds[] = {
+        {0, 0, "default"}, {1, 1, "pipe 1 row, whole"}, {2, 1, "pipe 2 rows, whole"},
+        {1, 2, "pipe 1 row, 2 pieces"}, {2, 2, "pipe 2 rows, 2 pieces"}, {-1, 0, "tensor cores"}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const int64_t M = shapes[s][0], K = shapes[s][1];
+        pipe_ctx m = {0};
+        uint64_t rng = 13;
+        size_t rb;
+        m.nw = upload_copies(QT_Q4_K, M, K, &rng, (size_t)400 << 20, m.w, 8, &rb);
+        float *x = malloc(sizeof(float) * K);
+        for (int64_t i = 0; i < K; i++) x[i] = ref_randn(&rng);
+        float *dx = dev_upload(x, sizeof(float) * K);
+        m.xq = dev_alloc(K);
+        m.xd = dev_alloc(sizeof(float) * K / 32);
+        if (cuda_quantize_act(&g_ctx, dx, 1, K, 256, m.xq, m.xd)) exit(2);
+        m.y = dev_alloc(sizeof(float) * M);
+        for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+            m.rows = kinds[k].rows;
+            m.pieces = kinds[k].pieces;
+            if (m.rows > 0 && !g_ctx.sw.hopper) continue;
+            wk_error err;
+            if (m.rows > 0 && cuda_matvec_q4k_pipe(&g_ctx, &m.w[0], m.xq, m.xd, m.y, m.rows, m.pieces, &err)) {
+                printf("mv Q4_K %lldx%lld (%s): not taken (%s)\n", (long long)M, (long long)K, kinds[k].name, err.msg);
+                continue;
+            }
+            double ms = time_ms(pipe_fn, &m, 15, 20);
+            char name[96];
+            snprintf(name, sizeof name, "mv Q4_K %lldx%lld (%s)", (long long)M, (long long)K, kinds[k].name);
+            add_row(name, ms, (double)rb * M, 2.0 * M * K);
+        }
+        for (int i = 0; i < m.nw; i++) cuda_qw_free(&m.w[i]);
+        cudaFree(dx); cudaFree(m.xq); cudaFree(m.xd); cudaFree(m.y);
+        free(x);
+    }
+}
+
 int main(int argc, char **argv)
 {
     int quick = argc > 1 && strcmp(argv[1], "quick") == 0;
     int only_gdn = argc > 1 && strcmp(argv[1], "gdn") == 0; /* bench_cuda gdn: the Gated DeltaNet rows only */
     int only_moe = argc > 1 && strcmp(argv[1], "moe") == 0; /* bench_cuda moe: the MoE rows only */
     int only_nt = argc > 1 && strcmp(argv[1], "nt") == 0; /* bench_cuda nt: the 1-8 row products only */
+    int only_mv = argc > 1 && strcmp(argv[1], "mv") == 0; /* bench_cuda mv: the one-row Q4_K splits only */
     wk_error err = {0};
     if (cuda_ctx_init(&g_ctx, 0, &err)) {
         fprintf(stderr, "bench_cuda: %s\n", err.msg);
         return 2;
     }
     bench_ceilings();
-    if (only_nt) {
+    if (only_mv) {
+        bench_mv();
+    } else if (only_nt) {
         bench_nt();
     } else if (!only_gdn && !only_moe) {
         bench_matmuls(quick);
         if (bench_attention_all) bench_attention_all(add_row, time_ms);
     }
-    if (bench_gdn_all && !only_moe && !only_nt) bench_gdn_all(add_row, time_ms);
-    if (bench_moe_all && !only_gdn && !only_nt) bench_moe_all(add_row, time_ms);
+    if (bench_gdn_all && !only_moe && !only_nt && !only_mv) bench_gdn_all(add_row, time_ms);
+    if (bench_moe_all && !only_gdn && !only_nt && !only_mv) bench_moe_all(add_row, time_ms);
 
     printf("\n%-56s %9s %10s %9s %6s\n", "kernel", "ms", "GB/s", "TFLOP/s", "%ceil");
     for (int i = 0; i < g_nrows; i++)

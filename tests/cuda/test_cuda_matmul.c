@@ -333,6 +333,63 @@ static void test_matmul_rows_multi(int64_t K, int64_t n, uint64_t seed)
 }
 
 /* cuda_matvec_multi on n weights (rows 1, 300, 77, 4100, ...) = cuda_matmul of each, bit for bit. */
+/* The pipelined Q4_K matvec (sm_90) with each split, bit for bit against the kernel whose
+ * arithmetic it keeps: whole rows (1 piece) = the one-row kernel every architecture runs,
+ * two pieces = the two-warp kernel cuda_matvec gives long rows of several slots (here two
+ * slots of the same activations); items of 1 and 2 rows
+ * (odd M refused for 2); M past the machine's warps wraps each warp around its buffers. */
+static void test_matvec_pipe(int64_t M, int64_t K, uint64_t seed)
+{
+    uint64_t rng = seed;
+    const size_t row_bytes = (size_t)(K / 256) * 144;
+    uint8_t *w = malloc(row_bytes * M);
+    ref_random_blocks(QT_Q4_K, w, K * M, &rng);
+    wk_error err = {0};
+    cuda_qweight qw;
+    if (cuda_qw_upload(&g_ctx, &qw, QT_Q4_K, w, K, M, row_bytes, 1, row_bytes * M, &err)) {
+        fprintf(stderr, "upload: %s\n", err.msg);
+        exit(2);
+    }
+    free(w);
+    float *x = malloc(sizeof(float) * K);
+    for (int64_t i = 0; i < K; i++) x[i] = ref_randn(&rng);
+    float *dx = dev_upload(x, sizeof(float) * K), *dy = dev_alloc(sizeof(float) * M * 2);
+    int8_t *dxq = dev_alloc(K);
+    float *dxd = dev_alloc(sizeof(float) * K / 32);
+    OK(cuda_quantize_act(&g_ctx, dx, 1, K, 256, dxq, dxd));
+    float *ref1 = malloc(sizeof(float) * M), *ref2 = malloc(sizeof(float) * M), *y = malloc(sizeof(float) * M);
+    const int hopper = g_ctx.sw.hopper;
+    g_ctx.sw.hopper = 0;
+    OK(cuda_matvec(&g_ctx, &qw, dxq, dxd, NULL, 1, 1, NULL, dy, &err));
+    dev_download(ref1, dy, sizeof(float) * M);
+    g_ctx.sw.hopper = hopper;
+    const int long_rows = row_bytes > 4096 && (K / 256) % 2 == 0; /* two slots: two warps a row */
+    if (long_rows) {
+        OK(cuda_matvec(&g_ctx, &qw, dxq, dxd, NULL, 2, 2, NULL, dy, &err));
+        dev_download(ref2, dy, sizeof(float) * M);
+    }
+    for (int rows = 1; rows <= 2; rows++)
+        for (int pieces = 1; pieces <= 2; pieces++) {
+            if (pieces == 2 && !long_rows) continue;
+            char name[128];
+            snprintf(name, sizeof name, "pipelined matvec Q4_K %lldx%lld, %d-row items, %d piece(s) = %s (bit for bit)",
+                     (long long)M, (long long)K, rows, pieces, pieces == 1 ? "one-row kernel" : "two-warp kernel");
+            cudaMemset(dy, 0xFF, sizeof(float) * M);
+            const int rc = cuda_matvec_q4k_pipe(&g_ctx, &qw, dxq, dxd, dy, rows, pieces, &err);
+            if (M % rows) {
+                snprintf(name, sizeof name, "pipelined matvec Q4_K refuses %lld rows in %d-row items", (long long)M, rows);
+                check_err(name, rc == 0 ? 1.0 : 0.0, 0.0);
+                continue;
+            }
+            OK(rc);
+            dev_download(y, dy, sizeof(float) * M);
+            check_err(name, memcmp(y, pieces == 1 ? ref1 : ref2, sizeof(float) * M) ? 1.0 : 0.0, 0.0);
+        }
+    cuda_qw_free(&qw);
+    cudaFree(dx); cudaFree(dy); cudaFree(dxq); cudaFree(dxd);
+    free(x); free(ref1); free(ref2); free(y);
+}
+
 static void test_matvec_multi(uint32_t type, int64_t K, int n, uint64_t seed)
 {
     uint64_t rng = seed;
@@ -461,6 +518,13 @@ void test_matmul_all(void)
         test_matvec_multi(QT_Q4_K, 17408, 2, 930 + v);
     }
     g_ctx.sw.hopper = hopper;
+    if (hopper) {
+        test_matvec_pipe(334, 2048, 940);
+        test_matvec_pipe(40000, 2048, 941);
+        test_matvec_pipe(1002, 8704, 942);
+        test_matvec_pipe(9000, 8704, 943);
+        test_matvec_pipe(333, 17408, 944);
+    }
     test_matvec_multi(QT_Q6_K, 2048, 3, 920);
     test_matvec_multi(QT_Q8_0, 1024, 4, 921);
     test_matvec_multi(QT_IQ4_NL, 1024, 6, 922); /* two launches */

@@ -214,6 +214,11 @@ int cuda_mmq(cuda_ctx *c, const cuda_qweight *w, int64_t mat, const int8_t *xq, 
  * cuda_matvec's one-row result. */
 int cuda_matvec_nt(cuda_ctx *c, const cuda_qweight *w, const int8_t *xq, const float *xd, int64_t n, float *y,
                    wk_error *err);
+/* One activation row times Q4_K weights on sm_90 with the pipelined kernel split as asked
+ * (for tests and benchmarks; cuda_matvec picks the split): items of `rows` (1, 2) rows, each
+ * row in `pieces` (1, 2) pieces. Bit-identical to cuda_matvec's one-row kernels. */
+int cuda_matvec_q4k_pipe(cuda_ctx *c, const cuda_qweight *w, const int8_t *xq, const float *xd, float *y, int rows,
+                         int pieces, wk_error *err);
 /* Whether cuda_matvec_tc has a kernel for the type and width. */
 int cuda_matvec_tc_supported(uint32_t type, int64_t K);
 /* y[t][0..M) = W · x[t] for t < n as cuda_matvec_nt, on int8 tensor cores (matvec_tc.cu):

@@ -215,17 +215,23 @@ __device__ __forceinline__ float q4k8_dot_smem(const uint8_t *blk, int64_t ib, i
     return q4k8_dot_words(*(const uint4 *)blk, *(const uint4 *)(blk + 16 + 32 * g + 16 * h), ib, t, xq, xd);
 }
 
-/* One bulk copy (cp.async.bulk, the Hopper copy engine) of `bytes` (a 16-byte
- * multiple) from global src into shared dst, completing on mbarrier bar_a:
- * issued by one thread. */
 /* These use sm_90 instructions (the bulk copy engine, mbarrier transaction counts and
  * parity waits, the async-proxy fences): the kernels that call them run only where
  * cuda_ctx.sw.hopper is set; built for an older architecture they trap. */
-__device__ __forceinline__ void bulk_copy_row(unsigned bar_a, uint8_t *dst, const uint8_t *src, size_t bytes)
+/* Announces `bytes` of bulk copies to complete on mbarrier bar_a (and arrives): one thread. */
+__device__ __forceinline__ void mbar_expect_tx(unsigned bar_a, size_t bytes)
 {
 #if __CUDA_ARCH__ >= 900
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar_a), "r"((unsigned)bytes)
                  : "memory");
+#else
+    __trap();
+#endif
+}
+/* The copy itself, completing `bytes` of bar_a's expected transaction count. */
+__device__ __forceinline__ void bulk_copy(unsigned bar_a, uint8_t *dst, const uint8_t *src, size_t bytes)
+{
+#if __CUDA_ARCH__ >= 900
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
                      (unsigned)__cvta_generic_to_shared(dst)),
                  "l"(src), "r"((unsigned)bytes), "r"(bar_a)
@@ -233,6 +239,18 @@ __device__ __forceinline__ void bulk_copy_row(unsigned bar_a, uint8_t *dst, cons
 #else
     __trap();
 #endif
+}
+/* One bulk copy (cp.async.bulk, the Hopper copy engine) of `bytes` (a 16-byte multiple)
+ * from global src into shared dst, completing on mbarrier bar_a: issued by one thread. */
+__device__ __forceinline__ void bulk_copy_row(unsigned bar_a, uint8_t *dst, const uint8_t *src, size_t bytes)
+{
+    mbar_expect_tx(bar_a, bytes);
+    bulk_copy(bar_a, dst, src, bytes);
+}
+/* Barrier `id` (1..15; 0 is __syncthreads') for `threads` threads (a multiple of 32). */
+__device__ __forceinline__ void named_barrier(int id, int threads)
+{
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 /* mbarrier with an arrival count of 1, made visible to the copy engine. */
 __device__ __forceinline__ void mbar_init(unsigned bar_a)
@@ -246,7 +264,7 @@ __device__ __forceinline__ void mbar_init(unsigned bar_a)
 __device__ __forceinline__ void mbar_init_fence()
 {
 #if __CUDA_ARCH__ >= 900
-    mbar_init_fence();
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 #endif
 }
 /* Orders this thread's earlier reads of shared memory before a bulk copy's writes to it. */
@@ -371,63 +389,6 @@ matvec_q4k_bulk2_kernel(const mv_segs sg, size_t row_bytes, int64_t K, const int
     if (live && half == 0 && lane == 0) sg.y[seg][s * sg.rows[seg] + row] = v + part[warp / 2];
 }
 
-/* Q4_K, persistent warps with a pipeline of NBUF row buffers each: warp w of
- * the grid takes rows w, w + n_warps, ...; the bulk copies of its next NBUF-1
- * rows are in flight while it computes one, so the memory system never waits
- * for a warp's arithmetic (the one-row bulk kernel copies, then computes, then
- * exits). Grid: at most as many blocks as fit on the machine at once. Same
- * per-row arithmetic as matvec_q4k_bulk_kernel (bit-identical results).
- * Dynamic shared memory: MV_WARPS·NBUF mbarriers (8 bytes each, padded to 16)
- * then MV_WARPS·NBUF row buffers. One activation row (decode). */
-template <int NBUF>
-__global__ void __launch_bounds__(MV_WARPS * 32)
-matvec_q4k_pipe_kernel(const mv_segs sg, size_t row_bytes, int64_t K, const int8_t *__restrict__ xq,
-                       const float *__restrict__ xd)
-{
-    extern __shared__ __align__(16) uint8_t mv_smem[];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
-    const int64_t n_warps = (int64_t)gridDim.x * MV_WARPS, M = sg.total;
-    const int64_t first = (int64_t)blockIdx.x * MV_WARPS + warp;
-    pdl_trigger();
-    if (first >= M) return;
-    const unsigned bar0 = (unsigned)__cvta_generic_to_shared((uint64_t *)mv_smem + warp * NBUF);
-    uint8_t *buf0 = mv_smem + ((8 * NBUF * MV_WARPS + 15) & ~15) + (size_t)warp * NBUF * row_bytes;
-    if (lane == 0) {
-        for (int b = 0; b < NBUF; b++) mbar_init(bar0 + 8 * b);
-        mbar_init_fence();
-        for (int b = 0; b < NBUF; b++) {
-            const int64_t g = first + b * n_warps;
-            int64_t r;
-            if (g < M) bulk_copy_row(bar0 + 8 * b, buf0 + b * row_bytes, sg.W[mv_seg_of(sg, g, &r)] + r * row_bytes,
-                                     row_bytes);
-        }
-    }
-    __syncwarp();
-    pdl_wait();
-    const int64_t nb = K / 256;
-    int b = 0;
-    unsigned parity = 0;
-    for (int64_t g = first; g < M; g += n_warps) {
-        mbar_wait(bar0 + 8 * b, parity);
-        const float v = q4k8_row_smem(buf0 + b * row_bytes, nb, lane, xq, xd);
-        int64_t row;
-        const int seg = mv_seg_of(sg, g, &row);
-        if (lane == 0) sg.y[seg][row] = v;
-        __syncwarp(); /* every lane is done with buffer b */
-        const int64_t next = g + (int64_t)NBUF * n_warps;
-        if (lane == 0 && next < M) {
-            fence_proxy_async(); /* our reads before the copy's writes */
-            int64_t r;
-            bulk_copy_row(bar0 + 8 * b, buf0 + b * row_bytes, sg.W[mv_seg_of(sg, next, &r)] + r * row_bytes,
-                          row_bytes);
-        }
-        if (++b == NBUF) {
-            b = 0;
-            parity ^= 1;
-        }
-    }
-}
-
 /* Sums each of V values (a power of two up to 32) over the warp with the pairing of
  * warp_sum (lanes i and i^16 first, then i^8, ...), so each sum is bit-identical to
  * warp_sum of that value; instead of V butterflies, each step sends half of the values
@@ -448,6 +409,98 @@ template <int V, int O = 16> __device__ __forceinline__ float warp_sum_each(floa
             v[k] = keep + __shfl_xor_sync(0xffffffffu, send, O);
         }
         return warp_sum_each<V / 2, O / 2>(v, lane);
+    }
+}
+
+/* Q4_K, persistent warps with a pipeline of NBUF buffers each: a work item is R
+ * consecutive rows (the activation part loaded once for all R), each row split into P
+ * pieces of K/P columns taken by P warps of the block (P = 2 for long rows: ffn_down's
+ * 9792-byte rows would leave too few warps per multiprocessor whole); warp group w of the
+ * grid takes items w, w + n_groups, ...; the bulk copies of its next NBUF-1 items are in
+ * flight while it computes one, so the memory system never waits for a warp's arithmetic.
+ * Grid: at most as many blocks as fit on the machine at once. Per row, the arithmetic of
+ * matvec_q4k_bulk_kernel (P = 1) or matvec_q4k_bulk2_kernel (P = 2: piece sums added
+ * through shared memory, piece 0 + piece 1), so the results are bit-identical to those.
+ * Dynamic shared memory: MV_WARPS·NBUF mbarriers (8 bytes each, padded to 16) then
+ * MV_WARPS·NBUF buffers of R row pieces. One activation row (decode); every segment's
+ * row count a multiple of R. */
+template <int NBUF, int R, int P>
+__global__ void __launch_bounds__(MV_WARPS * 32)
+matvec_q4k_pipe_kernel(const mv_segs sg, size_t row_bytes, int64_t K, const int8_t *__restrict__ xq,
+                       const float *__restrict__ xd)
+{
+    static_assert(P == 1 || P == 2, "a row in one or two pieces");
+    extern __shared__ __align__(16) uint8_t mv_smem[];
+    __shared__ float part[MV_WARPS / P][NBUF][R]; /* piece 1's sums, per buffer (P = 2) */
+    const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, piece = warp % P, pair = warp / P;
+    const int64_t n_groups = (int64_t)gridDim.x * (MV_WARPS / P), n_items = sg.total / R;
+    const int64_t first = (int64_t)blockIdx.x * (MV_WARPS / P) + pair;
+    pdl_trigger();
+    if (first >= n_items) return; /* the same for both warps of a pair */
+    const size_t pb = row_bytes / P;
+    const int64_t nbp = K / 256 / P;
+    const unsigned bar0 = (unsigned)__cvta_generic_to_shared((uint64_t *)mv_smem + warp * NBUF);
+    uint8_t *buf0 = mv_smem + ((8 * NBUF * MV_WARPS + 15) & ~15) + (size_t)warp * NBUF * R * pb;
+    auto issue = [&](int b, int64_t item) { /* lane 0: item's pieces into buffer b */
+        int64_t r;
+        const uint8_t *src = sg.W[mv_seg_of(sg, item * R, &r)] + r * row_bytes + piece * pb;
+        uint8_t *dst = buf0 + (size_t)b * R * pb;
+        mbar_expect_tx(bar0 + 8 * b, R * pb);
+        if (P == 1) {
+            bulk_copy(bar0 + 8 * b, dst, src, R * pb); /* the R rows lie end to end */
+        } else {
+#pragma unroll
+            for (int k = 0; k < R; k++) bulk_copy(bar0 + 8 * b, dst + k * pb, src + k * row_bytes, pb);
+        }
+    };
+    if (lane == 0) {
+        for (int b = 0; b < NBUF; b++) mbar_init(bar0 + 8 * b);
+        mbar_init_fence();
+        for (int b = 0; b < NBUF; b++)
+            if (first + b * n_groups < n_items) issue(b, first + b * n_groups);
+    }
+    __syncwarp();
+    pdl_wait();
+    const int t = lane % 8, g = t >> 1, h = t & 1;
+    const int r_lane = lane / (32 / R); /* the row whose sum this lane ends with */
+    const bool writer = lane % (32 / R) == 0;
+    int b = 0;
+    unsigned parity = 0;
+    for (int64_t it = first; it < n_items; it += n_groups) {
+        mbar_wait(bar0 + 8 * b, parity);
+        const uint8_t *buf = buf0 + (size_t)b * R * pb;
+        float acc[R];
+#pragma unroll
+        for (int r = 0; r < R; r++) acc[r] = 0.0f;
+#pragma unroll 4
+        for (int64_t ib = lane / 8; ib < nbp; ib += 4) {
+            const kq45_a a = kq45_apart(xq, xd, piece * nbp + ib, t);
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                const uint8_t *blk = buf + r * pb + ib * 144;
+                acc[r] += kq45_mul(q4k8_wpart_words(*(const uint4 *)blk, *(const uint4 *)(blk + 16 + 32 * g + 16 * h), t), a);
+            }
+        }
+        const float v = warp_sum_each<R>(acc, lane);
+        int64_t row;
+        const int seg = mv_seg_of(sg, it * R, &row);
+        if (P == 2) {
+            if (piece == 1 && writer) part[pair][b][r_lane] = v;
+            named_barrier(1 + pair, 64); /* the pair's two warps */
+            if (piece == 0 && writer) sg.y[seg][row + r_lane] = v + part[pair][b][r_lane];
+        } else if (writer) {
+            sg.y[seg][row + r_lane] = v;
+        }
+        __syncwarp(); /* every lane is done with buffer b */
+        const int64_t next = it + (int64_t)NBUF * n_groups;
+        if (lane == 0 && next < n_items) {
+            fence_proxy_async(); /* our reads before the copy's writes */
+            issue(b, next);
+        }
+        if (++b == NBUF) {
+            b = 0;
+            parity ^= 1;
+        }
     }
 }
 
@@ -612,33 +665,73 @@ matvec_f_kernel(const uint8_t *__restrict__ W, size_t row_bytes, size_t mat_byte
     if (lane == 0) y[s * M + row] = acc;
 }
 
-/* Rows up to this many bytes go to the pipelined kernel; longer ones (ffn_down's 17408
- * columns: 9792 bytes) to the two-warp bulk kernel. H200, bench_cuda, GB/s pipe vs bulk:
- * 5120x6144 1913 vs 1583, 6144x5120 2050 vs 1756, 17408x5120 2738 vs 2672, 5120x17408
- * 1765 vs 1882 (pipelined for every row, measured again in session 4: tg128 130.6 vs
- * 134.6 tok/s). */
+/* Rows up to this many bytes go to the pipelined kernel whole; longer ones (ffn_down's 17408
+ * columns: 9792 bytes) in two pieces (whole, they left too few warps per multiprocessor:
+ * session 4 measured tg128 130.6 vs 134.6 tok/s for the two-warp bulk kernel). */
 #define MV_PIPE_MAX_ROW 4096
 #define MV_PIPE_BUFS 2
 
-/* Launches matvec_q4k_pipe_kernel (rows up to MV_PIPE_MAX_ROW bytes) with as many blocks
- * as fit on the machine at once: 1, else 0 (nothing launched). */
+/* Launches matvec_q4k_pipe_kernel with items of R rows in P pieces and as many blocks as
+ * fit on the machine at once: 1, else 0 (nothing launched: the shape does not split so, or
+ * its buffers do not fit). */
+static int q4k_pipe_launch(cuda_ctx *c, size_t row_bytes, int64_t K, const mv_segs &sg, const int8_t *xq,
+                           const float *xd, int R, int P)
+{
+    if ((K / 256) % P) return 0;
+    for (int i = 0; i < sg.n; i++)
+        if (sg.rows[i] % R) return 0;
+    const size_t smem =
+        ((8 * MV_PIPE_BUFS * MV_WARPS + 15) & ~(size_t)15) + (size_t)MV_WARPS * MV_PIPE_BUFS * R * (row_bytes / P);
+    if (smem > c->smem_per_block) return 0;
+    int per_sm = (int)(c->smem_per_sm / (smem + 1024 + 128)); /* 1 KiB reserved per block, the piece sums */
+    if (per_sm > 2048 / (MV_WARPS * 32)) per_sm = 2048 / (MV_WARPS * 32);
+    int64_t blocks = cdiv(sg.total / R, MV_WARPS / P);
+    if (blocks > (int64_t)per_sm * c->sm_count) blocks = (int64_t)per_sm * c->sm_count;
+    const dim3 grid((unsigned)blocks), block(MV_WARPS * 32);
+    if (R == 1 && P == 1)
+        launch_pdl_smem(c, matvec_q4k_pipe_kernel<MV_PIPE_BUFS, 1, 1>, grid, block, smem, sg, row_bytes, K, xq, xd);
+    else if (R == 2 && P == 1)
+        launch_pdl_smem(c, matvec_q4k_pipe_kernel<MV_PIPE_BUFS, 2, 1>, grid, block, smem, sg, row_bytes, K, xq, xd);
+    else if (R == 1 && P == 2)
+        launch_pdl_smem(c, matvec_q4k_pipe_kernel<MV_PIPE_BUFS, 1, 2>, grid, block, smem, sg, row_bytes, K, xq, xd);
+    else if (R == 2 && P == 2)
+        launch_pdl_smem(c, matvec_q4k_pipe_kernel<MV_PIPE_BUFS, 2, 2>, grid, block, smem, sg, row_bytes, K, xq, xd);
+    else
+        return 0;
+    return 1;
+}
+
+/* The default pipelined launch for Q4_K decode: 1, else 0 (another kernel must take it). */
 static int q4k_pipe(cuda_ctx *c, size_t row_bytes, int64_t K, const mv_segs &sg, const int8_t *xq, const float *xd)
 {
-    if (row_bytes > MV_PIPE_MAX_ROW) return 0;
-    const size_t smem = ((8 * MV_PIPE_BUFS * MV_WARPS + 15) & ~(size_t)15) + (size_t)MV_WARPS * MV_PIPE_BUFS * row_bytes;
-    if (smem > c->smem_per_block) return 0;
-    int per_sm = (int)(c->smem_per_sm / (smem + 1024)); /* 1 KiB reserved per block */
-    if (per_sm > 2048 / (MV_WARPS * 32)) per_sm = 2048 / (MV_WARPS * 32);
-    int64_t blocks = cdiv(sg.total, MV_WARPS);
-    if (blocks > (int64_t)per_sm * c->sm_count) blocks = (int64_t)per_sm * c->sm_count;
-    launch_pdl_smem(c, matvec_q4k_pipe_kernel<MV_PIPE_BUFS>, dim3((unsigned)blocks), dim3(MV_WARPS * 32), smem, sg,
-                    row_bytes, K, xq, xd);
-    return 1;
+    /* short rows: items of 2 rows (the activation part loaded once for both), else 1; long
+     * rows: one row an item in two pieces (two items of 2 would leave one block per
+     * multiprocessor). H200, wick bench tg128 on the 27B q4_k shape, one call: 134.5 tok/s
+     * (1 row whole; long rows on the two-warp bulk kernel) -> 136.8 (long rows in pieces)
+     * -> 145.7 (and 2-row items for short rows); 142.4 with 2-row items for long rows too. */
+    const int P = row_bytes > MV_PIPE_MAX_ROW ? 2 : 1, R = P == 1 ? 2 : 1;
+    return q4k_pipe_launch(c, row_bytes, K, sg, xq, xd, R, P) ||
+           (R > 1 && q4k_pipe_launch(c, row_bytes, K, sg, xq, xd, 1, P));
+}
+
+static mv_segs one_seg(const void *W, int64_t rows, float *y);
+extern "C" int cuda_matvec_q4k_pipe(cuda_ctx *c, const cuda_qweight *w, const int8_t *xq, const float *xd, float *y,
+                                    int rows, int pieces, wk_error *err)
+{
+    if (w->type != QT_Q4_K || !c->sw.hopper || w->row_bytes % 16 || ((uintptr_t)w->data & 15))
+        return wk_fail(err, WK_EINVAL, "cuda: the pipelined matvec takes aligned Q4_K weights on sm_90");
+    const mv_segs sg = one_seg(w->data, w->rows, y);
+    if (!q4k_pipe_launch(c, w->row_bytes, w->cols, sg, xq, xd, rows, pieces))
+        return wk_fail(err, WK_EINVAL, "cuda: the pipelined matvec does not take %lld x %lld in %d-row items of %d pieces",
+                       (long long)w->rows, (long long)w->cols, rows, pieces);
+    CU_CHECK_LAUNCH(err, "pipelined matvec");
+    return 0;
 }
 
 /* The matvec launch for the segments sg of weights shaped like w (type, row and matrix
  * strides, columns); float weights take one segment. Q4_K on sm_90 (cuda_ctx.sw.hopper): rows
- * bulk-copied to shared memory (pipelined, two warps per long row, or one warp per row);
+ * bulk-copied to shared memory (pipelined for one activation row, else two warps per long row
+ * or one warp per row);
  * otherwise, and for the other types, one warp per row from registers. */
 static int launch_matvec(cuda_ctx *c, const cuda_qweight *w, const mv_segs &sg, const int8_t *xq, const float *xd,
                          const float *xf, int64_t n_slots, int64_t slots_per_x, const int32_t *ids, wk_error *err)
